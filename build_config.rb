@@ -1,0 +1,19 @@
+# Which mruby gems are linked into build/gateway, and how the C is compiled.
+# Same shape as mruby's own build_config.rb: `conf.gem 'path'` per gem, in
+# dependency order (each gem's C init runs first, then its mrblib).
+Gateway::Build.configure do |conf|
+  conf.gem 'mrbgems/mruby-gateway-core'      # Gateway module, errors, logging
+  conf.gem 'mrbgems/mruby-gateway-config'    # server / location / upstream DSL
+  conf.gem 'mrbgems/mruby-gateway-request'   # Gateway::Request, responses
+  conf.gem 'mrbgems/mruby-gateway-async'     # Async.sleep, Async::HTTP
+  conf.gem 'mrbgems/mruby-httprequest'       # the deliberately blocking client
+  conf.gem 'mrbgems/mruby-gateway-nginx'     # ngx_mruby compatibility names
+
+  conf.cflags  = %w[-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-strict-aliasing]
+  conf.ldflags = %w[]
+
+  # `rake test:asan` builds build/asan/gateway with these and runs every test.
+  conf.variant :asan,
+    cflags:  %w[-O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined],
+    ldflags: %w[-fsanitize=address,undefined]
+end

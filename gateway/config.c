@@ -1,0 +1,245 @@
+/* config.c - evaluates the config script in a fresh mruby VM and copies what
+ * the C core needs (servers, limits, locations) out of Gateway::Config.current.
+ * Also opens the listening sockets, reusing those of the previous config on
+ * reload so that no connection is refused while workers are replaced. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/compile.h>
+#include <mruby/error.h>
+#include <mruby/hash.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "config.h"
+#include "gw_mruby.h"
+#include "router.h"
+
+static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
+{
+  return mrb_iv_get(mrb, obj, mrb_intern_cstr(mrb, name));
+}
+
+static char *dup_str(mrb_state *mrb, mrb_value s)
+{
+  return strdup(mrb_string_cstr(mrb, s));
+}
+
+static int limit_ms(mrb_state *mrb, mrb_value limits, const char *key)
+{
+  mrb_value v = mrb_hash_get(mrb, limits, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
+  return (int)(mrb_as_float(mrb, v) * 1000.0 + 0.5);
+}
+
+static size_t limit_size(mrb_state *mrb, mrb_value limits, const char *key)
+{
+  mrb_value v = mrb_hash_get(mrb, limits, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
+  return (size_t)mrb_as_float(mrb, v);
+}
+
+/* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
+static mrb_value read_config(mrb_state *mrb, void *ud)
+{
+  gw_config_t *cfg = ud;
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  mrb_value current = mrb_funcall(mrb, mrb_obj_value(mrb_class_get_under(mrb, gw, "Config")), "current", 0);
+  mrb_value servers = iv(mrb, current, "@servers");
+  mrb_int n = RARRAY_LEN(servers);
+  cfg->servers = calloc((size_t)n, sizeof(gw_server_t));
+  if (n && cfg->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < n; i++) {
+    mrb_value srv = mrb_ary_ref(mrb, servers, i);
+    gw_server_t *s = &cfg->servers[i];
+    cfg->nservers++;
+    s->fd = -1;
+    s->host = dup_str(mrb, iv(mrb, srv, "@host"));
+    s->port = (int)mrb_integer(iv(mrb, srv, "@port"));
+    s->workers = (int)mrb_integer(iv(mrb, srv, "@workers"));
+    mrb_value limits = iv(mrb, srv, "@limits");
+    s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
+    s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
+    s->limits.max_headers = limit_size(mrb, limits, "max_headers");
+    s->limits.max_body = limit_size(mrb, limits, "max_body");
+    s->limits.header_timeout_ms = limit_ms(mrb, limits, "header_timeout");
+    s->limits.body_timeout_ms = limit_ms(mrb, limits, "body_timeout");
+    s->limits.keepalive_timeout_ms = limit_ms(mrb, limits, "keepalive_timeout");
+    s->limits.send_timeout_ms = limit_ms(mrb, limits, "send_timeout");
+
+    mrb_value locs = iv(mrb, srv, "@locations");
+    mrb_int nl = RARRAY_LEN(locs);
+    s->locations = calloc((size_t)nl + 1, sizeof(gw_location_t));
+    if (s->locations == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    for (mrb_int j = 0; j < nl; j++) {
+      mrb_value loc = mrb_ary_ref(mrb, locs, j);
+      gw_location_t *l = &s->locations[j];
+      s->nlocations++;
+      l->path = dup_str(mrb, iv(mrb, loc, "@path"));
+      l->path_len = strlen(l->path);
+      l->exact = mrb_test(iv(mrb, loc, "@exact"));
+      l->handler = iv(mrb, loc, "@handler");
+      mrb_value pp = iv(mrb, loc, "@proxy_pass");
+      l->proxy_pass = mrb_nil_p(pp) ? NULL : dup_str(mrb, pp);
+      l->body_filter = iv(mrb, loc, "@body_filter");
+    }
+    gw_router_sort(s->locations, s->nlocations);
+  }
+  return mrb_nil_value();
+}
+
+/* "FILE:LINE: message": the line is the first backtrace entry in the config
+ * file itself (the DSL's own frames are skipped). */
+static void format_error(mrb_state *mrb, const char *path, char *err, size_t errlen)
+{
+  mrb_value exc = mrb_obj_value(mrb->exc);
+  mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
+  const char *cls = mrb_obj_classname(mrb, exc);
+  if (strcmp(cls, "SyntaxError") == 0) {
+    /* The parser's message already reads "FILE:LINE:COL: ..." */
+    snprintf(err, errlen, "%s", mrb_string_cstr(mrb, msg));
+    return;
+  }
+  mrb_value bt = mrb_exc_backtrace(mrb, exc);
+  size_t plen = strlen(path);
+  if (mrb_array_p(bt)) {
+    for (mrb_int i = 0; i < RARRAY_LEN(bt); i++) {
+      mrb_value e = mrb_ary_ref(mrb, bt, i);
+      if (!mrb_string_p(e)) continue;
+      const char *s = mrb_string_cstr(mrb, e);
+      if (strncmp(s, path, plen) == 0 && s[plen] == ':') {
+        int line = atoi(s + plen + 1);
+        snprintf(err, errlen, "%s:%d: %s (%s)", path, line, mrb_string_cstr(mrb, msg), cls);
+        return;
+      }
+    }
+  }
+  snprintf(err, errlen, "%s: %s (%s)", path, mrb_string_cstr(mrb, msg), cls);
+}
+
+gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
+{
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) {
+    snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
+  gw_config_t *cfg = calloc(1, sizeof(*cfg));
+  cfg->path = strdup(path);
+  cfg->mrb = gw_vm_open(err, errlen);
+  if (cfg->mrb == NULL) {
+    fclose(fp);
+    gw_config_free(cfg, NULL);
+    return NULL;
+  }
+  mrb_state *mrb = cfg->mrb;
+  mrbc_context *cxt = mrbc_context_new(mrb);
+  mrbc_filename(mrb, cxt, path);
+  cxt->capture_errors = TRUE;
+  mrb_load_file_cxt(mrb, fp, cxt);
+  mrbc_context_free(mrb, cxt);
+  fclose(fp);
+  if (mrb->exc) {
+    format_error(mrb, path, err, errlen);
+    gw_config_free(cfg, NULL);
+    return NULL;
+  }
+  mrb_bool failed = FALSE;
+  mrb_protect_error(mrb, read_config, cfg, &failed);
+  if (failed || mrb->exc) {
+    format_error(mrb, path, err, errlen);
+    gw_config_free(cfg, NULL);
+    return NULL;
+  }
+  if (cfg->nservers == 0) {
+    snprintf(err, errlen, "%s: no server defined (add: server listen: 8080 do ... end)", path);
+    gw_config_free(cfg, NULL);
+    return NULL;
+  }
+  for (size_t i = 0; i < cfg->nservers; i++)
+    for (size_t j = 0; j < i; j++)
+      if (cfg->servers[i].port == cfg->servers[j].port) {
+        snprintf(err, errlen, "%s: two servers listen on port %d", path, cfg->servers[i].port);
+        gw_config_free(cfg, NULL);
+        return NULL;
+      }
+  return cfg;
+}
+
+static int open_listener(gw_server_t *s, char *err, size_t errlen)
+{
+  struct sockaddr_storage ss;
+  socklen_t sslen;
+  memset(&ss, 0, sizeof(ss));
+  struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+  if (inet_pton(AF_INET, s->host, &sin->sin_addr) == 1) {
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons((uint16_t)s->port);
+    sslen = sizeof(*sin);
+  } else if (inet_pton(AF_INET6, s->host, &sin6->sin6_addr) == 1) {
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons((uint16_t)s->port);
+    sslen = sizeof(*sin6);
+  } else {
+    snprintf(err, errlen, "listen %s:%d: host must be an IP address", s->host, s->port);
+    return -1;
+  }
+  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) goto fail;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, 4096) < 0) goto fail;
+  s->fd = fd;
+  return 0;
+fail:
+  snprintf(err, errlen, "listen %s:%d: %s", s->host, s->port, strerror(errno));
+  if (fd >= 0) close(fd);
+  return -1;
+}
+
+int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen)
+{
+  for (size_t i = 0; i < cfg->nservers; i++) {
+    gw_server_t *s = &cfg->servers[i];
+    for (size_t j = 0; old && j < old->nservers; j++) {
+      gw_server_t *o = &old->servers[j];
+      if (o->fd >= 0 && o->port == s->port && strcmp(o->host, s->host) == 0) s->fd = o->fd;
+    }
+    if (s->fd < 0 && open_listener(s, err, errlen) < 0) return -1;
+  }
+  return 0;
+}
+
+static int fd_shared(const gw_config_t *keep, int fd)
+{
+  for (size_t i = 0; keep && i < keep->nservers; i++)
+    if (keep->servers[i].fd == fd) return 1;
+  return 0;
+}
+
+void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
+{
+  if (cfg == NULL) return;
+  for (size_t i = 0; i < cfg->nservers; i++) {
+    gw_server_t *s = &cfg->servers[i];
+    if (s->fd >= 0 && !fd_shared(keep, s->fd)) close(s->fd);
+    for (size_t j = 0; j < s->nlocations; j++) {
+      free(s->locations[j].path);
+      free(s->locations[j].proxy_pass);
+    }
+    free(s->locations);
+    free(s->host);
+  }
+  free(cfg->servers);
+  if (cfg->mrb) mrb_close(cfg->mrb);
+  free(cfg->path);
+  free(cfg);
+}

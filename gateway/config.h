@@ -1,0 +1,58 @@
+/* config.h - the configuration as the C core sees it, read out of the mruby
+ * objects that the config script built (Gateway::Config.current). */
+#ifndef GW_CONFIG_H
+#define GW_CONFIG_H
+
+#include <stddef.h>
+#include <mruby.h>
+
+typedef struct {
+  size_t max_request_line; /* bytes of request-target; over -> 414 */
+  size_t max_header_size;  /* bytes of the header block; over -> 431 */
+  size_t max_headers;      /* header fields; over -> 431 */
+  size_t max_body;         /* bytes of request body; over -> 413 */
+  int header_timeout_ms;
+  int body_timeout_ms;
+  int keepalive_timeout_ms;
+  int send_timeout_ms;
+} gw_limits_t;
+
+typedef struct {
+  char *path;           /* owned; without the "= " of exact locations */
+  size_t path_len;
+  int exact;            /* 1: "= /x" matches only /x */
+  mrb_value handler;    /* Proc or nil; kept alive by the config's Ruby objects */
+  char *proxy_pass;     /* owned URL, or NULL */
+  mrb_value body_filter;/* Proc or nil */
+} gw_location_t;
+
+typedef struct {
+  char *host;           /* owned, e.g. "0.0.0.0" */
+  int port;
+  int workers;
+  gw_limits_t limits;
+  gw_location_t *locations; /* owned array, most specific first (see router.c) */
+  size_t nlocations;
+  int fd;               /* listening socket, -1 until gw_config_listen() */
+} gw_server_t;
+
+typedef struct {
+  mrb_state *mrb;       /* the VM that evaluated the file; workers inherit it on fork */
+  char *path;           /* owned copy of the config file path */
+  gw_server_t *servers; /* owned array */
+  size_t nservers;
+} gw_config_t;
+
+/* Evaluates the config file in a new VM. On error returns NULL and writes
+ * "FILE:LINE: message" into err. The caller owns the result (gw_config_free). */
+gw_config_t *gw_config_load(const char *path, char *err, size_t errlen);
+
+/* Opens (or takes over from `old`, when the same host:port is listed there)
+ * every server's listening socket. Returns 0, or -1 with err set. */
+int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen);
+
+/* Closes listening sockets that are not shared with `keep` (may be NULL),
+ * closes the VM and frees everything. */
+void gw_config_free(gw_config_t *cfg, const gw_config_t *keep);
+
+#endif

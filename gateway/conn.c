@@ -1,0 +1,562 @@
+/* conn.c - the HTTP/1.1 server side of one client connection.
+ *
+ * Reads with read(2) into the worker's shared buffer and parses with llhttp;
+ * callbacks copy what they need into the request, so the buffer is free again
+ * once a request is parsed. Only bytes left over (a partial request, or
+ * pipelined requests behind a busy one) are copied into a buffer owned by the
+ * connection, which is freed again when it empties: idle connections hold no
+ * input buffer.
+ *
+ * One request at a time: the parser pauses at the end of each message, the
+ * request runs, its response is appended to `out`, and parsing resumes. So
+ * pipelined responses leave in order, and a burst of pipelined requests is
+ * answered with one write.
+ *
+ * Limits and the framing checks llhttp 8.1 leaves to us (obs-fold, duplicate
+ * Content-Length, Transfer-Encoding in HTTP/1.0, missing Host) are enforced in
+ * the parser callbacks; each rejection sets error_status, and the connection
+ * answers it with `Connection: close` and a lingering close. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#include "conn.h"
+#include "log.h"
+#include "response.h"
+#include "worker.h"
+
+#define SHARED_BUF_SIZE (64 * 1024)
+#define OWN_BUF_MIN (16 * 1024)
+#define OUT_HIGH_WATER (256 * 1024) /* stop taking pipelined requests above this */
+#define LINGER_MS 2000
+
+enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
+
+static char shared_buf[SHARED_BUF_SIZE];
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+static void on_timer(evutil_socket_t fd, short what, void *arg);
+static void conn_process(gw_conn_t *c);
+static void conn_close(gw_conn_t *c);
+static void conn_on_finish(gw_request_t *req);
+
+/* -- parser callbacks ------------------------------------------------------- */
+
+static int reject(gw_conn_t *c, int status)
+{
+  if (c->error_status == 0) c->error_status = status;
+  return -1;
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n)
+{
+  if (*len + n + 1 > *cap) {
+    size_t ncap = *cap ? *cap : 64;
+    while (ncap < *len + n + 1) ncap *= 2;
+    char *p = realloc(*buf, ncap);
+    if (p == NULL) return -1;
+    *buf = p;
+    *cap = ncap;
+  }
+  memcpy(*buf + *len, at, n);
+  *len += n;
+  (*buf)[*len] = '\0';
+  return 0;
+}
+
+static int on_message_begin(llhttp_t *p)
+{
+  gw_conn_t *c = p->data;
+  c->head_bytes = c->nheaders = c->ncontent_length = c->ntransfer_encoding = 0;
+  c->last_cb = CB_NONE;
+  c->hname_len = c->hvalue_len = 0;
+  c->req.target_len = 0;
+  if (c->state == GW_CONN_IDLE) {
+    c->state = GW_CONN_HEAD;
+    if (c->requests > 0) {
+      struct timeval tv = {c->server->limits.header_timeout_ms / 1000, (c->server->limits.header_timeout_ms % 1000) * 1000};
+      event_add(&c->timer_ev, &tv);
+    }
+  }
+  return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t n)
+{
+  gw_conn_t *c = p->data;
+  gw_request_t *r = &c->req;
+  if (r->target_len + n > c->server->limits.max_request_line) return reject(c, 414);
+  c->head_bytes += n;
+  return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
+}
+
+static int commit_header(gw_conn_t *c)
+{
+  const gw_limits_t *lim = &c->server->limits;
+  if (++c->nheaders > lim->max_headers) return reject(c, 431);
+  if (c->hname_len == 14 && strncasecmp(c->hname, "content-length", 14) == 0) c->ncontent_length++;
+  if (c->hname_len == 17 && strncasecmp(c->hname, "transfer-encoding", 17) == 0) c->ntransfer_encoding++;
+  /* llhttp accepts these bytes in a value; nothing upstream should ever see them. */
+  for (size_t i = 0; i < c->hvalue_len; i++)
+    if (c->hvalue[i] == '\r' || c->hvalue[i] == '\n' || c->hvalue[i] == '\0') return reject(c, 400);
+  if (gw_headers_add(&c->req.headers, c->hname, c->hname_len, c->hvalue ? c->hvalue : "", c->hvalue_len))
+    return reject(c, 500);
+  c->hname_len = c->hvalue_len = 0;
+  return 0;
+}
+
+static int count_head(gw_conn_t *c, size_t n)
+{
+  c->head_bytes += n;
+  return c->head_bytes > c->server->limits.max_header_size ? reject(c, 431) : 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t n)
+{
+  gw_conn_t *c = p->data;
+  c->last_cb = CB_FIELD;
+  if (count_head(c, n)) return -1;
+  return append(&c->hname, &c->hname_len, &c->hname_cap, at, n) ? reject(c, 500) : 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t n)
+{
+  gw_conn_t *c = p->data;
+  /* llhttp 8.1 folds an obs-fold continuation line into the previous value:
+   * a value callback right after a completed value. RFC 9112 §5.2: reject. */
+  if (c->last_cb == CB_VALUE_DONE) return reject(c, 400);
+  c->last_cb = CB_VALUE;
+  if (count_head(c, n + 4)) return -1;
+  return append(&c->hvalue, &c->hvalue_len, &c->hvalue_cap, at, n) ? reject(c, 500) : 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+  gw_conn_t *c = p->data;
+  if (c->last_cb == CB_FIELD) { /* empty value: no value callback ran */
+    if (count_head(c, 4)) return -1;
+  }
+  c->last_cb = CB_VALUE_DONE;
+  return commit_header(c);
+}
+
+static void split_target(gw_request_t *r)
+{
+  char *q = memchr(r->target, '?', r->target_len);
+  r->path_len = q ? (size_t)(q - r->target) : r->target_len;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+  gw_conn_t *c = p->data;
+  gw_request_t *r = &c->req;
+  if (p->http_major != 1) return reject(c, 505);
+  r->http_minor = p->http_minor;
+  r->method_id = p->method;
+  r->method = llhttp_method_name(p->method);
+  r->head = p->method == HTTP_HEAD;
+  if (r->target_len == 0) return reject(c, 400);
+  split_target(r);
+  int chunked = (p->flags & F_CHUNKED) != 0;
+  if (c->ncontent_length > 1) return reject(c, 400);
+  if (c->ntransfer_encoding > 0 && (r->http_minor == 0 || c->ncontent_length > 0)) return reject(c, 400);
+  if (r->http_minor == 1 && gw_headers_find(&r->headers, "host") == NULL) return reject(c, 400);
+  if (p->method == HTTP_CONNECT) return reject(c, 405);
+  if (!chunked && (p->flags & F_CONTENT_LENGTH) && p->content_length > c->server->limits.max_body)
+    return reject(c, 413);
+  r->keepalive = llhttp_should_keep_alive(p);
+  int has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+  if (has_body) {
+    gw_header_t *expect = gw_headers_find(&r->headers, "expect");
+    if (expect && r->http_minor == 1) {
+      if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
+      evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    }
+    c->state = GW_CONN_BODY;
+    struct timeval tv = {c->server->limits.body_timeout_ms / 1000, (c->server->limits.body_timeout_ms % 1000) * 1000};
+    event_add(&c->timer_ev, &tv);
+  }
+  return 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t n)
+{
+  gw_conn_t *c = p->data;
+  gw_request_t *r = &c->req;
+  if (evbuffer_get_length(r->body) + n > c->server->limits.max_body) return reject(c, 413);
+  return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+  gw_conn_t *c = p->data;
+  c->req_ready = 1;
+  return HPE_PAUSED;
+}
+
+static llhttp_settings_t parser_settings = {
+  .on_message_begin = on_message_begin,
+  .on_url = on_url,
+  .on_header_field = on_header_field,
+  .on_header_value = on_header_value,
+  .on_header_value_complete = on_header_value_complete,
+  .on_headers_complete = on_headers_complete,
+  .on_body = on_body,
+  .on_message_complete = on_message_complete,
+};
+
+/* -- timers, reading, writing ----------------------------------------------- */
+
+static void set_timer(gw_conn_t *c, int ms)
+{
+  if (ms <= 0) {
+    event_del(&c->timer_ev);
+    return;
+  }
+  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+  event_add(&c->timer_ev, &tv);
+}
+
+static void set_reading(gw_conn_t *c, int on)
+{
+  if (on == c->reading) return;
+  c->reading = on;
+  if (on)
+    event_add(&c->read_ev, NULL);
+  else
+    event_del(&c->read_ev);
+}
+
+gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer)
+{
+  gw_conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  c->out = evbuffer_new();
+  if (c->out == NULL) {
+    free(c);
+    return NULL;
+  }
+  c->worker = w;
+  c->server = w->server;
+  c->fd = fd;
+  c->state = GW_CONN_IDLE;
+  llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
+  c->parser.data = c;
+  gw_request_init(&c->req, w, w->server);
+  c->req.conn = c;
+  c->req.on_finish = conn_on_finish;
+  if (peer->sa_family == AF_INET)
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
+  else if (peer->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
+  event_assign(&c->read_ev, w->base, fd, EV_READ | EV_PERSIST, on_read, c);
+  event_assign(&c->write_ev, w->base, fd, EV_WRITE, on_write, c);
+  evtimer_assign(&c->timer_ev, w->base, on_timer, c);
+  set_reading(c, 1);
+  /* The first request gets the header timeout from the moment of accept. */
+  set_timer(c, c->server->limits.header_timeout_ms);
+  c->next = w->conns;
+  if (w->conns) w->conns->prev = c;
+  w->conns = c;
+  w->nconns++;
+  return c;
+}
+
+static void conn_free(gw_conn_t *c)
+{
+  gw_worker_t *w = c->worker;
+  if (c->prev) c->prev->next = c->next;
+  else w->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  w->nconns--;
+  event_del(&c->timer_ev);
+  gw_request_dispose(&c->req);
+  evbuffer_free(c->out);
+  if (c->buf != shared_buf) free(c->buf);
+  free(c->hname);
+  free(c->hvalue);
+  free(c);
+  gw_worker_conn_closed(w);
+}
+
+/* Closes the socket now; the struct is freed from its own timer event, so no
+ * caller up the stack (a request finishing, a callback) touches freed memory. */
+static void conn_close(gw_conn_t *c)
+{
+  if (c->dead) return;
+  c->dead = 1;
+  if (c->req.running) gw_request_abort(&c->req);
+  event_del(&c->read_ev);
+  event_del(&c->write_ev);
+  close(c->fd);
+  c->fd = -1;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+}
+
+/* Final response queued: after flushing, half-close and drain what the client
+ * still sends, so a response to a rejected request is not lost to a reset. */
+static void start_lingering(gw_conn_t *c)
+{
+  c->state = GW_CONN_CLOSING;
+  shutdown(c->fd, SHUT_WR);
+  set_reading(c, 1);
+  set_timer(c, LINGER_MS);
+}
+
+/* Writes what is queued. Returns 0 when all is written, 1 when the rest waits
+ * for the socket, -1 when the connection was closed. */
+static int conn_flush(gw_conn_t *c)
+{
+  while (evbuffer_get_length(c->out) > 0) {
+    int n = evbuffer_write(c->out, c->fd);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      conn_close(c);
+      return -1;
+    }
+  }
+  if (evbuffer_get_length(c->out) > 0) {
+    if (!c->writing) {
+      c->writing = 1;
+      struct timeval tv = {c->server->limits.send_timeout_ms / 1000, (c->server->limits.send_timeout_ms % 1000) * 1000};
+      event_add(&c->write_ev, &tv);
+    }
+    return 1;
+  }
+  if (c->close_after && c->state != GW_CONN_CLOSING) start_lingering(c);
+  return 0;
+}
+
+static const char *status_reason_for_log(int status)
+{
+  switch (status) {
+  case 400: return "malformed request";
+  case 405: return "method not allowed";
+  case 413: return "request body too large";
+  case 414: return "request line too long";
+  case 417: return "unsupported Expect";
+  case 431: return "request header block too large";
+  case 505: return "unsupported HTTP version";
+  default: return "cannot serve request";
+  }
+}
+
+/* Answers a request that failed to parse, then closes. */
+static void reject_request(gw_conn_t *c, int status)
+{
+  gw_log_info("%s: %d %s (%s)", c->req.remote_addr, status, status_reason_for_log(status),
+              llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser) : "");
+  gw_request_t *r = &c->req;
+  r->keepalive = 0;
+  r->head = 0;
+  r->http_minor = 1;
+  gw_request_simple_response(r, status, NULL);
+  gw_response_write(r, c->out, c->worker, 0);
+  gw_request_reset(r);
+  c->close_after = 1;
+  c->state = GW_CONN_BUSY; /* stop parsing */
+  set_reading(c, 0);
+  set_timer(c, 0);
+}
+
+/* Parses and runs buffered requests until input runs out or a request waits. */
+static void conn_process(gw_conn_t *c)
+{
+  while (!c->dead && !c->close_after && c->state != GW_CONN_BUSY) {
+    if (c->pos == c->len) break;
+    if (evbuffer_get_length(c->out) > OUT_HIGH_WATER) break;
+    const char *start = c->buf + c->pos;
+    llhttp_errno_t err = llhttp_execute(&c->parser, start, c->len - c->pos);
+    if (err == HPE_OK) {
+      c->pos = c->len;
+      break;
+    }
+    if (err == HPE_PAUSED) {
+      c->pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->buf);
+      llhttp_resume(&c->parser);
+      c->req_ready = 0;
+      c->state = GW_CONN_BUSY;
+      set_timer(c, 0);
+      gw_request_start(&c->req); /* may finish (conn_on_finish) before returning */
+      continue;
+    }
+    int status = c->error_status ? c->error_status : (err == HPE_INVALID_VERSION ? 505 : 400);
+    reject_request(c, status);
+    break;
+  }
+  if (c->dead) return;
+  if (c->pos == c->len) {
+    c->pos = c->len = 0;
+    if (c->buf != shared_buf) {
+      free(c->buf); /* idle connections keep no input buffer */
+    }
+    c->buf = NULL;
+  }
+  if (conn_flush(c) < 0) return;
+  if (c->state == GW_CONN_CLOSING) return;
+  /* Read more unless the unparsed backlog is already large. */
+  set_reading(c, !(c->state == GW_CONN_BUSY && c->len - c->pos >= OWN_BUF_MIN));
+}
+
+/* Moves unparsed bytes out of the shared buffer before it is reused. */
+static int keep_leftover(gw_conn_t *c)
+{
+  if (c->buf != shared_buf) return 0;
+  size_t left = c->len - c->pos;
+  if (left == 0) {
+    c->buf = NULL;
+    c->pos = c->len = 0;
+    return 0;
+  }
+  size_t cap = left > OWN_BUF_MIN ? left : OWN_BUF_MIN;
+  char *own = malloc(cap);
+  if (own == NULL) return -1;
+  memcpy(own, shared_buf + c->pos, left);
+  c->buf = own;
+  c->cap = cap;
+  c->len = left;
+  c->pos = 0;
+  return 0;
+}
+
+static void conn_enter(gw_conn_t *c) { c->in_callback++; }
+
+static void conn_leave(gw_conn_t *c)
+{
+  if (--c->in_callback == 0 && !c->dead) {
+    if (keep_leftover(c) < 0) conn_close(c);
+  }
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+  gw_conn_t *c = arg;
+  (void)what;
+  conn_enter(c);
+  char *dst;
+  size_t room;
+  if (c->buf == NULL) {
+    c->buf = shared_buf;
+    c->cap = SHARED_BUF_SIZE;
+    c->pos = c->len = 0;
+  } else if (c->pos > 0 && c->len == c->cap) {
+    memmove(c->buf, c->buf + c->pos, c->len - c->pos);
+    c->len -= c->pos;
+    c->pos = 0;
+  }
+  dst = c->buf + c->len;
+  room = c->cap - c->len;
+  if (c->state == GW_CONN_CLOSING) { /* lingering: discard */
+    char sink[4096];
+    ssize_t n = read(fd, sink, sizeof(sink));
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) conn_close(c);
+    if (c->buf == shared_buf) c->buf = NULL;
+    conn_leave(c);
+    return;
+  }
+  if (room == 0) { /* own buffer full while a request is busy: wait */
+    set_reading(c, 0);
+    conn_leave(c);
+    return;
+  }
+  ssize_t n = read(fd, dst, room);
+  if (n <= 0) {
+    if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      if (c->buf == shared_buf && c->len == 0) c->buf = NULL;
+      conn_leave(c);
+      return;
+    }
+    /* EOF or error. A client that leaves mid-request is logged (nginx's 499). */
+    if (c->state == GW_CONN_BUSY && c->req.running)
+      gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->req.remote_addr,
+                  c->req.method, (int)c->req.path_len, c->req.target);
+    conn_close(c);
+    conn_leave(c);
+    return;
+  }
+  c->len += (size_t)n;
+  if (c->state != GW_CONN_BUSY) conn_process(c);
+  else if (c->buf == shared_buf) keep_leftover(c);
+  conn_leave(c);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+  gw_conn_t *c = arg;
+  (void)fd;
+  conn_enter(c);
+  c->writing = 0;
+  if (what & EV_TIMEOUT) {
+    gw_log_info("%s: send timed out, closing", c->req.remote_addr);
+    conn_close(c);
+  } else if (conn_flush(c) == 0 && c->state != GW_CONN_CLOSING && c->state != GW_CONN_BUSY) {
+    conn_process(c); /* pipelined requests waiting for output room */
+  }
+  conn_leave(c);
+}
+
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+  gw_conn_t *c = arg;
+  (void)fd;
+  (void)what;
+  if (c->dead) {
+    if (c->in_callback == 0) conn_free(c);
+    else event_active(&c->timer_ev, EV_TIMEOUT, 0);
+    return;
+  }
+  conn_enter(c);
+  switch (c->state) {
+  case GW_CONN_HEAD:
+  case GW_CONN_BODY:
+    /* 408 with a lingering close: the client may still be sending. */
+    gw_log_info("%s: %s timed out", c->req.remote_addr, c->state == GW_CONN_HEAD ? "request head" : "request body");
+    c->error_status = 408;
+    reject_request(c, 408);
+    conn_flush(c);
+    break;
+  case GW_CONN_IDLE:
+    conn_close(c); /* idle keep-alive (or nothing sent at all): silent close, as nginx */
+    break;
+  default:
+    conn_close(c);
+    break;
+  }
+  conn_leave(c);
+}
+
+/* The request's response is complete: queue it, then go on with the next. */
+static void conn_on_finish(gw_request_t *req)
+{
+  gw_conn_t *c = req->conn;
+  int keepalive = req->keepalive && !c->worker->stopping;
+  gw_response_write(req, c->out, c->worker, keepalive);
+  c->requests++;
+  gw_request_reset(req);
+  llhttp_resume(&c->parser);
+  c->state = GW_CONN_IDLE;
+  c->error_status = 0;
+  if (!keepalive) c->close_after = 1;
+  set_timer(c, c->server->limits.keepalive_timeout_ms);
+  if (c->in_callback == 0) { /* finished later, from some other event */
+    conn_enter(c);
+    conn_process(c);
+    conn_leave(c);
+  }
+}
+
+void gw_conn_shutdown(gw_conn_t *c, int graceful)
+{
+  if (!graceful || (c->state == GW_CONN_IDLE && c->len == c->pos)) {
+    conn_close(c);
+    return;
+  }
+  c->close_after = 1; /* answered, then closed */
+}

@@ -1,0 +1,56 @@
+/* conn.h - one HTTP/1.1 client connection (server side). */
+#ifndef GW_CONN_H
+#define GW_CONN_H
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <llhttp.h>
+
+#include "request.h"
+
+typedef enum {
+  GW_CONN_IDLE,        /* between requests: keep-alive timer */
+  GW_CONN_HEAD,        /* reading a request head: header timer */
+  GW_CONN_BODY,        /* reading a body: body timer */
+  GW_CONN_BUSY,        /* a request is being handled; reading paused once buffered */
+  GW_CONN_CLOSING      /* final response queued: flush, half-close, drain, close */
+} gw_conn_state_t;
+
+struct gw_conn_s {
+  gw_worker_t *worker;
+  const gw_server_t *server;
+  int fd;
+  gw_conn_state_t state;
+  struct event read_ev, write_ev, timer_ev;
+  int reading, writing;     /* read_ev / write_ev are added */
+
+  llhttp_t parser;
+  char *buf;                /* unparsed input: the worker's shared buffer while
+                               inside a read callback, else owned (NULL when empty) */
+  size_t len, pos, cap;     /* buf[pos, len) is not parsed yet */
+  struct evbuffer *out;     /* owned output */
+
+  gw_request_t req;         /* the request being parsed or handled */
+  int req_ready;            /* req is parsed completely and not yet started */
+  /* parse bookkeeping for the current request head */
+  size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding;
+  int last_cb;              /* which llhttp callback ran last (obs-fold detection) */
+  char *hname; size_t hname_len, hname_cap; /* header name being parsed */
+  char *hvalue; size_t hvalue_len, hvalue_cap;
+  int error_status;         /* set by a parser callback that rejects the request */
+  int close_after;          /* close once `out` is flushed */
+  int in_callback;          /* depth of conn code on the stack: defer the free */
+  int dead;                 /* closed; free when in_callback drops to 0 */
+  unsigned requests;        /* requests served on this connection */
+
+  gw_conn_t *next, *prev;   /* worker's connection list */
+};
+
+/* Takes ownership of a freshly accepted socket. */
+gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer);
+
+/* Worker stop: close now (fast) or once the current request is answered (graceful). */
+void gw_conn_shutdown(gw_conn_t *c, int graceful);
+
+#endif

@@ -1,0 +1,49 @@
+/* gw_mruby.h - the bridge: everything the gems in mrbgems/ may use of the core.
+ *
+ * Gems see requests, the current worker's loop and the fiber protocol only
+ * through this header. Rule of every async primitive (DESIGN §3): the native
+ * `_gw_*` validates its arguments, arms its event, registers it as pending on
+ * the current request and returns; the mrblib wrapper then calls Fiber.yield;
+ * the completion calls gw_fiber_resume() from the loop with the value (or an
+ * exception object, which the wrapper raises). */
+#ifndef GW_MRUBY_H
+#define GW_MRUBY_H
+
+#include <event2/event.h>
+#include <mruby.h>
+
+#include "request.h"
+
+/* A VM with every gem of build_config.rb loaded. NULL with err set on failure. */
+mrb_state *gw_vm_open(char *err, size_t errlen);
+
+/* The request whose handler fiber is running; raises if called outside a
+ * handler (e.g. at config time). */
+gw_request_t *gw_mrb_current_request(mrb_state *mrb);
+/* Same, NULL instead of raising. */
+gw_request_t *gw_mrb_current_request_or_null(void);
+
+/* The Gateway::Request object of req (created on first use). */
+mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req);
+/* The request behind a Gateway::Request object; raises if it has finished. */
+gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj);
+
+/* The event loop of this worker (NULL in the master / at config time). */
+struct event_base *gw_mrb_event_base(void);
+/* Index of this worker within its server's pool; -1 in the master. */
+int gw_mrb_worker_index(void);
+
+/* Resumes req's parked fiber with v (called from a loop callback, never from
+ * inside a fiber). The pending operation must have removed itself first. */
+void gw_fiber_resume(gw_request_t *req, mrb_value v);
+
+/* Output of a handler. Raise ArgumentError on bad input. */
+void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);
+void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status);
+void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value);
+
+/* Raises class_name (e.g. "Gateway::TimeoutError") with msg; builds the
+ * exception object without raising when raise == 0. */
+mrb_value gw_mrb_error(mrb_state *mrb, const char *class_name, const char *msg);
+
+#endif

@@ -1,0 +1,242 @@
+/* handler.c - runs handlers in fibers and implements the bridge (gw_mruby.h).
+ *
+ * Every handler runs in its own mruby Fiber whose body is Gateway::RUNNER
+ * (mrbgems/mruby-gateway-request): it calls the location's block with the
+ * request, turns a Rack-style result into a response and rescues every
+ * exception. A fiber is started and resumed only from the event loop (never
+ * from inside another fiber), so mrb_fiber_resume() always switches from the
+ * root context. While a fiber is parked its only GC root is one slot of the
+ * worker's `roots` array, taken at start and given back at finish or abort. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/data.h>
+#include <mruby/error.h>
+#include <mruby/proc.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "gw_mruby.h"
+#include "handler.h"
+#include "log.h"
+#include "worker.h"
+
+/* The C request owns itself; the Ruby object only points at it. */
+static const struct mrb_data_type request_type = {"Gateway::Request", NULL};
+
+int gw_handler_worker_init(gw_worker_t *w)
+{
+  mrb_state *mrb = w->mrb;
+  w->roots = mrb_ary_new(mrb);
+  mrb_gc_register(mrb, w->roots);
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RUNNER"));
+  if (mrb->exc || !mrb_proc_p(runner)) return -1;
+  w->runner = mrb_proc_ptr(runner);
+  w->request_class = mrb_class_get_under(mrb, gw, "Request");
+  return mrb->exc ? -1 : 0;
+}
+
+static int take_slot(gw_worker_t *w)
+{
+  if (w->nfree > 0) return w->free_slots[--w->nfree];
+  int slot = (int)RARRAY_LEN(w->roots);
+  mrb_ary_push(w->mrb, w->roots, mrb_nil_value());
+  return slot;
+}
+
+static void give_slot(gw_worker_t *w, int slot)
+{
+  mrb_ary_set(w->mrb, w->roots, slot, mrb_nil_value());
+  if (w->nfree == w->free_cap) {
+    int cap = w->free_cap ? w->free_cap * 2 : 64;
+    int *p = realloc(w->free_slots, (size_t)cap * sizeof(int));
+    if (p == NULL) return; /* the slot leaks; the array stays correct */
+    w->free_slots = p;
+    w->free_cap = cap;
+  }
+  w->free_slots[w->nfree++] = slot;
+}
+
+void gw_handler_release(gw_request_t *req)
+{
+  if (!mrb_nil_p(req->rb_req)) {
+    DATA_PTR(req->rb_req) = NULL;
+    req->rb_req = mrb_nil_value();
+  }
+  if (req->root_slot >= 0) {
+    give_slot(req->worker, req->root_slot);
+    req->root_slot = -1;
+  }
+}
+
+/* -- running the fiber ------------------------------------------------------- */
+
+typedef struct {
+  mrb_value fiber;
+  mrb_int argc;
+  const mrb_value *argv;
+} resume_args_t;
+
+static mrb_value do_resume(mrb_state *mrb, void *ud)
+{
+  resume_args_t *a = ud;
+  return mrb_fiber_resume(mrb, a->fiber, a->argc, a->argv);
+}
+
+static mrb_value fiber_of(gw_request_t *req)
+{
+  return mrb_ary_ref(req->worker->mrb, req->worker->roots, req->root_slot);
+}
+
+/* A handler failed outside the runner's own rescue (which logs for itself). */
+static void fail_unexpectedly(gw_request_t *req, mrb_value exc)
+{
+  mrb_state *mrb = req->worker->mrb;
+  mrb_value msg = mrb_inspect(mrb, exc);
+  gw_log_error("handler for %s %.*s failed: %s", req->method, (int)req->path_len, req->target,
+               mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?");
+  req->failed = 1;
+}
+
+/* The fiber returned `result`: build the response unless the handler did. */
+static void complete(gw_request_t *req, mrb_value result)
+{
+  mrb_state *mrb = req->worker->mrb;
+  if (req->failed) {
+    gw_request_simple_response(req, 500, NULL);
+  } else if (!req->has_output && mrb_string_p(result)) {
+    if (req->status == 0) req->status = 200;
+    if (gw_headers_find(&req->resp_headers, "content-type") == NULL)
+      gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+    evbuffer_add(req->resp_body, RSTRING_PTR(result), (size_t)RSTRING_LEN(result));
+  } else if (req->status == 0) {
+    req->status = 200;
+  }
+  (void)mrb;
+  gw_request_finish(req);
+}
+
+static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
+{
+  gw_worker_t *w = req->worker;
+  mrb_state *mrb = w->mrb;
+  resume_args_t a = {fiber_of(req), argc, argv};
+  mrb_bool raised = FALSE;
+  w->current = req;
+  mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
+  w->current = NULL;
+  if (raised || mrb->exc) {
+    fail_unexpectedly(req, raised ? result : mrb_obj_value(mrb->exc));
+    mrb->exc = NULL;
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, a.fiber))) {
+    return; /* parked: a pending operation will resume it */
+  }
+  complete(req, result);
+}
+
+void gw_handler_start(gw_request_t *req)
+{
+  gw_worker_t *w = req->worker;
+  mrb_state *mrb = w->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  mrb_value rbreq = gw_mrb_request_value(mrb, req);
+  mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(mrb_class_get(mrb, "Fiber")), mrb_intern_lit(mrb, "new"), 0,
+                                           NULL, mrb_obj_value(w->runner));
+  if (mrb->exc) { /* out of memory, in practice */
+    fail_unexpectedly(req, mrb_obj_value(mrb->exc));
+    mrb->exc = NULL;
+    complete(req, mrb_nil_value());
+  } else {
+    req->root_slot = take_slot(w);
+    mrb_ary_set(mrb, w->roots, req->root_slot, fiber);
+    mrb_value argv[2] = {req->location->handler, rbreq};
+    run(req, 2, argv);
+  }
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+void gw_fiber_resume(gw_request_t *req, mrb_value v)
+{
+  mrb_state *mrb = req->worker->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  run(req, 1, &v);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+/* -- bridge ------------------------------------------------------------------ */
+
+gw_request_t *gw_mrb_current_request_or_null(void)
+{
+  return gw_worker ? gw_worker->current : NULL;
+}
+
+gw_request_t *gw_mrb_current_request(mrb_state *mrb)
+{
+  gw_request_t *req = gw_mrb_current_request_or_null();
+  if (req == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "no current request: this can only be called inside a handler");
+  return req;
+}
+
+mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req)
+{
+  if (mrb_nil_p(req->rb_req)) {
+    struct RData *d = mrb_data_object_alloc(mrb, req->worker->request_class, req, &request_type);
+    req->rb_req = mrb_obj_value(d);
+  }
+  return req->rb_req;
+}
+
+gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj)
+{
+  gw_request_t *req = mrb_data_check_get_ptr(mrb, obj, &request_type);
+  if (req == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "this request has already finished");
+  return req;
+}
+
+struct event_base *gw_mrb_event_base(void)
+{
+  return gw_worker ? gw_worker->base : NULL;
+}
+
+int gw_mrb_worker_index(void)
+{
+  return gw_worker ? gw_worker->index : -1;
+}
+
+void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str)
+{
+  str = mrb_obj_as_string(mrb, str);
+  evbuffer_add(req->resp_body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+  req->has_output = 1;
+}
+
+void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status)
+{
+  if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
+  req->status = (int)status;
+}
+
+void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value)
+{
+  name = mrb_obj_as_string(mrb, name);
+  value = mrb_obj_as_string(mrb, value);
+  if (gw_request_set_header(req, RSTRING_PTR(name), (size_t)RSTRING_LEN(name), RSTRING_PTR(value),
+                            (size_t)RSTRING_LEN(value)) != 0) {
+    gw_log_error("refused response header %s: the name must be a token and the value may not contain CR, LF or NUL",
+                 mrb_string_cstr(mrb, mrb_inspect(mrb, name)));
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid response header %v: the name must be a token and the value may not "
+               "contain CR, LF or NUL", name);
+  }
+}
+
+mrb_value gw_mrb_error(mrb_state *mrb, const char *class_name, const char *msg)
+{
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  const char *short_name = strncmp(class_name, "Gateway::", 9) == 0 ? class_name + 9 : class_name;
+  struct RClass *cls = mrb_class_get_under(mrb, gw, short_name);
+  return mrb_exc_new_str(mrb, cls, mrb_str_new_cstr(mrb, msg));
+}

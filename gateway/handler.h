@@ -1,0 +1,17 @@
+/* handler.h - runs a location's Ruby handler in its own fiber. */
+#ifndef GW_HANDLER_H
+#define GW_HANDLER_H
+
+#include "request.h"
+
+/* Creates the request's fiber and runs it until it finishes or parks. */
+void gw_handler_start(gw_request_t *req);
+
+/* Drops the request's ties to Ruby: the fiber's GC root slot and the
+ * Gateway::Request object's pointer to req. Safe to call twice. */
+void gw_handler_release(gw_request_t *req);
+
+/* Worker set-up: GC root array, the runner proc, classes. Returns 0 or -1. */
+int gw_handler_worker_init(gw_worker_t *w);
+
+#endif

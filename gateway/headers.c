@@ -1,0 +1,91 @@
+/* headers.c - the header-field list shared by the server side, the upstream
+ * client and the Ruby bridge. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "headers.h"
+
+void gw_headers_init(gw_headers_t *h)
+{
+  h->items = NULL;
+  h->count = h->cap = 0;
+}
+
+void gw_headers_clear(gw_headers_t *h)
+{
+  for (size_t i = 0; i < h->count; i++) {
+    free(h->items[i].name); /* value shares the name's allocation */
+  }
+  h->count = 0;
+}
+
+void gw_headers_dispose(gw_headers_t *h)
+{
+  gw_headers_clear(h);
+  free(h->items);
+  gw_headers_init(h);
+}
+
+int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len)
+{
+  if (h->count == h->cap) {
+    size_t cap = h->cap ? h->cap * 2 : 16;
+    gw_header_t *items = realloc(h->items, cap * sizeof(*items));
+    if (items == NULL) return -1;
+    h->items = items;
+    h->cap = cap;
+  }
+  /* One allocation per field: "name\0value\0". */
+  char *mem = malloc(name_len + value_len + 2);
+  if (mem == NULL) return -1;
+  memcpy(mem, name, name_len);
+  mem[name_len] = '\0';
+  memcpy(mem + name_len + 1, value, value_len);
+  mem[name_len + 1 + value_len] = '\0';
+  gw_header_t *f = &h->items[h->count++];
+  f->name = mem;
+  f->name_len = name_len;
+  f->value = mem + name_len + 1;
+  f->value_len = value_len;
+  return 0;
+}
+
+gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name)
+{
+  size_t len = strlen(name);
+  for (size_t i = 0; i < h->count; i++)
+    if (h->items[i].name_len == len && strncasecmp(h->items[i].name, name, len) == 0) return &h->items[i];
+  return NULL;
+}
+
+void gw_headers_remove(gw_headers_t *h, const char *name)
+{
+  size_t len = strlen(name), j = 0;
+  for (size_t i = 0; i < h->count; i++) {
+    if (h->items[i].name_len == len && strncasecmp(h->items[i].name, name, len) == 0)
+      free(h->items[i].name);
+    else
+      h->items[j++] = h->items[i];
+  }
+  h->count = j;
+}
+
+/* RFC 9110 tchar */
+static int is_tchar(unsigned char c)
+{
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return 1;
+  return strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0';
+}
+
+int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len)
+{
+  if (name_len == 0) return 0;
+  for (size_t i = 0; i < name_len; i++)
+    if (!is_tchar((unsigned char)name[i])) return 0;
+  for (size_t i = 0; i < value_len; i++) {
+    unsigned char c = (unsigned char)value[i];
+    if (c == '\r' || c == '\n' || c == '\0') return 0;
+  }
+  return 1;
+}

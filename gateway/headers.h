@@ -1,0 +1,35 @@
+/* headers.h - a list of HTTP header fields, as parsed or to be sent.
+ * Names and values are NUL-terminated copies owned by the list. */
+#ifndef GW_HEADERS_H
+#define GW_HEADERS_H
+
+#include <stddef.h>
+
+typedef struct {
+  char *name;
+  size_t name_len;
+  char *value;
+  size_t value_len;
+} gw_header_t;
+
+typedef struct {
+  gw_header_t *items; /* owned; grows by doubling */
+  size_t count;
+  size_t cap;
+} gw_headers_t;
+
+void gw_headers_init(gw_headers_t *h);
+/* Frees every name/value and the array; the list is empty and reusable after. */
+void gw_headers_dispose(gw_headers_t *h);
+/* Forgets the fields but keeps the array for reuse (no free of the array). */
+void gw_headers_clear(gw_headers_t *h);
+/* Appends a copy of name/value. Returns 0, or -1 when out of memory. */
+int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len);
+/* First field whose name matches case-insensitively, or NULL. */
+gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name);
+/* Removes every field whose name matches case-insensitively. */
+void gw_headers_remove(gw_headers_t *h, const char *name);
+/* 1 if name/value may be written to the wire: a token name, and no CR, LF or NUL in the value. */
+int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len);
+
+#endif

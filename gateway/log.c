@@ -1,0 +1,57 @@
+/* log.c - the error log. Every line: timestamp, level, process role, message.
+ * Writes go straight to fd 2 in one write(2) so lines from the master and the
+ * workers never interleave mid-line. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+
+gw_log_level_t gw_log_min_level = GW_LOG_NOTICE;
+
+static char role[32] = "master";
+
+static const char *const level_names[] = {"debug", "info", "notice", "warn", "error", "crit"};
+
+void gw_log_set_role(const char *r)
+{
+  snprintf(role, sizeof(role), "%s", r);
+}
+
+int gw_log_level_from_name(const char *name)
+{
+  for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++)
+    if (strcmp(name, level_names[i]) == 0) return (int)i;
+  return -1;
+}
+
+const char *gw_log_level_name(gw_log_level_t level)
+{
+  return level_names[level];
+}
+
+void gw_log(gw_log_level_t level, const char *fmt, ...)
+{
+  if (level < gw_log_min_level) return;
+  char line[4096];
+  struct timeval tv;
+  struct tm tm;
+  gettimeofday(&tv, NULL);
+  localtime_r(&tv.tv_sec, &tm);
+  int n = (int)strftime(line, sizeof(line), "%Y/%m/%d %H:%M:%S", &tm);
+  n += snprintf(line + n, sizeof(line) - n, ".%03d [%s] %s[%d]: ", (int)(tv.tv_usec / 1000),
+                level_names[level], role, (int)getpid());
+  va_list ap;
+  va_start(ap, fmt);
+  int m = vsnprintf(line + n, sizeof(line) - n - 1, fmt, ap);
+  va_end(ap);
+  if (m < 0) m = 0;
+  n += m;
+  if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
+  line[n++] = '\n';
+  ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+  (void)w;
+}

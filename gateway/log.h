@@ -1,0 +1,33 @@
+/* log.h - the error log: leveled lines on stderr (or a file), one per event. */
+#ifndef GW_LOG_H
+#define GW_LOG_H
+
+typedef enum {
+  GW_LOG_DEBUG = 0,
+  GW_LOG_INFO,
+  GW_LOG_NOTICE,
+  GW_LOG_WARN,
+  GW_LOG_ERROR,
+  GW_LOG_CRIT
+} gw_log_level_t;
+
+/* Lines below this level are dropped (default GW_LOG_NOTICE). */
+extern gw_log_level_t gw_log_min_level;
+
+/* Set by main: "master" or "worker N" prefix for every line of this process. */
+void gw_log_set_role(const char *role);
+
+/* Maps "debug".."crit" to a level; returns -1 for an unknown name. */
+int gw_log_level_from_name(const char *name);
+const char *gw_log_level_name(gw_log_level_t level);
+
+void gw_log(gw_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#define gw_log_crit(...) gw_log(GW_LOG_CRIT, __VA_ARGS__)
+#define gw_log_error(...) gw_log(GW_LOG_ERROR, __VA_ARGS__)
+#define gw_log_warn(...) gw_log(GW_LOG_WARN, __VA_ARGS__)
+#define gw_log_notice(...) gw_log(GW_LOG_NOTICE, __VA_ARGS__)
+#define gw_log_info(...) gw_log(GW_LOG_INFO, __VA_ARGS__)
+#define gw_log_debug(...) gw_log(GW_LOG_DEBUG, __VA_ARGS__)
+
+#endif

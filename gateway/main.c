@@ -1,0 +1,77 @@
+/* main.c - command line: serve, check a config, print the version. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <ares.h>
+#include <llhttp.h>
+#include <mruby/version.h>
+
+#include "config.h"
+#include "log.h"
+#include "master.h"
+
+#define GW_VERSION "0.1.0"
+
+static void usage(FILE *out)
+{
+  fprintf(out,
+          "usage: gateway [-t] [-v] [-h] -f FILE\n"
+          "\n"
+          "  -f FILE   the configuration (an mruby script); serve it in the foreground,\n"
+          "            logging to stderr\n"
+          "  -t        check the configuration and exit: 0 and \"syntax is ok\", or 1 and\n"
+          "            FILE:LINE: message\n"
+          "  -v        print the version and exit\n"
+          "  -h        print this help and exit\n"
+          "\n"
+          "signals to the master: TERM/INT fast stop, QUIT graceful stop (finish\n"
+          "in-flight requests), HUP reload the configuration (a bad one is logged\n"
+          "and the running one kept)\n");
+}
+
+int main(int argc, char **argv)
+{
+  const char *file = NULL;
+  int test_only = 0;
+  int opt;
+  while ((opt = getopt(argc, argv, "f:tvh")) != -1) {
+    switch (opt) {
+    case 'f': file = optarg; break;
+    case 't': test_only = 1; break;
+    case 'v':
+      printf("gateway/%s (mruby %s, libevent %s, c-ares %s, llhttp %d.%d.%d)\n", GW_VERSION, MRUBY_VERSION,
+             event_get_version(), ares_version(NULL), LLHTTP_VERSION_MAJOR, LLHTTP_VERSION_MINOR,
+             LLHTTP_VERSION_PATCH);
+      return 0;
+    case 'h': usage(stdout); return 0;
+    default: usage(stderr); return 2;
+    }
+  }
+  if (optind < argc || file == NULL) {
+    if (file == NULL) fprintf(stderr, "gateway: no configuration given (-f FILE)\n");
+    else fprintf(stderr, "gateway: unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
+  }
+
+  char err[1024];
+  gw_config_t *cfg = gw_config_load(file, err, sizeof(err));
+  if (cfg == NULL) {
+    fprintf(stderr, "%s\n", err);
+    return 1;
+  }
+  if (test_only) {
+    printf("%s: syntax is ok\n", file);
+    gw_config_free(cfg, NULL);
+    return 0;
+  }
+  if (gw_config_listen(cfg, NULL, err, sizeof(err)) < 0) {
+    fprintf(stderr, "%s: %s\n", file, err);
+    gw_config_free(cfg, NULL);
+    return 1;
+  }
+  return gw_master_run(cfg);
+}

@@ -1,0 +1,185 @@
+/* proxy.c - proxy_pass: rewrites a request for an upstream, sends it with the
+ * upstream client (upstream.c) and turns the answer into the response.
+ *
+ * URL mapping follows nginx: with a path in the URL, the matched location
+ * prefix is replaced by it ("/sub" + proxy_pass "http://h:1/mruby": "/sub/x"
+ * -> "/mruby/x"); without one, the request-target is passed unchanged. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "proxy.h"
+#include "upstream.h"
+#include "worker.h"
+
+typedef struct {
+  gw_pending_t pending;   /* registered with req: an abort cancels us */
+  gw_request_t *req;
+  gw_client_req_t *client;
+} proxy_op_t;
+
+/* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
+static int is_hop_by_hop(const gw_header_t *h)
+{
+  static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
+                                      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strcasecmp(h->name, names[i]) == 0) return 1;
+  return 0;
+}
+
+/* Also hop-by-hop: any field the Connection header names. */
+static int named_in_connection(const gw_headers_t *hs, const gw_header_t *h)
+{
+  const gw_header_t *conn = gw_headers_find(hs, "connection");
+  if (conn == NULL) return 0;
+  const char *p = conn->value;
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t') p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
+    if ((size_t)(e - p) == h->name_len && strncasecmp(p, h->name, h->name_len) == 0) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_t *req = op->req;
+  gw_request_pending_remove(&op->pending);
+  free(op);
+  if (err) {
+    gw_log_error("proxy %s %.*s: %s", req->method, (int)req->path_len, req->target, err);
+    gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
+  } else {
+    req->status = res->status;
+    for (size_t i = 0; i < res->headers.count; i++) {
+      const gw_header_t *h = &res->headers.items[i];
+      if (is_hop_by_hop(h) || named_in_connection(&res->headers, h)) continue;
+      gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
+    }
+    evbuffer_add_buffer(req->resp_body, res->body);
+  }
+  gw_request_finish(req);
+}
+
+static void cancel_op(gw_pending_t *p)
+{
+  proxy_op_t *op = (proxy_op_t *)p;
+  gw_client_cancel(op->client);
+  free(op);
+}
+
+typedef struct {
+  char host[256];
+  int port;
+  const char *path; /* points into the URL; "" when the URL has none */
+} url_t;
+
+static int parse_url(const char *url, url_t *u)
+{
+  if (strncmp(url, "http://", 7) != 0) return -1;
+  const char *h = url + 7;
+  const char *slash = strchr(h, '/');
+  const char *end = slash ? slash : h + strlen(h);
+  const char *colon = memchr(h, ':', (size_t)(end - h));
+  if (h[0] == '[') colon = strstr(h, "]:") ? strstr(h, "]:") + 1 : NULL;
+  const char *host_end = colon ? colon : end;
+  if (h[0] == '[') h++, host_end = strchr(h, ']');
+  size_t hl = (size_t)(host_end - h);
+  if (hl == 0 || hl >= sizeof(u->host)) return -1;
+  memcpy(u->host, h, hl);
+  u->host[hl] = '\0';
+  u->port = colon ? atoi(colon + 1) : 80;
+  if (u->port <= 0 || u->port > 65535) return -1;
+  u->path = slash ? slash : "";
+  return 0;
+}
+
+void gw_proxy_start(gw_request_t *req, const char *url)
+{
+  gw_worker_t *w = req->worker;
+  url_t u;
+  struct in6_addr probe;
+  if (parse_url(url, &u) < 0 ||
+      (inet_pton(AF_INET, u.host, &probe) != 1 && inet_pton(AF_INET6, u.host, &probe) != 1)) {
+    gw_log_error("proxy_pass %s: need http://IP:PORT/path (host names are not supported yet)", url);
+    gw_request_simple_response(req, 502, NULL);
+    gw_request_finish(req);
+    return;
+  }
+
+  /* The target: the location prefix replaced by the URL's path. */
+  size_t prefix = (req->location && *u.path) ? req->location->path_len : 0;
+  if (prefix > req->path_len) prefix = req->path_len;
+  size_t plen = strlen(u.path);
+  size_t tlen = plen + req->target_len - prefix;
+  char *target = malloc(tlen + 2);
+  if (target == NULL) {
+    gw_request_simple_response(req, 500, NULL);
+    gw_request_finish(req);
+    return;
+  }
+  memcpy(target, u.path, plen);
+  memcpy(target + plen, req->target + prefix, req->target_len - prefix);
+  target[tlen] = '\0';
+  if (tlen == 0 || target[0] != '/') { /* "?q" alone, or nothing: root */
+    memmove(target + 1, target, tlen + 1);
+    target[0] = '/';
+  }
+
+  gw_headers_t hs;
+  gw_headers_init(&hs);
+  char hostport[300];
+  snprintf(hostport, sizeof(hostport), u.port == 80 ? "%s" : "%s:%d", u.host, u.port);
+  gw_headers_add(&hs, "Host", 4, hostport, strlen(hostport));
+  const gw_header_t *xff = NULL;
+  for (size_t i = 0; i < req->headers.count; i++) {
+    const gw_header_t *h = &req->headers.items[i];
+    if (is_hop_by_hop(h) || named_in_connection(&req->headers, h)) continue;
+    if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0) continue;
+    if (strcasecmp(h->name, "x-forwarded-for") == 0) {
+      xff = h;
+      continue;
+    }
+    gw_headers_add(&hs, h->name, h->name_len, h->value, h->value_len);
+  }
+  if (req->remote_addr[0]) {
+    char v[1024];
+    int n = xff ? snprintf(v, sizeof(v), "%s, %s", xff->value, req->remote_addr) : snprintf(v, sizeof(v), "%s", req->remote_addr);
+    gw_headers_add(&hs, "X-Forwarded-For", 15, v, (size_t)n < sizeof(v) ? (size_t)n : sizeof(v) - 1);
+    gw_headers_add(&hs, "X-Forwarded-Proto", 17, "http", 4);
+    const gw_header_t *host = gw_headers_find(&req->headers, "host");
+    if (host) gw_headers_add(&hs, "X-Forwarded-Host", 16, host->value, host->value_len);
+  }
+
+  size_t body_len = evbuffer_get_length(req->body);
+  gw_client_params_t params = {
+    .host = u.host,
+    .port = u.port,
+    .method = req->method,
+    .target = target,
+    .headers = &hs,
+    .body = body_len ? (const char *)evbuffer_pullup(req->body, -1) : NULL,
+    .body_len = body_len,
+  };
+  proxy_op_t *op = calloc(1, sizeof(*op));
+  if (op) {
+    op->req = req;
+    op->client = gw_client_request(w->pool, &params, on_upstream_done, op);
+  }
+  free(target);
+  gw_headers_dispose(&hs);
+  if (op == NULL || op->client == NULL) {
+    free(op);
+    gw_request_simple_response(req, 500, NULL);
+    gw_request_finish(req);
+    return;
+  }
+  gw_request_pending_add(req, &op->pending, cancel_op);
+}

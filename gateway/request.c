@@ -1,0 +1,118 @@
+/* request.c - a request's life: routing, the pending-operation registry that
+ * makes aborts safe, and the finish/abort paths. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "handler.h"
+#include "log.h"
+#include "proxy.h"
+#include "request.h"
+#include "response.h"
+#include "router.h"
+#include "worker.h"
+
+void gw_request_init(gw_request_t *req, gw_worker_t *w, const gw_server_t *server)
+{
+  memset(req, 0, sizeof(*req));
+  req->worker = w;
+  req->server = server;
+  req->method = "GET";
+  gw_headers_init(&req->headers);
+  gw_headers_init(&req->resp_headers);
+  req->body = evbuffer_new();
+  req->resp_body = evbuffer_new();
+  req->rb_req = mrb_nil_value();
+  req->root_slot = -1;
+  req->pending.next = req->pending.prev = &req->pending;
+}
+
+void gw_request_reset(gw_request_t *req)
+{
+  gw_headers_clear(&req->headers);
+  gw_headers_clear(&req->resp_headers);
+  evbuffer_drain(req->body, evbuffer_get_length(req->body));
+  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  req->target_len = req->path_len = 0;
+  req->status = 0;
+  req->has_output = req->failed = req->head = 0;
+  req->location = NULL;
+}
+
+void gw_request_dispose(gw_request_t *req)
+{
+  if (req->running) gw_request_abort(req);
+  gw_headers_dispose(&req->headers);
+  gw_headers_dispose(&req->resp_headers);
+  evbuffer_free(req->body);
+  evbuffer_free(req->resp_body);
+  free(req->target);
+  req->target = NULL;
+}
+
+void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *))
+{
+  p->cancel = cancel;
+  p->next = req->pending.next;
+  p->prev = &req->pending;
+  req->pending.next->prev = p;
+  req->pending.next = p;
+}
+
+void gw_request_pending_remove(gw_pending_t *p)
+{
+  p->prev->next = p->next;
+  p->next->prev = p->prev;
+  p->next = p->prev = p;
+}
+
+void gw_request_simple_response(gw_request_t *req, int status, const char *body)
+{
+  gw_headers_clear(&req->resp_headers);
+  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  req->status = status;
+  if (status == 204 || status == 304) return;
+  gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+  if (body)
+    evbuffer_add(req->resp_body, body, strlen(body));
+  else
+    evbuffer_add_printf(req->resp_body, "%d %s\n", status, gw_response_reason(status));
+}
+
+void gw_request_start(gw_request_t *req)
+{
+  req->running = 1;
+  req->location = gw_router_match(req->server, req->target, req->path_len);
+  if (req->location == NULL) {
+    gw_request_simple_response(req, 404, NULL);
+    gw_request_finish(req);
+  } else if (req->location->proxy_pass) {
+    gw_proxy_start(req, req->location->proxy_pass);
+  } else {
+    gw_handler_start(req);
+  }
+}
+
+void gw_request_finish(gw_request_t *req)
+{
+  req->running = 0;
+  gw_handler_release(req);
+  req->on_finish(req);
+}
+
+void gw_request_abort(gw_request_t *req)
+{
+  while (req->pending.next != &req->pending) {
+    gw_pending_t *p = req->pending.next;
+    gw_request_pending_remove(p);
+    p->cancel(p);
+  }
+  req->running = 0;
+  gw_handler_release(req);
+}
+
+int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+  if (!gw_header_field_is_safe(name, nlen, value, vlen)) return -1;
+  return gw_headers_add(&req->resp_headers, name, nlen, value, vlen);
+}

@@ -1,0 +1,14 @@
+/* router.h - picks the location for a request path. */
+#ifndef GW_ROUTER_H
+#define GW_ROUTER_H
+
+#include "config.h"
+
+/* Orders locations for matching: exact ones first, then prefixes, longest first. */
+void gw_router_sort(gw_location_t *locs, size_t n);
+
+/* The exact location for path, else the longest prefix location, else NULL.
+ * Plain byte prefixes, as nginx does: "/api" matches "/api/x" and "/apix". */
+const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len);
+
+#endif

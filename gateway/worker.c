@@ -1,0 +1,189 @@
+/* worker.c - a worker process: one event_base, one VM, one server's listener.
+ *
+ * Accepts connections, caches the Date header, and stops on signals from the
+ * master: SIGTERM/SIGINT close everything now, SIGQUIT stops accepting and
+ * exits once every in-flight request is answered. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include "conn.h"
+#include "handler.h"
+#include "log.h"
+#include "worker.h"
+
+gw_worker_t *gw_worker;
+
+#define ACCEPT_BURST 64
+#define EMFILE_PAUSE_MS 100
+
+const char *gw_worker_date(gw_worker_t *w)
+{
+  time_t now = time(NULL);
+  if (now != w->date_time) {
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    w->date_time = now;
+  }
+  return w->date;
+}
+
+static void worker_exit_if_done(gw_worker_t *w)
+{
+  if (w->stopping && w->nconns == 0) event_base_loopbreak(w->base);
+}
+
+void gw_worker_conn_closed(gw_worker_t *w)
+{
+  worker_exit_if_done(w);
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+  gw_worker_t *w = arg;
+  (void)what;
+  for (int i = 0; i < ACCEPT_BURST; i++) {
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof(ss);
+    int cfd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (cfd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
+      if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+        /* Out of descriptors: stop accepting for a moment instead of spinning. */
+        gw_log_error("accept: %s; pausing accepts for %d ms", strerror(errno), EMFILE_PAUSE_MS);
+        event_del(w->listen_ev);
+        struct timeval tv = {0, EMFILE_PAUSE_MS * 1000};
+        event_add(w->accept_pause_ev, &tv);
+        return;
+      }
+      gw_log_error("accept: %s", strerror(errno));
+      return;
+    }
+    if (ss.ss_family != AF_UNIX) {
+      int one = 1;
+      setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    }
+    if (gw_conn_new(w, cfd, (struct sockaddr *)&ss) == NULL) {
+      gw_log_error("out of memory for a new connection");
+      close(cfd);
+    }
+  }
+}
+
+static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
+{
+  gw_worker_t *w = arg;
+  (void)fd;
+  (void)what;
+  if (!w->stopping) event_add(w->listen_ev, NULL);
+}
+
+static void stop_accepting(gw_worker_t *w)
+{
+  event_del(w->listen_ev);
+  event_del(w->accept_pause_ev);
+  close(w->server->fd);
+  w->server->fd = -1;
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+  gw_worker_t *w = arg;
+  (void)what;
+  int graceful = sig == SIGQUIT;
+  if (w->stopping && graceful) return;
+  w->stopping = 1;
+  gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, w->nconns);
+  if (w->server->fd >= 0) stop_accepting(w);
+  gw_conn_t *next;
+  for (gw_conn_t *c = w->conns; c; c = next) {
+    next = c->next;
+    gw_conn_shutdown(c, graceful);
+  }
+  if (!graceful) event_base_loopexit(w->base, NULL); /* after the closes above run */
+  worker_exit_if_done(w);
+}
+
+void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
+{
+  static gw_worker_t worker;
+  gw_worker_t *w = &worker;
+  char role[32];
+  snprintf(role, sizeof(role), "worker %d:%d", server->port, index);
+  gw_log_set_role(role);
+
+  /* Listening sockets of the other servers belong to their own workers. */
+  for (size_t i = 0; i < cfg->nservers; i++)
+    if (&cfg->servers[i] != server && cfg->servers[i].fd >= 0) {
+      close(cfg->servers[i].fd);
+      cfg->servers[i].fd = -1;
+    }
+
+  w->config = cfg;
+  w->server = server;
+  w->index = index;
+  w->mrb = cfg->mrb;
+  w->roots = mrb_nil_value();
+
+  /* The precise timer: libevent's default cached coarse clock ticks every
+   * 4 ms here and fires a 10 ms timer as early as 6 ms. */
+  struct event_config *ec = event_config_new();
+  event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+  w->base = event_base_new_with_config(ec);
+  event_config_free(ec);
+  if (w->base == NULL) {
+    gw_log_crit("cannot create the event loop");
+    _exit(2);
+  }
+  gw_worker = w;
+  if (gw_handler_worker_init(w) < 0) {
+    gw_log_crit("cannot set up the handler runtime");
+    _exit(2);
+  }
+  w->pool = gw_upstream_pool_new(w->base, 1024, 60000);
+
+  int sigs[] = {SIGTERM, SIGINT, SIGQUIT};
+  for (int i = 0; i < 3; i++) {
+    w->signal_evs[i] = evsignal_new(w->base, sigs[i], on_signal, w);
+    event_add(w->signal_evs[i], NULL);
+  }
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+
+  w->listen_ev = event_new(w->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
+  w->accept_pause_ev = evtimer_new(w->base, on_accept_resume, w);
+  event_add(w->listen_ev, NULL);
+  gw_log_info("serving %s:%d", server->host, server->port);
+
+  event_base_dispatch(w->base);
+
+  /* Teardown, so that leak checkers see a clean exit. */
+  gw_conn_t *next;
+  for (gw_conn_t *c = w->conns; c; c = next) {
+    next = c->next;
+    gw_conn_shutdown(c, 0);
+  }
+  event_base_loop(w->base, EVLOOP_NONBLOCK); /* run the deferred frees */
+  gw_upstream_pool_free(w->pool);
+  for (int i = 0; i < 3; i++) event_free(w->signal_evs[i]);
+  event_free(w->listen_ev);
+  event_free(w->accept_pause_ev);
+  if (server->fd >= 0) close(server->fd);
+  mrb_gc_unregister(w->mrb, w->roots);
+  free(w->free_slots);
+  gw_worker = NULL;
+  gw_config_free(cfg, NULL);
+  event_base_free(w->base);
+  exit(0);
+}

@@ -1,0 +1,51 @@
+/* worker.h - one worker process: its event loop, its VM, its connections. */
+#ifndef GW_WORKER_H
+#define GW_WORKER_H
+
+#include <event2/event.h>
+#include <mruby.h>
+
+#include "config.h"
+#include "request.h"
+#include "upstream.h"
+
+struct gw_worker_s {
+  struct event_base *base;
+  mrb_state *mrb;           /* inherited from the master's config VM */
+  gw_config_t *config;
+  gw_server_t *server;      /* the server this worker serves */
+  int index;                /* 0..workers-1 within its server */
+
+  gw_request_t *current;    /* request whose fiber is running right now, or NULL */
+  mrb_value roots;          /* Array: GC roots of parked fibers, one slot per request */
+  int *free_slots;          /* free indexes of `roots` (stack) */
+  int nfree, free_cap;
+  struct RProc *runner;     /* Gateway::RUNNER: the body of every handler fiber */
+  struct RClass *request_class;
+
+  gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */
+
+  struct event *listen_ev;
+  struct event *accept_pause_ev; /* re-enables accept after EMFILE */
+  struct event *signal_evs[4];
+  gw_conn_t *conns;         /* every open client connection (doubly linked) */
+  size_t nconns;
+  int stopping;             /* graceful stop: no accepting, exit when idle */
+
+  char date[40];            /* "Date: ...\r\n" cached per second */
+  time_t date_time;
+};
+
+/* The worker of this process (NULL in the master). */
+extern gw_worker_t *gw_worker;
+
+/* Runs the loop of a freshly forked worker; never returns. */
+void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index) __attribute__((noreturn));
+
+/* Returns the cached "Date: ...\r\n" header line. */
+const char *gw_worker_date(gw_worker_t *w);
+
+/* Called by a connection when it closes, to let a stopping worker exit. */
+void gw_worker_conn_closed(gw_worker_t *w);
+
+#endif

@@ -1,0 +1,103 @@
+/* async.c - natives shared by the async primitives: the check that a fiber may
+ * yield here, and the Async.sleep timer. */
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include <mruby.h>
+#include <mruby/error.h>
+#include <event2/event_struct.h>
+
+#include "gw_mruby.h"
+#include "async.h"
+
+/* mruby 3.1 cannot switch fibers across a C function frame (a block given to
+ * a C-implemented method, e.g. inside `instance_eval` or a sort block). Check
+ * before arming anything, so the error is clear and nothing is left pending. */
+void gw_async_check_yieldable(mrb_state *mrb, const char *what)
+{
+  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
+    if (ci->cci > 0)
+      mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
+                 "%s cannot wait here: it was called inside a block passed to a method written in C, and "
+                 "mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block", what);
+  }
+  if (mrb->c == mrb->root_c)
+    mrb_raisef(mrb, E_RUNTIME_ERROR, "%s can only be called inside a handler", what);
+}
+
+/* -- Async.sleep ------------------------------------------------------------- */
+
+typedef struct {
+  gw_pending_t pending;
+  struct event ev;
+  gw_request_t *req;
+  struct timespec deadline; /* CLOCK_MONOTONIC */
+} sleep_op_t;
+
+static void sleep_cancel(gw_pending_t *p)
+{
+  sleep_op_t *op = (sleep_op_t *)p;
+  event_del(&op->ev);
+  free(op);
+}
+
+static void arm(sleep_op_t *op, double seconds)
+{
+  struct timeval tv;
+  tv.tv_sec = (time_t)seconds;
+  tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+  evtimer_add(&op->ev, &tv);
+}
+
+static void on_wake(evutil_socket_t fd, short what, void *arg)
+{
+  sleep_op_t *op = arg;
+  (void)fd;
+  (void)what;
+  struct timespec now;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  double left = (double)(op->deadline.tv_sec - now.tv_sec) + (double)(op->deadline.tv_nsec - now.tv_nsec) / 1e9;
+  if (left > 0) { /* never wake early, whatever clock libevent used */
+    arm(op, left + 1e-6);
+    return;
+  }
+  gw_request_t *req = op->req;
+  gw_request_pending_remove(&op->pending);
+  free(op);
+  gw_fiber_resume(req, mrb_nil_value());
+}
+
+/* Async._gw_sleep(seconds): arms the timer; the mrblib wrapper yields. */
+static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
+{
+  mrb_float seconds;
+  (void)self;
+  mrb_get_args(mrb, "f", &seconds);
+  if (!(seconds >= 0) || isinf(seconds)) mrb_raise(mrb, E_ARGUMENT_ERROR, "Async.sleep: seconds must be a finite number >= 0");
+  gw_async_check_yieldable(mrb, "Async.sleep");
+  gw_request_t *req = gw_mrb_current_request(mrb);
+  sleep_op_t *op = calloc(1, sizeof(*op));
+  if (op == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  op->req = req;
+  clock_gettime(CLOCK_MONOTONIC, &op->deadline);
+  double ns = (double)op->deadline.tv_nsec + seconds * 1e9;
+  op->deadline.tv_sec += (time_t)(ns / 1e9);
+  op->deadline.tv_nsec = (long)fmod(ns, 1e9);
+  evtimer_assign(&op->ev, gw_mrb_event_base(), on_wake, op);
+  arm(op, seconds);
+  gw_request_pending_add(req, &op->pending, sleep_cancel);
+  return mrb_nil_value();
+}
+
+void mrb_mruby_gateway_async_gem_init(mrb_state *mrb)
+{
+  struct RClass *async = mrb_define_module(mrb, "Async");
+  mrb_define_module_function(mrb, async, "_gw_sleep", async_sleep, MRB_ARGS_REQ(1));
+  gw_async_subrequest_init(mrb, async);
+}
+
+void mrb_mruby_gateway_async_gem_final(mrb_state *mrb)
+{
+  (void)mrb;
+}

@@ -1,0 +1,171 @@
+# The configuration DSL. A config file is an mruby script evaluated once by the
+# master; its top-level `server` and `upstream` calls fill Gateway::Config.current,
+# which the C core reads (gateway/config.c). Every validation error is raised
+# here, so its backtrace points at the user's file and line.
+module Gateway
+  class Config
+    attr_reader :servers, :upstreams
+
+    def self.current
+      @current ||= Config.new
+    end
+
+    # Called by the core before each load (start-up, reload).
+    def self.reset
+      @current = Config.new
+    end
+
+    def initialize
+      @servers = []
+      @upstreams = {}
+    end
+  end
+
+  # Limits and timeouts of a server. Sizes in bytes, times in seconds (Float ok).
+  DEFAULT_LIMITS = {
+    max_request_line: 8192,   # longer request-target -> 414
+    max_header_size: 16384,   # larger header block -> 431
+    max_headers: 100,         # more header fields -> 431
+    max_body: 1_048_576,      # larger body -> 413
+    header_timeout: 10,       # whole header block must arrive within this
+    body_timeout: 10,         # max gap between two reads of the body
+    keepalive_timeout: 75,    # idle keep-alive connection is closed after this
+    send_timeout: 10,         # max time the client may leave our output unread
+  }
+
+  class Location
+    attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status
+
+    def initialize(path, handler, proxy_pass, body_filter, status)
+      unless path.is_a?(String) && !path.empty?
+        raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
+      end
+      @exact = false
+      if path.start_with?("=")
+        @exact = true
+        path = path[1..-1].lstrip
+      end
+      raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
+      if handler.nil? && proxy_pass.nil?
+        raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:"
+      end
+      if handler && proxy_pass
+        raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:, not both"
+      end
+      if proxy_pass && !(proxy_pass.is_a?(String) && (proxy_pass.start_with?("http://") || proxy_pass.start_with?("unix:")))
+        raise ArgumentError, "location #{path.inspect}: proxy_pass must be a URL like \"http://127.0.0.1:8080/path\", got #{proxy_pass.inspect}"
+      end
+      if body_filter && !body_filter.respond_to?(:call)
+        raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
+      end
+      @path = path
+      @handler = handler
+      @proxy_pass = proxy_pass
+      @body_filter = body_filter
+      @status = status
+    end
+  end
+
+  class Server
+    attr_reader :host, :port, :workers, :limits, :locations
+
+    def initialize(listen, workers, limits)
+      @host, @port = Server.parse_listen(listen)
+      unless workers.is_a?(Integer) && workers >= 1 && workers <= 64
+        raise ArgumentError, "server: workers must be an Integer from 1 to 64, got #{workers.inspect}"
+      end
+      @workers = workers
+      @limits = Server.merge_limits(limits)
+      @locations = []
+    end
+
+    # location "/prefix" do |req| ... end     longest matching prefix wins
+    # location "= /exact" do |req| ... end    exact path only, tried first
+    # location "/p", proxy_pass: "http://127.0.0.1:8080/x"
+    def location(path, proxy_pass: nil, body_filter: nil, status: false, &handler)
+      loc = Location.new(path, handler, proxy_pass, body_filter, status)
+      if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
+        raise ArgumentError, "location #{path.inspect} is defined twice in this server"
+      end
+      @locations << loc
+      loc
+    end
+
+    def self.parse_listen(listen)
+      case listen
+      when Integer
+        host = "0.0.0.0"
+        port = listen
+      when String
+        i = listen.rindex(":")
+        raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}" unless i
+        host = listen[0, i]
+        host = host[1..-2] if host.start_with?("[") && host.end_with?("]")
+        host = "0.0.0.0" if host.empty? || host == "*"
+        port_s = listen[i + 1..-1]
+        raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}" if port_s.empty? || !port_s.bytes.all? { |b| b >= 48 && b <= 57 }
+        port = port_s.to_i
+      else
+        raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}"
+      end
+      raise ArgumentError, "server: listen port must be 1..65535, got #{port}" unless port >= 1 && port <= 65535
+      [host, port]
+    end
+
+    def self.merge_limits(limits)
+      raise ArgumentError, "server: limits must be a Hash, got #{limits.inspect}" unless limits.is_a?(Hash)
+      merged = DEFAULT_LIMITS.dup
+      limits.each do |k, v|
+        raise ArgumentError, "server: unknown limit #{k.inspect} (known: #{DEFAULT_LIMITS.keys.join(', ')})" unless merged.key?(k)
+        unless v.is_a?(Numeric) && v > 0
+          raise ArgumentError, "server: limit #{k} must be a positive number, got #{v.inspect}"
+        end
+        merged[k] = v
+      end
+      merged
+    end
+  end
+
+  class Upstream
+    attr_reader :name, :servers, :keepalive
+
+    def initialize(name, servers, keepalive)
+      unless (name.is_a?(Symbol) || name.is_a?(String)) && !name.to_s.empty?
+        raise ArgumentError, "upstream: name must be a Symbol, got #{name.inspect}"
+      end
+      unless servers.is_a?(Array) && !servers.empty?
+        raise ArgumentError, "upstream #{name}: servers must be a non-empty Array of \"host:port\""
+      end
+      @servers = servers.map do |s|
+        addr = s.is_a?(Hash) ? s[:address] : s
+        raise ArgumentError, "upstream #{name}: bad server #{s.inspect}" unless addr.is_a?(String) && (addr.start_with?("unix:") || addr.include?(":"))
+        addr
+      end
+      unless keepalive.is_a?(Integer) && keepalive >= 0
+        raise ArgumentError, "upstream #{name}: keepalive must be an Integer >= 0, got #{keepalive.inspect}"
+      end
+      @name = name.to_s
+      @keepalive = keepalive
+    end
+  end
+end
+
+# server listen: 8080, workers: 1, limits: {...} do
+#   location "/" do |req| "hello" end
+# end
+def server(listen:, workers: 1, limits: {}, &block)
+  raise ArgumentError, "server: a block with locations is required" unless block
+  srv = Gateway::Server.new(listen, workers, limits)
+  srv.instance_eval(&block)
+  Gateway::Config.current.servers << srv
+  srv
+end
+
+# upstream :app, servers: ["127.0.0.1:9001", "127.0.0.1:9002"], keepalive: 32
+def upstream(name, servers:, keepalive: 32)
+  up = Gateway::Upstream.new(name, servers, keepalive)
+  cfg = Gateway::Config.current
+  raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
+  cfg.upstreams[up.name] = up
+  up
+end

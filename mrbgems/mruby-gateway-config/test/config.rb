@@ -1,0 +1,47 @@
+assert('listen accepts a port') do
+  assert_equal ["0.0.0.0", 8080], Gateway::Server.parse_listen(8080)
+end
+
+assert('listen accepts host:port') do
+  assert_equal ["127.0.0.1", 58080], Gateway::Server.parse_listen("127.0.0.1:58080")
+end
+
+assert('listen rejects a name without a port') do
+  assert_raise(ArgumentError) { Gateway::Server.parse_listen("nope") }
+end
+
+assert('listen rejects port 0 and 70000') do
+  assert_raise(ArgumentError) { Gateway::Server.parse_listen(0) }
+  assert_raise(ArgumentError) { Gateway::Server.parse_listen("1.2.3.4:70000") }
+end
+
+assert('limits merge over the defaults') do
+  l = Gateway::Server.merge_limits(max_body: 10)
+  assert_equal 10, l[:max_body]
+  assert_equal 8192, l[:max_request_line]
+end
+
+assert('an unknown limit is an error') do
+  assert_raise(ArgumentError) { Gateway::Server.merge_limits(max_bodyy: 10) }
+end
+
+assert('"= /x" is an exact location') do
+  loc = Gateway::Location.new("= /x", proc {}, nil, nil, false)
+  assert_true loc.exact
+  assert_equal "/x", loc.path
+end
+
+assert('a location needs a handler or proxy_pass, not both') do
+  assert_raise(ArgumentError) { Gateway::Location.new("/x", nil, nil, nil, false) }
+  assert_raise(ArgumentError) { Gateway::Location.new("/x", proc {}, "http://127.0.0.1:1/", nil, false) }
+end
+
+assert('a location path must start with a slash') do
+  assert_raise(ArgumentError) { Gateway::Location.new("x", proc {}, nil, nil, false) }
+end
+
+assert('a location defined twice is an error') do
+  s = Gateway::Server.new(1, 1, {})
+  s.location("/a") { "a" }
+  assert_raise(ArgumentError) { s.location("/a") { "b" } }
+end

@@ -1,0 +1,97 @@
+module Gateway
+  # Request headers: lower-case keys; [] and key? ignore case.
+  class Headers < Hash
+    def [](name)
+      super(name.to_s.downcase)
+    end
+
+    def key?(name)
+      super(name.to_s.downcase)
+    end
+    alias include? key?
+  end
+
+  # Response headers of a request, as a small Hash-like view.
+  class ResponseHeaders
+    def initialize(req)
+      @req = req
+    end
+
+    def [](name)
+      @req._get_header(name.to_s)
+    end
+
+    # Replaces any earlier value of the same name.
+    def []=(name, value)
+      @req._delete_header(name.to_s)
+      @req._set_header(name, value)
+    end
+
+    # Adds another field with this name (e.g. Set-Cookie).
+    def add(name, value)
+      @req._set_header(name, value)
+    end
+
+    def delete(name)
+      @req._delete_header(name.to_s)
+    end
+  end
+
+  # The request a handler block receives. Created by the core; reading
+  # methods are natives (src/request.c).
+  class Request
+    def headers
+      @headers ||= _headers
+    end
+
+    def headers_out
+      @headers_out ||= ResponseHeaders.new(self)
+    end
+
+    # Answers in one go: req.respond(201, {"x-id" => "7"}, "made")
+    def respond(status, headers = {}, body = nil)
+      self.status = status
+      headers.each { |k, v| headers_out[k] = v }
+      write(body) if body
+      self
+    end
+
+    # ngx_mruby-style names.
+    alias uri path
+    alias args query
+    alias headers_in headers
+
+    def hostname
+      h = headers["host"]
+      h ? h.split(":").first : nil
+    end
+
+    # Turns a Rack-style [status, headers, body] into the response.
+    def _rack(result)
+      unless result.size == 3 && result[0].is_a?(Integer)
+        raise TypeError, "a handler returning an Array must return [status, headers, body], got #{result.inspect[0, 80]}"
+      end
+      status, hdrs, body = result
+      self.status = status
+      hdrs.each { |k, v| headers_out.add(k, v) } if hdrs
+      if body.is_a?(String)
+        write(body)
+      elsif body
+        body.each { |part| write(part) }
+      end
+    end
+  end
+
+  # The body of every handler fiber. The core starts it with the location's
+  # block and the request; exceptions are logged and become a 500.
+  RUNNER = Proc.new do |handler, req|
+    begin
+      result = handler.call(req)
+      req._rack(result) if result.is_a?(Array)
+      result
+    rescue Exception => e
+      Gateway._fail(req, e)
+      nil
+    end
+  end
+end

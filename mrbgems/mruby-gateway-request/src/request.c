@@ -1,0 +1,190 @@
+/* request.c - natives of Gateway::Request: reading the request, writing the
+ * response, and the runner's failure hook. */
+#include <ctype.h>
+#include <string.h>
+
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/error.h>
+#include <mruby/hash.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "gw_mruby.h"
+#include "log.h"
+
+#define REQ(self) gw_mrb_request_ptr(mrb, self)
+
+static mrb_value req_method(mrb_state *mrb, mrb_value self)
+{
+  return mrb_str_new_cstr(mrb, REQ(self)->method);
+}
+
+static mrb_value req_path(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  return mrb_str_new(mrb, r->target, (mrb_int)r->path_len);
+}
+
+static mrb_value req_query(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  size_t qlen = gw_request_query_len(r);
+  return qlen ? mrb_str_new(mrb, r->target + r->path_len + 1, (mrb_int)qlen) : mrb_str_new_lit(mrb, "");
+}
+
+static mrb_value req_target(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  return mrb_str_new(mrb, r->target, (mrb_int)r->target_len);
+}
+
+static mrb_value req_http_version(mrb_state *mrb, mrb_value self)
+{
+  return REQ(self)->http_minor == 0 ? mrb_str_new_lit(mrb, "HTTP/1.0") : mrb_str_new_lit(mrb, "HTTP/1.1");
+}
+
+static mrb_value req_remote_addr(mrb_state *mrb, mrb_value self)
+{
+  return mrb_str_new_cstr(mrb, REQ(self)->remote_addr);
+}
+
+static mrb_value req_body(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  size_t len = evbuffer_get_length(r->body);
+  mrb_value s = mrb_str_new(mrb, NULL, (mrb_int)len);
+  evbuffer_copyout(r->body, RSTRING_PTR(s), len);
+  return s;
+}
+
+/* Request headers as a Gateway::Headers (a Hash with lower-case keys whose
+ * [] is case-insensitive); repeated fields are joined with ", ". */
+static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  struct RClass *cls = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
+  mrb_value h = mrb_obj_new(mrb, cls, 0, NULL);
+  for (size_t i = 0; i < r->headers.count; i++) {
+    const gw_header_t *f = &r->headers.items[i];
+    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
+    char *p = RSTRING_PTR(k);
+    for (size_t j = 0; j < f->name_len; j++) p[j] = (char)tolower((unsigned char)p[j]);
+    mrb_value v = mrb_str_new(mrb, f->value, (mrb_int)f->value_len);
+    mrb_value old = mrb_hash_fetch(mrb, h, k, mrb_nil_value());
+    if (mrb_string_p(old)) {
+      old = mrb_str_dup(mrb, old);
+      mrb_str_cat_lit(mrb, old, ", ");
+      mrb_str_cat_str(mrb, old, v);
+      v = old;
+    }
+    mrb_hash_set(mrb, h, k, v);
+  }
+  return h;
+}
+
+static mrb_value req_write(mrb_state *mrb, mrb_value self)
+{
+  mrb_value s;
+  mrb_get_args(mrb, "o", &s);
+  gw_mrb_write(mrb, REQ(self), s);
+  return self;
+}
+
+static mrb_value req_set_status(mrb_state *mrb, mrb_value self)
+{
+  mrb_int status;
+  mrb_get_args(mrb, "i", &status);
+  gw_mrb_set_status(mrb, REQ(self), status);
+  return mrb_fixnum_value(status);
+}
+
+static mrb_value req_status(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  return mrb_fixnum_value(r->status ? r->status : 200);
+}
+
+static mrb_value req_set_header(mrb_state *mrb, mrb_value self)
+{
+  mrb_value name, value;
+  mrb_get_args(mrb, "oo", &name, &value);
+  gw_mrb_set_header(mrb, REQ(self), name, value);
+  return value;
+}
+
+/* First response header named `name` (case-insensitive), or nil. */
+static mrb_value req_get_header(mrb_state *mrb, mrb_value self)
+{
+  char *name;
+  mrb_get_args(mrb, "z", &name);
+  gw_header_t *h = gw_headers_find(&REQ(self)->resp_headers, name);
+  return h ? mrb_str_new(mrb, h->value, (mrb_int)h->value_len) : mrb_nil_value();
+}
+
+static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
+{
+  char *name;
+  mrb_get_args(mrb, "z", &name);
+  gw_headers_remove(&REQ(self)->resp_headers, name);
+  return mrb_nil_value();
+}
+
+static mrb_value req_current(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  return gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
+}
+
+/* Gateway._fail(req, exc): the runner rescued exc. Log it with its backtrace;
+ * the response becomes a 500. */
+static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
+{
+  mrb_value rbreq, exc;
+  (void)self;
+  mrb_get_args(mrb, "oo", &rbreq, &exc);
+  gw_request_t *r = gw_mrb_request_ptr(mrb, rbreq);
+  r->failed = 1;
+  mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
+  mrb_value bt = mrb_exc_backtrace(mrb, exc);
+  mrb_value text = mrb_str_new_cstr(mrb, "");
+  if (mrb_array_p(bt))
+    for (mrb_int i = 0; i < RARRAY_LEN(bt); i++) {
+      mrb_str_cat_lit(mrb, text, "\n    from ");
+      mrb_str_cat_str(mrb, text, mrb_obj_as_string(mrb, mrb_ary_ref(mrb, bt, i)));
+    }
+  gw_log_error("handler for %s %.*s raised %s: %s%s", r->method, (int)r->path_len, r->target,
+               mrb_obj_classname(mrb, exc), mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?",
+               mrb_string_cstr(mrb, text));
+  return mrb_nil_value();
+}
+
+void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
+{
+  struct RClass *gw = mrb_define_module(mrb, "Gateway");
+  struct RClass *req = mrb_define_class_under(mrb, gw, "Request", mrb->object_class);
+  MRB_SET_INSTANCE_TT(req, MRB_TT_DATA);
+  mrb_undef_class_method(mrb, req, "new");
+  mrb_define_class_method(mrb, req, "current", req_current, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "method", req_method, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "path", req_path, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "query", req_query, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "target", req_target, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "http_version", req_http_version, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "remote_addr", req_remote_addr, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "body", req_body, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_headers", req_headers_hash, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "write", req_write, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "status=", req_set_status, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "status", req_status, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_set_header", req_set_header, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
+}
+
+void mrb_mruby_gateway_request_gem_final(mrb_state *mrb)
+{
+  (void)mrb;
+}

@@ -1,0 +1,217 @@
+# The build: reads build_config.rb and each gem's mrbgem.rake, and defines
+# rake file tasks that compile gateway/*.c, the gems (src/*.c, and mrblib/*.rb
+# through mrbc into C), Debian's llhttp sources, and link build/gateway.
+#
+# Every generated file lives under build/ (build/asan/ for the sanitizer
+# variant); nothing generated is committed.
+require 'rake'
+
+# mruby's gem convention: mrbgem.rake calls MRuby::Gem::Specification.new.
+module MRuby
+  module Gem
+    class Specification
+      attr_accessor :name, :license, :authors, :summary, :version
+      attr_reader :dependencies
+
+      @last = nil
+      class << self
+        attr_accessor :last
+      end
+
+      def initialize(name)
+        @name = name
+        @dependencies = []
+        yield self if block_given?
+        Specification.last = self
+      end
+
+      def add_dependency(name, *_)
+        @dependencies << name
+      end
+      alias add_test_dependency add_dependency
+    end
+  end
+end
+
+module Gateway
+  class Build
+    include Rake::DSL
+
+    LLHTTP_SRC = '/usr/share/llhttp'
+    LLHTTP_INC = '/usr/share/include/llhttp'
+
+    Variant = Struct.new(:name, :dir, :cflags, :ldflags)
+    GemInfo = Struct.new(:dir, :name, :cname, :srcs, :mrblib, :tests)
+
+    attr_reader :gems
+
+    def self.configure(&blk)
+      @current.instance_eval { blk.call(self) }
+    end
+
+    def self.load(path)
+      @current = new
+      Kernel.load(File.expand_path(path))
+      @current.define_tasks
+      @current
+    end
+
+    def initialize
+      @gems = []
+      @variants = {}
+      @cflags = []
+      @ldflags = []
+    end
+
+    # -- build_config.rb DSL --------------------------------------------------
+    attr_accessor :cflags, :ldflags
+
+    def gem(dir)
+      MRuby::Gem::Specification.last = nil
+      Kernel.load(File.join(dir, 'mrbgem.rake'))
+      spec = MRuby::Gem::Specification.last or raise "#{dir}/mrbgem.rake defines no gem"
+      @gems << GemInfo.new(dir, spec.name, spec.name.tr('-', '_'),
+                           Dir[File.join(dir, 'src', '*.c')].sort,
+                           Dir[File.join(dir, 'mrblib', '*.rb')].sort,
+                           Dir[File.join(dir, 'test', '*.rb')].sort)
+    end
+
+    def variant(name, cflags: [], ldflags: [])
+      @variants[name] = [cflags, ldflags]
+    end
+
+    # -- queries ----------------------------------------------------------------
+    def binary(variant)
+      File.join(dir(variant), 'gateway')
+    end
+
+    def mrbtest(variant)
+      File.join(dir(variant), 'mrbtest')
+    end
+
+    def gem_tests
+      @gems.flat_map(&:tests)
+    end
+
+    def dir(variant)
+      variant == :default ? 'build' : "build/#{variant}"
+    end
+
+    # -- tasks ------------------------------------------------------------------
+    def define_tasks
+      ([:default] + @variants.keys).each { |v| define_variant(v) }
+    end
+
+    private
+
+    def mruby_defines
+      @mruby_defines ||= begin
+        flags = `mruby-config --cflags 2>/dev/null`.split
+        defs = flags.grep(/\A-D/)
+        defs.empty? ? %w[-DMRB_USE_RATIONAL -DMRB_USE_COMPLEX] : defs
+      end
+    end
+
+    def variant_flags(variant)
+      extra_c, extra_l = @variants.fetch(variant, [[], []])
+      cflags = @cflags.dup
+      # The sanitizer variant's -O1 replaces the default optimisation level.
+      cflags.reject! { |f| f =~ /\A-O/ } if extra_c.any? { |f| f =~ /\A-O/ }
+      [cflags + extra_c, @ldflags + extra_l]
+    end
+
+    def cc
+      ENV.fetch('CC', 'gcc')
+    end
+
+    def compile(obj, src, flags, deps = [])
+      file obj => [src, *deps, 'build_config.rb'] do
+        mkdir_p File.dirname(obj)
+        sh [cc, *flags, '-c', src, '-o', obj].join(' ')
+      end
+      obj
+    end
+
+    def define_variant(variant)
+      out = dir(variant)
+      cflags, ldflags = variant_flags(variant)
+      base = cflags + mruby_defines + %w[-DMRB_NO_PRESYM -Igateway] + ["-I#{LLHTTP_INC}"]
+      headers = Dir['gateway/*.h'] + ["#{LLHTTP_INC}/llhttp.h"]
+      objs = []
+
+      Dir['gateway/*.c'].sort.each do |src|
+        next if File.basename(src) == 'mrbtest_main.c'
+        objs << compile(File.join(out, 'obj', src.sub(/\.c\z/, '.o')), src, base, headers)
+      end
+
+      # llhttp: Debian's generated parser, strict mode; not our code, so no warnings.
+      llhttp_flags = cflags.reject { |f| f.start_with?('-W') } + %W[-w -DLLHTTP_STRICT_MODE=1 -I#{LLHTTP_INC}]
+      Dir["#{LLHTTP_SRC}/*.c"].sort.each do |src|
+        objs << compile(File.join(out, 'obj', 'llhttp', File.basename(src, '.c') + '.o'), src, llhttp_flags)
+      end
+
+      @gems.each do |g|
+        gdir = File.join(out, 'gems', g.name)
+        g.srcs.each do |src|
+          objs << compile(File.join(gdir, File.basename(src, '.c') + '.o'), src, base, headers)
+        end
+        unless g.mrblib.empty?
+          mrblib_c = File.join(gdir, 'mrblib.c')
+          file mrblib_c => [*g.mrblib, File.join(g.dir, 'mrbgem.rake')] do
+            mkdir_p gdir
+            # -g keeps file:line in backtraces of errors raised inside mrblib.
+            sh ['mrbc', '-g', "-Bgw_mrblib_#{g.cname}", '-o', mrblib_c, *g.mrblib].join(' ')
+          end
+          objs << compile(File.join(gdir, 'mrblib.o'), mrblib_c, base)
+        end
+      end
+
+      gem_init_c = File.join(out, 'gem_init.c')
+      file gem_init_c => ['build_config.rb', *@gems.map { |g| File.join(g.dir, 'mrbgem.rake') }] do
+        mkdir_p out
+        File.write(gem_init_c, gem_init_source)
+      end
+      # Regenerate when the set of gem files changes.
+      task gem_init_c do
+        File.write(gem_init_c, gem_init_source) unless File.exist?(gem_init_c) && File.read(gem_init_c) == gem_init_source
+      end
+      objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
+
+      libs = %w[-lmruby -levent -lcares -lm]
+      bin = binary(variant)
+      file bin => objs do
+        sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')
+      end
+
+      test_main = compile(File.join(out, 'obj', 'gateway', 'mrbtest_main.o'), 'gateway/mrbtest_main.c', base, headers)
+      core_objs = objs.reject { |o| o.end_with?('/gateway/main.o') }
+      file mrbtest(variant) => [test_main, *core_objs] do
+        sh [cc, *cflags, *ldflags, '-o', mrbtest(variant), test_main, *core_objs, *libs].join(' ')
+      end
+    end
+
+    # C glue that initialises every gem in build_config order: C first, then
+    # its compiled mrblib (mruby's own rule).
+    def gem_init_source
+      lines = ["/* Generated by tools/build.rb from build_config.rb. */",
+               '#include <stdint.h>', '#include <stdio.h>', '#include <stdlib.h>',
+               '#include <mruby.h>', '#include <mruby/irep.h>', '#include <mruby/variable.h>', '']
+      @gems.each do |g|
+        lines << "void mrb_#{g.cname}_gem_init(mrb_state *mrb);" unless g.srcs.empty?
+        lines << "extern const uint8_t gw_mrblib_#{g.cname}[];" unless g.mrblib.empty?
+      end
+      lines << '' << '/* Returns 0, or -1 with mrb->exc set when a gem failed to load. */'
+      lines << 'int gw_mrbgems_init(mrb_state *mrb)' << '{'
+      lines << '  int ai = mrb_gc_arena_save(mrb);'
+      @gems.each do |g|
+        lines << "  mrb_#{g.cname}_gem_init(mrb);" unless g.srcs.empty?
+        lines << '  if (mrb->exc) return -1;' unless g.srcs.empty?
+        lines << "  mrb_load_irep(mrb, gw_mrblib_#{g.cname});" unless g.mrblib.empty?
+        lines << '  if (mrb->exc) return -1;' unless g.mrblib.empty?
+        lines << '  mrb_gc_arena_restore(mrb, ai);'
+      end
+      lines << '  return 0;' << '}' << ''
+      lines.join("\n")
+    end
+  end
+end
