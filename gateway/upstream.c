@@ -1,0 +1,1008 @@
+/* upstream.c - the non-blocking HTTP/1.1 client and its keep-alive pool.
+ *
+ * One request at a time per connection. A request is serialised once into a
+ * single buffer allocated with the request (so a retry can resend it), written
+ * with send(2) straight from there, and the response is read into one
+ * per-pool buffer and fed to the connection's llhttp parser; nothing else is
+ * buffered on the input side because a connection is only ever reused when
+ * the response ended exactly at the end of what was read.
+ *
+ * Connections are pooled per destination address (the key is the binary
+ * sockaddr, so "::1" and "0::1" share a pool). A key lives as long as some
+ * request or connection refers to it. Idle connections keep their read event
+ * armed: any readiness while idle means EOF, an error or stray bytes, and the
+ * connection is dropped.
+ *
+ * Re-entrancy rules: the user callback is only ever invoked from req_finish(),
+ * which is the last thing any code path does; it never runs inside
+ * gw_client_request() (failures there are deferred through the request's own
+ * event, which gw_client_cancel() deletes) nor inside an llhttp callback. */
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <llhttp.h>
+
+#include "headers.h"
+#include "log.h"
+#include "upstream.h"
+
+#define GW_UPSTREAM_READ_SIZE (64 * 1024)
+#define GW_UPSTREAM_MAX_HEADER_BYTES (64 * 1024)
+#define GW_UPSTREAM_KEY_BUCKETS 64
+#define GW_UPSTREAM_TIMEOUT_CACHE 8
+#define GW_UPSTREAM_SPARE_BODIES 8
+#define GW_UPSTREAM_READS_PER_EVENT 4
+
+#define DEFAULT_CONNECT_TIMEOUT_MS 5000
+#define DEFAULT_TIMEOUT_MS 60000
+#define DEFAULT_MAX_RESPONSE_BODY ((size_t)64 * 1024 * 1024)
+
+static const char ERR_REFUSED[] = "connection refused";
+static const char ERR_RESET[] = "connection reset by upstream";
+static const char ERR_PREMATURE[] = "upstream closed connection prematurely";
+static const char ERR_CONNECT_TIMEOUT[] = "upstream connect timed out";
+static const char ERR_TIMEOUT[] = "upstream timed out";
+static const char ERR_INVALID[] = "invalid upstream response";
+static const char ERR_TOO_LARGE[] = "upstream response too large";
+static const char ERR_CONNECT[] = "cannot connect to upstream";
+
+typedef union {
+  struct sockaddr sa;
+  struct sockaddr_in in4;
+  struct sockaddr_in6 in6;
+  struct sockaddr_un un;
+} gw_sockaddr_t;
+
+typedef struct upstream_conn_s upstream_conn_t;
+
+typedef struct upstream_key_s {
+  struct upstream_key_s *next; /* hash chain */
+  unsigned hash;
+  unsigned refs;               /* requests + connections pointing here */
+  socklen_t addrlen;
+  gw_sockaddr_t addr;          /* zero-padded, compared with memcmp */
+  upstream_conn_t *idle_head;  /* most recently parked first */
+  upstream_conn_t *idle_tail;
+  int idle_count;
+} upstream_key_t;
+
+typedef enum { CONN_CONNECTING, CONN_ACTIVE, CONN_IDLE } conn_state_t;
+
+struct upstream_conn_s {
+  gw_upstream_pool_t *pool;
+  upstream_key_t *key;
+  gw_client_req_t *req;        /* set while CONNECTING / ACTIVE */
+  upstream_conn_t *prev, *next; /* idle list */
+  int fd;
+  conn_state_t state;
+  unsigned served : 1;         /* has completed a request: a reused connection */
+  unsigned wev_added : 1;
+  unsigned rev_added : 1;
+  struct event rev, wev, tev;
+  llhttp_t parser;
+  const char *chunk;           /* start of the data given to llhttp_execute */
+  char *field;                 /* header name then value, accumulated across reads */
+  size_t field_cap, name_len, value_len;
+};
+
+struct gw_client_req_s {
+  gw_upstream_pool_t *pool;
+  upstream_key_t *key;
+  upstream_conn_t *conn;
+  gw_client_done_cb cb;
+  void *arg;
+  struct event dev;            /* deferred failure from inside gw_client_request */
+  const char *err;
+  int timed_out;
+  int connect_timeout_ms;
+  int timeout_ms;
+  size_t max_body;
+  size_t body_bytes;
+  size_t hdr_bytes;            /* response bytes before the final header block ended */
+  unsigned is_head : 1;
+  unsigned idempotent : 1;
+  unsigned no_keepalive : 1;
+  unsigned retried : 1;
+  unsigned starting : 1;       /* inside gw_client_request: failures must be deferred */
+  unsigned got_bytes : 1;      /* some response byte arrived on this attempt */
+  unsigned headers_done : 1;   /* final (non-1xx) header block parsed */
+  unsigned interim : 1;        /* the message being parsed is a 1xx */
+  unsigned msg_done : 1;
+  gw_client_response_t res;
+  size_t wire_len, wire_off;
+  char wire[];                 /* serialised request: head + body */
+};
+
+typedef struct {
+  int ms;
+  const struct timeval *tv;
+} timeout_cache_t;
+
+struct gw_upstream_pool_s {
+  struct event_base *base;
+  int keepalive_max;
+  int idle_timeout_ms;
+  upstream_key_t *buckets[GW_UPSTREAM_KEY_BUCKETS];
+  gw_upstream_stats_t stats;
+  unsigned long live_reqs;
+  int cb_depth;                /* > 0 while a user callback runs */
+  int free_pending;            /* gw_upstream_pool_free was called from a callback */
+  timeout_cache_t tcache[GW_UPSTREAM_TIMEOUT_CACHE];
+  int ntcache;
+  struct evbuffer *spare_bodies[GW_UPSTREAM_SPARE_BODIES];
+  int nspare;
+  char rbuf[GW_UPSTREAM_READ_SIZE];
+};
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg);
+static void on_conn_write(evutil_socket_t fd, short what, void *arg);
+static void on_conn_timeout(evutil_socket_t fd, short what, void *arg);
+static void on_req_deferred(evutil_socket_t fd, short what, void *arg);
+static void req_connect(gw_client_req_t *r);
+static void conn_send(upstream_conn_t *c);
+
+/* ---- timeouts ---- */
+
+/* Most timeouts share a handful of durations: use libevent's common-timeout
+ * queues for them (O(1) add/remove instead of the min-heap). */
+static const struct timeval *pool_timeout(gw_upstream_pool_t *pool, int ms, struct timeval *tmp)
+{
+  for (int i = 0; i < pool->ntcache; i++)
+    if (pool->tcache[i].ms == ms) return pool->tcache[i].tv;
+  tmp->tv_sec = ms / 1000;
+  tmp->tv_usec = (ms % 1000) * 1000;
+  if (pool->ntcache < GW_UPSTREAM_TIMEOUT_CACHE) {
+    const struct timeval *tv = event_base_init_common_timeout(pool->base, tmp);
+    if (tv != NULL) {
+      pool->tcache[pool->ntcache].ms = ms;
+      pool->tcache[pool->ntcache].tv = tv;
+      pool->ntcache++;
+      return tv;
+    }
+  }
+  return tmp;
+}
+
+static void conn_set_timer(upstream_conn_t *c, int ms)
+{
+  struct timeval tmp;
+  event_add(&c->tev, pool_timeout(c->pool, ms, &tmp));
+}
+
+/* ---- keys ---- */
+
+static unsigned addr_hash(const gw_sockaddr_t *a, socklen_t len)
+{
+  const unsigned char *p = (const unsigned char *)a;
+  unsigned h = 2166136261u;
+  for (socklen_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+static upstream_key_t *key_get(gw_upstream_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len)
+{
+  unsigned h = addr_hash(addr, len);
+  upstream_key_t **slot = &pool->buckets[h % GW_UPSTREAM_KEY_BUCKETS];
+  for (upstream_key_t *k = *slot; k != NULL; k = k->next) {
+    if (k->hash == h && k->addrlen == len && memcmp(&k->addr, addr, len) == 0) {
+      k->refs++;
+      return k;
+    }
+  }
+  upstream_key_t *k = calloc(1, sizeof(*k));
+  if (k == NULL) return NULL;
+  k->hash = h;
+  k->refs = 1;
+  k->addrlen = len;
+  memcpy(&k->addr, addr, len);
+  k->next = *slot;
+  *slot = k;
+  return k;
+}
+
+static void key_put(gw_upstream_pool_t *pool, upstream_key_t *k)
+{
+  if (--k->refs > 0) return;
+  upstream_key_t **slot = &pool->buckets[k->hash % GW_UPSTREAM_KEY_BUCKETS];
+  while (*slot != k) slot = &(*slot)->next;
+  *slot = k->next;
+  free(k);
+}
+
+/* ---- connections ---- */
+
+static void idle_unlink(upstream_conn_t *c)
+{
+  upstream_key_t *k = c->key;
+  if (c->prev) c->prev->next = c->next; else k->idle_head = c->next;
+  if (c->next) c->next->prev = c->prev; else k->idle_tail = c->prev;
+  c->prev = c->next = NULL;
+  k->idle_count--;
+  c->pool->stats.idle--;
+}
+
+static void conn_close(upstream_conn_t *c)
+{
+  gw_upstream_pool_t *pool = c->pool;
+  if (c->state == CONN_IDLE) idle_unlink(c);
+  if (c->rev_added) event_del(&c->rev);
+  if (c->wev_added) event_del(&c->wev);
+  event_del(&c->tev);
+  close(c->fd);
+  key_put(pool, c->key);
+  free(c->field);
+  free(c);
+}
+
+static void conn_want_write(upstream_conn_t *c, int on)
+{
+  if (on && !c->wev_added) {
+    event_add(&c->wev, NULL);
+    c->wev_added = 1;
+  } else if (!on && c->wev_added) {
+    event_del(&c->wev);
+    c->wev_added = 0;
+  }
+}
+
+/* Parks a connection that just finished a response; closes it instead when
+ * the pool does not keep connections or is going away. */
+static void conn_park(upstream_conn_t *c)
+{
+  gw_upstream_pool_t *pool = c->pool;
+  upstream_key_t *k = c->key;
+  if (pool->keepalive_max <= 0 || pool->free_pending) {
+    conn_close(c);
+    return;
+  }
+  conn_want_write(c, 0);
+  c->state = CONN_IDLE;
+  c->served = 1;
+  c->prev = NULL;
+  c->next = k->idle_head;
+  if (k->idle_head) k->idle_head->prev = c; else k->idle_tail = c;
+  k->idle_head = c;
+  k->idle_count++;
+  pool->stats.idle++;
+  conn_set_timer(c, pool->idle_timeout_ms);
+  if (k->idle_count > pool->keepalive_max) conn_close(k->idle_tail);
+}
+
+/* 1 if an idle connection visibly died (EOF, error or stray bytes) without
+ * the loop having noticed yet. One syscall; only used before sending a
+ * request that could not be retried. */
+static int conn_is_stale(upstream_conn_t *c)
+{
+  char b;
+  ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+}
+
+/* ---- requests ---- */
+
+static void req_reset_response(gw_client_req_t *r)
+{
+  gw_headers_clear(&r->res.headers);
+  evbuffer_drain(r->res.body, evbuffer_get_length(r->res.body));
+  r->res.status = 0;
+  r->res.http_minor = 0;
+  r->body_bytes = r->hdr_bytes = 0;
+  r->got_bytes = r->headers_done = r->interim = r->msg_done = 0;
+}
+
+static void req_free(gw_client_req_t *r)
+{
+  gw_upstream_pool_t *pool = r->pool;
+  gw_headers_dispose(&r->res.headers);
+  if (pool->nspare < GW_UPSTREAM_SPARE_BODIES && !pool->free_pending) {
+    evbuffer_drain(r->res.body, evbuffer_get_length(r->res.body));
+    pool->spare_bodies[pool->nspare++] = r->res.body;
+  } else {
+    evbuffer_free(r->res.body);
+  }
+  if (r->key != NULL) key_put(pool, r->key);
+  pool->live_reqs--;
+  free(r);
+}
+
+static void pool_destroy(gw_upstream_pool_t *pool);
+
+/* Detaches the connection (parking or closing it), runs the callback, frees
+ * the request. Always the last thing its caller does. */
+static void req_finish(gw_client_req_t *r, const char *err, int timed_out, int keep)
+{
+  gw_upstream_pool_t *pool = r->pool;
+  upstream_conn_t *c = r->conn;
+  if (c != NULL) {
+    r->conn = NULL;
+    c->req = NULL;
+    if (keep) conn_park(c); else conn_close(c);
+  }
+  pool->cb_depth++;
+  r->cb(err, timed_out, err ? NULL : &r->res, r->arg);
+  pool->cb_depth--;
+  req_free(r);
+  if (pool->free_pending && pool->cb_depth == 0) pool_destroy(pool);
+}
+
+static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
+{
+  if (!r->starting) {
+    req_finish(r, err, timed_out, 0);
+    return;
+  }
+  if (r->conn != NULL) {
+    upstream_conn_t *c = r->conn;
+    r->conn = NULL;
+    c->req = NULL;
+    conn_close(c);
+  }
+  r->err = err;
+  r->timed_out = timed_out;
+  event_active(&r->dev, EV_TIMEOUT, 1);
+}
+
+static void on_req_deferred(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  gw_client_req_t *r = arg;
+  req_finish(r, r->err, r->timed_out, 0);
+}
+
+static const char *errno_message(int e)
+{
+  switch (e) {
+  case ECONNREFUSED: return ERR_REFUSED;
+  case ECONNRESET:
+  case EPIPE: return ERR_RESET;
+  default: return ERR_CONNECT;
+  }
+}
+
+/* A reused connection that died before any response byte: the upstream most
+ * likely closed it while idle. Safe to resend once if the method is
+ * idempotent or nothing of the request was sent. */
+static int req_can_retry(const gw_client_req_t *r, const upstream_conn_t *c)
+{
+  return c->served && !r->retried && !r->got_bytes && (r->idempotent || r->wire_off == 0);
+}
+
+static void req_retry(gw_client_req_t *r)
+{
+  upstream_conn_t *c = r->conn;
+  r->conn = NULL;
+  c->req = NULL;
+  conn_close(c);
+  r->retried = 1;
+  r->pool->stats.retried++;
+  r->wire_off = 0;
+  req_reset_response(r);
+  req_connect(r);
+}
+
+/* Write or read failure (err: errno, or 0 for EOF) on an ACTIVE connection. */
+static void conn_io_failed(upstream_conn_t *c, int err)
+{
+  gw_client_req_t *r = c->req;
+  if (req_can_retry(r, c)) {
+    req_retry(r);
+    return;
+  }
+  req_fail(r, err == 0 ? ERR_PREMATURE : errno_message(err), 0);
+}
+
+static void conn_attach(upstream_conn_t *c, gw_client_req_t *r)
+{
+  c->req = r;
+  r->conn = c;
+  c->state = CONN_ACTIVE;
+  c->name_len = c->value_len = 0;
+  llhttp_reset(&c->parser);
+  conn_set_timer(c, r->timeout_ms);
+}
+
+static void conn_connected(upstream_conn_t *c)
+{
+  c->pool->stats.opened++;
+  conn_want_write(c, 0);
+  event_add(&c->rev, NULL);
+  c->rev_added = 1;
+  conn_attach(c, c->req);
+  conn_send(c);
+}
+
+static const llhttp_settings_t parser_settings;
+
+static void req_connect(gw_client_req_t *r)
+{
+  gw_upstream_pool_t *pool = r->pool;
+  upstream_key_t *k = r->key;
+  int fd = socket(k->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    gw_log_error("upstream: socket(): %s", strerror(errno));
+    req_fail(r, ERR_CONNECT, 0);
+    return;
+  }
+  if (k->addr.sa.sa_family != AF_UNIX) {
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  upstream_conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    close(fd);
+    req_fail(r, ERR_CONNECT, 0);
+    return;
+  }
+  c->pool = pool;
+  c->key = k;
+  k->refs++;
+  c->fd = fd;
+  c->state = CONN_CONNECTING;
+  c->req = r;
+  r->conn = c;
+  event_assign(&c->rev, pool->base, fd, EV_READ | EV_PERSIST, on_conn_read, c);
+  event_assign(&c->wev, pool->base, fd, EV_WRITE | EV_PERSIST, on_conn_write, c);
+  evtimer_assign(&c->tev, pool->base, on_conn_timeout, c);
+  llhttp_init(&c->parser, HTTP_RESPONSE, &parser_settings);
+  c->parser.data = c;
+
+  int rc;
+  do rc = connect(fd, &k->addr.sa, k->addrlen); while (rc < 0 && errno == EINTR);
+  if (rc == 0) {
+    conn_connected(c);
+  } else if (errno == EINPROGRESS) {
+    conn_want_write(c, 1);
+    conn_set_timer(c, r->connect_timeout_ms);
+  } else {
+    int e = errno;
+    if (e != ECONNREFUSED) gw_log_info("upstream: connect(): %s", strerror(e));
+    req_fail(r, e == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+  }
+}
+
+/* Writes what is left of the request; arms the write event on EAGAIN. */
+static void conn_send(upstream_conn_t *c)
+{
+  gw_client_req_t *r = c->req;
+  for (int i = 0; i < 64 && r->wire_off < r->wire_len; i++) {
+    ssize_t n = send(c->fd, r->wire + r->wire_off, r->wire_len - r->wire_off, MSG_NOSIGNAL);
+    if (n > 0) {
+      r->wire_off += (size_t)n;
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    int e = n < 0 ? errno : EPIPE;
+    if ((e == EPIPE || e == ECONNRESET) && !req_can_retry(r, c)) {
+      /* The upstream may have answered early (e.g. a 413) and stopped
+       * reading: stop writing and let the read side, which the error has
+       * made readable, deliver that response or the error. */
+      r->wire_off = r->wire_len;
+      r->no_keepalive = 1;
+      conn_want_write(c, 0);
+      return;
+    }
+    conn_io_failed(c, e);
+    return;
+  }
+  conn_want_write(c, r->wire_off < r->wire_len);
+}
+
+/* ---- response parsing ---- */
+
+static int field_append(upstream_conn_t *c, const char *at, size_t len)
+{
+  size_t need = c->name_len + c->value_len + len;
+  if (need > c->field_cap) {
+    size_t cap = c->field_cap ? c->field_cap : 256;
+    while (cap < need) cap *= 2;
+    char *p = realloc(c->field, cap);
+    if (p == NULL) return -1;
+    c->field = p;
+    c->field_cap = cap;
+  }
+  memcpy(c->field + c->name_len + c->value_len, at, len);
+  return 0;
+}
+
+/* The header block (1xx blocks included) may not exceed 64 KiB. */
+static int header_bytes_ok(upstream_conn_t *c, const char *at, size_t len)
+{
+  gw_client_req_t *r = c->req;
+  if (r->hdr_bytes + (size_t)(at + len - c->chunk) <= GW_UPSTREAM_MAX_HEADER_BYTES) return 1;
+  r->err = ERR_INVALID;
+  return 0;
+}
+
+static int on_status(llhttp_t *p, const char *at, size_t len)
+{
+  return header_bytes_ok(p->data, at, len) ? 0 : -1;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+  upstream_conn_t *c = p->data;
+  if (c->req->headers_done) return 0; /* trailers: ignored */
+  if (!header_bytes_ok(c, at, len) || field_append(c, at, len) < 0) return -1;
+  c->name_len += len;
+  return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+  upstream_conn_t *c = p->data;
+  if (c->req->headers_done) return 0;
+  if (!header_bytes_ok(c, at, len) || field_append(c, at, len) < 0) return -1;
+  c->value_len += len;
+  return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+  upstream_conn_t *c = p->data;
+  gw_client_req_t *r = c->req;
+  if (r->headers_done) return 0;
+  int rc = gw_headers_add(&r->res.headers, c->field, c->name_len, c->field + c->name_len, c->value_len);
+  c->name_len = c->value_len = 0;
+  return rc;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+  upstream_conn_t *c = p->data;
+  gw_client_req_t *r = c->req;
+  int status = llhttp_get_status_code(p);
+  if (llhttp_get_http_major(p) != 1 || status == 101) {
+    r->err = ERR_INVALID; /* 101: we never ask to switch protocols */
+    return -1;
+  }
+  if (status < 200) {
+    r->interim = 1;
+    return 1; /* 1xx has no body; llhttp only knows that for 102/103 */
+  }
+  if ((p->flags & F_CONTENT_LENGTH) && (p->flags & F_TRANSFER_ENCODING)) {
+    r->err = ERR_INVALID;
+    return -1;
+  }
+  if ((p->flags & F_CONTENT_LENGTH) && !r->is_head && status != 204 && status != 304 &&
+      p->content_length > r->max_body) {
+    r->err = ERR_TOO_LARGE;
+    return -1;
+  }
+  r->res.status = status;
+  r->res.http_minor = llhttp_get_http_minor(p);
+  r->headers_done = 1;
+  /* llhttp 8.1 would read a Content-Length body after a 304 (or 204). */
+  return r->is_head || status == 204 || status == 304 ? 1 : 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+  upstream_conn_t *c = p->data;
+  gw_client_req_t *r = c->req;
+  r->body_bytes += len;
+  if (r->body_bytes > r->max_body || evbuffer_add(r->res.body, at, len) < 0) {
+    r->err = ERR_TOO_LARGE;
+    return -1;
+  }
+  return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+  upstream_conn_t *c = p->data;
+  c->req->msg_done = 1;
+  return HPE_PAUSED; /* stop right after the message so leftovers are visible */
+}
+
+static const llhttp_settings_t parser_settings = {
+  .on_status = on_status,
+  .on_header_field = on_header_field,
+  .on_header_value = on_header_value,
+  .on_header_value_complete = on_header_value_complete,
+  .on_headers_complete = on_headers_complete,
+  .on_body = on_body,
+  .on_message_complete = on_message_complete,
+};
+
+enum { PARSE_MORE, PARSE_DONE, PARSE_ERROR };
+
+/* Feeds one read to the parser, skipping 1xx interim responses. On PARSE_DONE
+ * *leftover is the number of bytes after the final response. */
+static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *leftover)
+{
+  gw_client_req_t *r = c->req;
+  /* Each round consumes a whole 1xx message; their total size is bounded by
+   * the header limit, the round count bounds the loop regardless. */
+  for (int round = 0; round < 1024; round++) {
+    c->chunk = data;
+    llhttp_errno_t e = llhttp_execute(&c->parser, data, len);
+    if (e == HPE_OK) {
+      if (!r->headers_done) {
+        r->hdr_bytes += len;
+        if (r->hdr_bytes > GW_UPSTREAM_MAX_HEADER_BYTES) break;
+      }
+      return PARSE_MORE;
+    }
+    if (e != HPE_PAUSED || !r->msg_done) break;
+    size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+    if (!r->interim) {
+      *leftover = len - used;
+      return PARSE_DONE;
+    }
+    r->hdr_bytes += used;
+    gw_headers_clear(&r->res.headers);
+    r->interim = r->msg_done = 0;
+    c->name_len = c->value_len = 0;
+    llhttp_reset(&c->parser);
+    data += used;
+    len -= used;
+    if (len == 0) return PARSE_MORE;
+  }
+  if (r->err == NULL) r->err = ERR_INVALID;
+  return PARSE_ERROR;
+}
+
+static void conn_eof(upstream_conn_t *c)
+{
+  gw_client_req_t *r = c->req;
+  if (req_can_retry(r, c)) {
+    req_retry(r);
+    return;
+  }
+  llhttp_errno_t e = llhttp_finish(&c->parser);
+  if ((e == HPE_OK || e == HPE_PAUSED) && r->msg_done && !r->interim) {
+    req_finish(r, NULL, 0, 0);
+    return;
+  }
+  if (r->err != NULL) { /* an on_message_complete-time error */
+    req_fail(r, r->err, 0);
+    return;
+  }
+  req_fail(r, ERR_PREMATURE, 0);
+}
+
+static void conn_readable(upstream_conn_t *c)
+{
+  gw_client_req_t *r = c->req;
+  char *buf = c->pool->rbuf;
+  for (int i = 0; i < GW_UPSTREAM_READS_PER_EVENT; i++) {
+    ssize_t n = recv(c->fd, buf, GW_UPSTREAM_READ_SIZE, 0);
+    if (n > 0) {
+      size_t leftover = 0;
+      r->got_bytes = 1;
+      switch (conn_parse(c, buf, (size_t)n, &leftover)) {
+      case PARSE_DONE:
+        req_finish(r, NULL, 0,
+                   leftover == 0 && r->wire_off == r->wire_len && !r->no_keepalive &&
+                       llhttp_should_keep_alive(&c->parser));
+        return;
+      case PARSE_ERROR:
+        req_fail(r, r->err, 0);
+        return;
+      default:
+        break;
+      }
+      if ((size_t)n < GW_UPSTREAM_READ_SIZE) return;
+      continue;
+    }
+    if (n == 0) {
+      conn_eof(c);
+      return;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+    conn_io_failed(c, errno);
+    return;
+  }
+}
+
+/* ---- libevent callbacks ---- */
+
+static void on_conn_read(evutil_socket_t fd, short what, void *arg)
+{
+  (void)what;
+  upstream_conn_t *c = arg;
+  if (c->state == CONN_ACTIVE) {
+    conn_readable(c);
+    return;
+  }
+  /* Idle: EOF, an error, or bytes nobody asked for. Drop it. */
+  char b;
+  ssize_t n = recv(fd, &b, 1, MSG_PEEK);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  conn_close(c);
+}
+
+static void on_conn_write(evutil_socket_t fd, short what, void *arg)
+{
+  (void)what;
+  upstream_conn_t *c = arg;
+  if (c->state == CONN_ACTIVE) {
+    conn_send(c);
+    return;
+  }
+  int err = 0;
+  socklen_t len = sizeof(err);
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  if (err == EINPROGRESS || err == EINTR) return;
+  if (err != 0) {
+    if (err != ECONNREFUSED) gw_log_info("upstream: connect: %s", strerror(err));
+    req_fail(c->req, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+    return;
+  }
+  conn_connected(c);
+}
+
+static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  upstream_conn_t *c = arg;
+  switch (c->state) {
+  case CONN_CONNECTING:
+    req_fail(c->req, ERR_CONNECT_TIMEOUT, 1);
+    break;
+  case CONN_ACTIVE:
+    req_fail(c->req, ERR_TIMEOUT, 1);
+    break;
+  case CONN_IDLE:
+    conn_close(c);
+    break;
+  }
+}
+
+/* ---- public API ---- */
+
+gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
+{
+  gw_upstream_pool_t *pool = calloc(1, sizeof(*pool));
+  if (pool == NULL) return NULL;
+  pool->base = base;
+  pool->keepalive_max = keepalive_max < 0 ? 0 : keepalive_max;
+  pool->idle_timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : 60000;
+  return pool;
+}
+
+static void pool_destroy(gw_upstream_pool_t *pool)
+{
+  for (int i = 0; i < GW_UPSTREAM_KEY_BUCKETS; i++) {
+    upstream_key_t *k = pool->buckets[i];
+    while (k != NULL) {
+      upstream_key_t *next = k->next;
+      k->refs++; /* keep k alive while its connections go */
+      while (k->idle_head != NULL) conn_close(k->idle_head);
+      key_put(pool, k);
+      k = next;
+    }
+  }
+  if (pool->live_reqs > 0)
+    gw_log_error("upstream: pool freed with %lu requests in flight", pool->live_reqs);
+  for (int i = 0; i < pool->nspare; i++) evbuffer_free(pool->spare_bodies[i]);
+  free(pool);
+}
+
+void gw_upstream_pool_free(gw_upstream_pool_t *pool)
+{
+  if (pool == NULL) return;
+  if (pool->cb_depth > 0) {
+    pool->free_pending = 1; /* finished when the callback returns */
+    return;
+  }
+  pool_destroy(pool);
+}
+
+void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out)
+{
+  *out = pool->stats;
+}
+
+static int is_tchar(unsigned char ch)
+{
+  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+         (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
+}
+
+static int method_is(const char *m, size_t len, const char *s)
+{
+  return len == strlen(s) && memcmp(m, s, len) == 0;
+}
+
+/* Fills addr from params; returns its length, or 0 if unusable. */
+static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *addr)
+{
+  memset(addr, 0, sizeof(*addr));
+  if (p->unix_path != NULL) {
+    size_t n = strlen(p->unix_path);
+    if (n == 0 || n >= sizeof(addr->un.sun_path)) return 0;
+    addr->un.sun_family = AF_UNIX;
+    memcpy(addr->un.sun_path, p->unix_path, n);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
+  }
+  if (p->host == NULL || p->port <= 0 || p->port > 65535) return 0;
+  if (inet_pton(AF_INET, p->host, &addr->in4.sin_addr) == 1) {
+    addr->in4.sin_family = AF_INET;
+    addr->in4.sin_port = htons((uint16_t)p->port);
+    return sizeof(addr->in4);
+  }
+  if (inet_pton(AF_INET6, p->host, &addr->in6.sin6_addr) == 1) {
+    addr->in6.sin6_family = AF_INET6;
+    addr->in6.sin6_port = htons((uint16_t)p->port);
+    return sizeof(addr->in6);
+  }
+  return 0;
+}
+
+static int header_is(const gw_header_t *h, const char *name)
+{
+  size_t n = strlen(name);
+  return h->name_len == n && strncasecmp(h->name, name, n) == 0;
+}
+
+static int sendable_header(const gw_header_t *h)
+{
+  /* The body is always sent whole with our own Content-Length. */
+  return !header_is(h, "content-length") && !header_is(h, "transfer-encoding") &&
+         gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len);
+}
+
+static char *put(char *p, const char *s, size_t n)
+{
+  memcpy(p, s, n);
+  return p + n;
+}
+
+gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_params_t *params,
+                                   gw_client_done_cb cb, void *arg)
+{
+  const char *method = params->method ? params->method : "GET";
+  const char *target = params->target ? params->target : "/";
+  size_t mlen = strlen(method), tlen = strlen(target);
+  const gw_headers_t *hs = params->headers;
+  const char *bad = NULL;
+
+  gw_sockaddr_t addr;
+  socklen_t addrlen = params_sockaddr(params, &addr);
+  if (addrlen == 0) bad = "bad upstream address";
+  if (mlen == 0) bad = "empty method";
+  for (size_t i = 0; i < mlen && bad == NULL; i++)
+    if (!is_tchar((unsigned char)method[i])) bad = "bad method";
+  if (tlen == 0) bad = "empty request target";
+  for (size_t i = 0; i < tlen && bad == NULL; i++)
+    if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] == 0x7f) bad = "bad request target";
+
+  int has_cl = params->body_len > 0 || method_is(method, mlen, "POST") || method_is(method, mlen, "PUT") ||
+               method_is(method, mlen, "PATCH");
+  int add_close = pool->keepalive_max <= 0;
+  int no_keepalive = add_close;
+  char cl[48];
+  size_t cl_len = has_cl ? (size_t)snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", params->body_len) : 0;
+
+  size_t size = 0;
+  if (bad == NULL) {
+    size = mlen + 1 + tlen + sizeof(" HTTP/1.1\r\n") - 1 + cl_len + 2;
+    for (size_t i = 0; hs != NULL && i < hs->count; i++) {
+      const gw_header_t *h = &hs->items[i];
+      if (!sendable_header(h)) {
+        if (!header_is(h, "content-length") && !header_is(h, "transfer-encoding"))
+          gw_log_warn("upstream: dropping unsafe header field \"%.*s\"", (int)h->name_len, h->name);
+        continue;
+      }
+      if (header_is(h, "connection")) {
+        add_close = 0;
+        if (strcasestr(h->value, "close") != NULL) no_keepalive = 1;
+      }
+      size += h->name_len + h->value_len + 4;
+    }
+    if (add_close) size += sizeof("Connection: close\r\n") - 1;
+    if (params->body_len > SIZE_MAX - sizeof(gw_client_req_t) - size) return NULL;
+    size += params->body_len;
+  }
+
+  gw_client_req_t *r = malloc(sizeof(*r) + size);
+  if (r == NULL) return NULL;
+  memset(r, 0, sizeof(*r));
+  r->pool = pool;
+  r->cb = cb;
+  r->arg = arg;
+  r->connect_timeout_ms = params->connect_timeout_ms > 0 ? params->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
+  r->timeout_ms = params->timeout_ms > 0 ? params->timeout_ms : DEFAULT_TIMEOUT_MS;
+  r->max_body = params->max_response_body > 0 ? params->max_response_body : DEFAULT_MAX_RESPONSE_BODY;
+  r->is_head = method_is(method, mlen, "HEAD");
+  r->idempotent = r->is_head || method_is(method, mlen, "GET") || method_is(method, mlen, "OPTIONS") ||
+                  method_is(method, mlen, "PUT") || method_is(method, mlen, "DELETE") ||
+                  method_is(method, mlen, "TRACE");
+  r->no_keepalive = no_keepalive;
+  gw_headers_init(&r->res.headers);
+  r->res.body = pool->nspare > 0 ? pool->spare_bodies[--pool->nspare] : evbuffer_new();
+  if (r->res.body == NULL) {
+    free(r);
+    return NULL;
+  }
+  if (bad == NULL) {
+    r->key = key_get(pool, &addr, addrlen);
+    if (r->key == NULL) {
+      evbuffer_free(r->res.body);
+      free(r);
+      return NULL;
+    }
+  }
+  pool->live_reqs++;
+  event_assign(&r->dev, pool->base, -1, 0, on_req_deferred, r);
+  r->starting = 1;
+
+  if (bad != NULL) {
+    gw_log_error("upstream: %s (%s %s)", bad, method, params->unix_path ? params->unix_path : params->host ? params->host : "-");
+    req_fail(r, ERR_CONNECT, 0);
+    r->starting = 0;
+    return r;
+  }
+
+  char *p = r->wire;
+  p = put(p, method, mlen);
+  *p++ = ' ';
+  p = put(p, target, tlen);
+  p = put(p, " HTTP/1.1\r\n", sizeof(" HTTP/1.1\r\n") - 1);
+  for (size_t i = 0; hs != NULL && i < hs->count; i++) {
+    const gw_header_t *h = &hs->items[i];
+    if (!sendable_header(h)) continue;
+    p = put(p, h->name, h->name_len);
+    p = put(p, ": ", 2);
+    p = put(p, h->value, h->value_len);
+    p = put(p, "\r\n", 2);
+  }
+  if (add_close) p = put(p, "Connection: close\r\n", sizeof("Connection: close\r\n") - 1);
+  p = put(p, cl, cl_len);
+  p = put(p, "\r\n", 2);
+  if (params->body_len > 0) p = put(p, params->body, params->body_len);
+  r->wire_len = (size_t)(p - r->wire);
+
+  /* Most recently parked first; a request that cannot be retried checks for a
+   * connection that died unnoticed before trusting it. */
+  upstream_conn_t *c;
+  while ((c = r->key->idle_head) != NULL) {
+    idle_unlink(c);
+    c->state = CONN_ACTIVE; /* off the idle list: conn_close must not unlink again */
+    if (!r->idempotent && conn_is_stale(c)) {
+      conn_close(c);
+      continue;
+    }
+    break;
+  }
+  if (c != NULL) {
+    pool->stats.reused++;
+    conn_attach(c, r);
+    conn_send(c);
+  } else {
+    req_connect(r);
+  }
+  r->starting = 0;
+  return r;
+}
+
+void gw_client_cancel(gw_client_req_t *r)
+{
+  if (r == NULL) return;
+  if (r->conn != NULL) {
+    upstream_conn_t *c = r->conn;
+    r->conn = NULL;
+    c->req = NULL;
+    conn_close(c);
+  }
+  event_del(&r->dev);
+  req_free(r);
+}
