@@ -13,6 +13,7 @@
 #include <mruby.h>
 
 #include "request.h"
+#include "subrequest.h"
 
 /* A VM with every gem of build_config.rb loaded. NULL with err set on failure. */
 mrb_state *gw_vm_open(char *err, size_t errlen);
@@ -36,6 +37,11 @@ int gw_mrb_worker_index(void);
 /* Resumes req's parked fiber with v (called from a loop callback, never from
  * inside a fiber). The pending operation must have removed itself first. */
 void gw_fiber_resume(gw_request_t *req, mrb_value v);
+
+/* Keeps v alive across GC while parked work refers to it. Returns a slot for
+ * gw_mrb_unroot(). */
+int gw_mrb_root(mrb_value v);
+void gw_mrb_unroot(int slot);
 
 /* Output of a handler. Raise ArgumentError on bad input. */
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);

@@ -36,6 +36,9 @@ int gw_handler_worker_init(gw_worker_t *w)
   mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RUNNER"));
   if (mrb->exc || !mrb_proc_p(runner)) return -1;
   w->runner = mrb_proc_ptr(runner);
+  mrb_value filter_runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "FILTER_RUNNER"));
+  if (mrb->exc || !mrb_proc_p(filter_runner)) return -1;
+  w->filter_runner = mrb_proc_ptr(filter_runner);
   w->request_class = mrb_class_get_under(mrb, gw, "Request");
   return mrb->exc ? -1 : 0;
 }
@@ -108,6 +111,8 @@ static void complete(gw_request_t *req, mrb_value result)
   mrb_state *mrb = req->worker->mrb;
   if (req->failed) {
     gw_request_simple_response(req, 500, NULL);
+  } else if (req->filtering) {
+    /* a body filter changed the body, or left it */
   } else if (!req->has_output && mrb_string_p(result)) {
     if (req->status == 0) req->status = 200;
     if (gw_headers_find(&req->resp_headers, "content-type") == NULL)
@@ -138,25 +143,35 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   complete(req, result);
 }
 
-void gw_handler_start(gw_request_t *req)
+static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
 {
   gw_worker_t *w = req->worker;
   mrb_state *mrb = w->mrb;
   int ai = mrb_gc_arena_save(mrb);
   mrb_value rbreq = gw_mrb_request_value(mrb, req);
   mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(mrb_class_get(mrb, "Fiber")), mrb_intern_lit(mrb, "new"), 0,
-                                           NULL, mrb_obj_value(w->runner));
+                                           NULL, mrb_obj_value(runner));
   if (mrb->exc) { /* out of memory, in practice */
     fail_unexpectedly(req, mrb_obj_value(mrb->exc));
     mrb->exc = NULL;
     complete(req, mrb_nil_value());
   } else {
-    req->root_slot = take_slot(w);
-    mrb_ary_set(mrb, w->roots, req->root_slot, fiber);
-    mrb_value argv[2] = {req->location->handler, rbreq};
+    req->root_slot = gw_mrb_root(fiber);
+    mrb_value argv[2] = {code, rbreq};
     run(req, 2, argv);
   }
   mrb_gc_arena_restore(mrb, ai);
+}
+
+void gw_handler_start(gw_request_t *req)
+{
+  start_fiber(req, req->worker->runner, req->location->handler);
+}
+
+void gw_handler_filter_body(gw_request_t *req, mrb_value filter)
+{
+  req->filtering = 1;
+  start_fiber(req, req->worker->filter_runner, filter);
 }
 
 void gw_fiber_resume(gw_request_t *req, mrb_value v)
@@ -165,6 +180,18 @@ void gw_fiber_resume(gw_request_t *req, mrb_value v)
   int ai = mrb_gc_arena_save(mrb);
   run(req, 1, &v);
   mrb_gc_arena_restore(mrb, ai);
+}
+
+int gw_mrb_root(mrb_value v)
+{
+  int slot = take_slot(gw_worker);
+  mrb_ary_set(gw_worker->mrb, gw_worker->roots, slot, v);
+  return slot;
+}
+
+void gw_mrb_unroot(int slot)
+{
+  give_slot(gw_worker, slot);
 }
 
 /* -- bridge ------------------------------------------------------------------ */

@@ -2,10 +2,16 @@
 #ifndef GW_HANDLER_H
 #define GW_HANDLER_H
 
+#include <mruby.h>
+
 #include "request.h"
 
 /* Creates the request's fiber and runs it until it finishes or parks. */
 void gw_handler_start(gw_request_t *req);
+
+/* Runs a location's body filter on req's complete response, in a fiber of its
+ * own; a String result replaces the body. Finishes req afterwards. */
+void gw_handler_filter_body(gw_request_t *req, mrb_value filter);
 
 /* Drops the request's ties to Ruby: the fiber's GC root slot and the
  * Gateway::Request object's pointer to req. Safe to call twice. */

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "handler.h"
 #include "log.h"
 #include "proxy.h"
 #include "upstream.h"
@@ -64,6 +65,10 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
       gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
     }
     evbuffer_add_buffer(req->resp_body, res->body);
+    if (req->location && mrb_test(req->location->body_filter)) {
+      gw_handler_filter_body(req, req->location->body_filter);
+      return;
+    }
   }
   gw_request_finish(req);
 }
@@ -75,39 +80,40 @@ static void cancel_op(gw_pending_t *p)
   free(op);
 }
 
-typedef struct {
-  char host[256];
-  int port;
-  const char *path; /* points into the URL; "" when the URL has none */
-} url_t;
-
-static int parse_url(const char *url, url_t *u)
+int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
 {
   if (strncmp(url, "http://", 7) != 0) return -1;
   const char *h = url + 7;
-  const char *slash = strchr(h, '/');
-  const char *end = slash ? slash : h + strlen(h);
-  const char *colon = memchr(h, ':', (size_t)(end - h));
-  if (h[0] == '[') colon = strstr(h, "]:") ? strstr(h, "]:") + 1 : NULL;
-  const char *host_end = colon ? colon : end;
-  if (h[0] == '[') h++, host_end = strchr(h, ']');
+  const char *end = h + strcspn(h, "/?");
+  const char *host_end, *port = NULL;
+  if (*h == '[') { /* [v6]:port */
+    h++;
+    host_end = memchr(h, ']', (size_t)(end - h));
+    if (host_end == NULL) return -1;
+    if (host_end[1] == ':') port = host_end + 2;
+  } else {
+    host_end = memchr(h, ':', (size_t)(end - h));
+    if (host_end) port = host_end + 1;
+    else host_end = end;
+  }
   size_t hl = (size_t)(host_end - h);
   if (hl == 0 || hl >= sizeof(u->host)) return -1;
   memcpy(u->host, h, hl);
   u->host[hl] = '\0';
-  u->port = colon ? atoi(colon + 1) : 80;
+  u->port = port ? atoi(port) : 80;
   if (u->port <= 0 || u->port > 65535) return -1;
-  u->path = slash ? slash : "";
+  u->path = end;
+  snprintf(u->hostport, sizeof(u->hostport), u->port == 80 ? "%s" : "%s:%d", u->host, u->port);
+  struct in6_addr probe;
+  u->is_ip = inet_pton(AF_INET, u->host, &probe) == 1 || inet_pton(AF_INET6, u->host, &probe) == 1;
   return 0;
 }
 
 void gw_proxy_start(gw_request_t *req, const char *url)
 {
   gw_worker_t *w = req->worker;
-  url_t u;
-  struct in6_addr probe;
-  if (parse_url(url, &u) < 0 ||
-      (inet_pton(AF_INET, u.host, &probe) != 1 && inet_pton(AF_INET6, u.host, &probe) != 1)) {
+  gw_proxy_url_t u;
+  if (gw_proxy_parse_url(url, &u) < 0 || !u.is_ip) {
     gw_log_error("proxy_pass %s: need http://IP:PORT/path (host names are not supported yet)", url);
     gw_request_simple_response(req, 502, NULL);
     gw_request_finish(req);
@@ -135,9 +141,7 @@ void gw_proxy_start(gw_request_t *req, const char *url)
 
   gw_headers_t hs;
   gw_headers_init(&hs);
-  char hostport[300];
-  snprintf(hostport, sizeof(hostport), u.port == 80 ? "%s" : "%s:%d", u.host, u.port);
-  gw_headers_add(&hs, "Host", 4, hostport, strlen(hostport));
+  gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
   const gw_header_t *xff = NULL;
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *h = &req->headers.items[i];

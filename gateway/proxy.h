@@ -4,6 +4,17 @@
 
 #include "request.h"
 
+typedef struct {
+  char host[256];     /* without brackets for IPv6 */
+  int port;           /* 80 when the URL has none */
+  const char *path;   /* points into the URL: "/x?y", or "" when it has none */
+  char hostport[300]; /* for the Host header */
+  int is_ip;          /* host is an IP literal */
+} gw_proxy_url_t;
+
+/* Splits "http://host[:port][/path]". Returns 0, or -1 for anything else. */
+int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u);
+
 /* Forwards req to url ("http://host:port/prefix"); finishes req with the
  * upstream's response, or 502/504. */
 void gw_proxy_start(gw_request_t *req, const char *url);

@@ -35,7 +35,7 @@ void gw_request_reset(gw_request_t *req)
   evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
   req->target_len = req->path_len = 0;
   req->status = 0;
-  req->has_output = req->failed = req->head = 0;
+  req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
 }
 

@@ -59,6 +59,7 @@ struct gw_request_s {
   int root_slot;            /* slot in the worker's GC root array holding the fiber; -1: none */
   int failed;               /* the handler raised; the response is 500 */
   int running;              /* between start and finish */
+  int filtering;            /* the fiber runs the location's body filter */
   gw_pending_t pending;     /* list head of what this request waits for */
 
   /* Called once when the response is complete (client: write it; sub-request:

@@ -21,6 +21,7 @@ struct gw_worker_s {
   int *free_slots;          /* free indexes of `roots` (stack) */
   int nfree, free_cap;
   struct RProc *runner;     /* Gateway::RUNNER: the body of every handler fiber */
+  struct RProc *filter_runner; /* Gateway::FILTER_RUNNER: the body of body-filter fibers */
   struct RClass *request_class;
 
   gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */

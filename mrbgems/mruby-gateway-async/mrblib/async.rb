@@ -16,3 +16,93 @@ module Async
     nil
   end
 end
+
+module Async
+  module HTTP
+    # What a sub-request answered. Also readable the mruby-httprequest way:
+    # res["body"], res["code"], res["headers"].
+    class Response
+      attr_reader :status, :headers, :body
+
+      def initialize(status, headers, body)
+        @status = status
+        @headers = headers
+        @body = body
+      end
+
+      alias code status
+
+      def [](key)
+        case key.to_s
+        when "body" then @body
+        when "code", "status" then @status
+        when "headers" then @headers
+        else @headers[key]
+        end
+      end
+
+      def inspect
+        "#<Async::HTTP::Response #{@status} #{@body.size} bytes>"
+      end
+    end
+
+    # A sub-request running in the background: start now, join later.
+    class Task
+      # Waits (without blocking the worker) and returns the Response; raises
+      # Gateway::UpstreamError or Gateway::TimeoutError if it failed.
+      def join
+        if @done
+          r = @result
+        else
+          _gw_wait
+          r = Fiber.yield
+        end
+        raise r if r.is_a?(Exception)
+        r
+      end
+
+      def done?
+        @done == true
+      end
+    end
+
+    # Async::HTTP.start("/path" or "http://host:port/path", method:, headers:, body:, timeout:) -> Task
+    def self.start(target, method: "GET", headers: nil, body: nil, timeout: nil)
+      raise ArgumentError, "sub_request: target must be a String, got #{target.inspect}" unless target.is_a?(String)
+      raise ArgumentError, "sub_request: body must be a String" unless body.nil? || body.is_a?(String)
+      raise ArgumentError, "sub_request: timeout must be a positive number" unless timeout.nil? || (timeout.is_a?(Numeric) && timeout > 0)
+      _gw_start(target, method.to_s.upcase, headers, body, timeout)
+    end
+
+    # Waits for one sub-request and returns its Response (also kept as last_response).
+    def self.sub_request(target, method: "GET", headers: nil, body: nil, timeout: nil)
+      res = start(target, method: method, headers: headers, body: body, timeout: timeout).join
+      Gateway::Request.current.instance_variable_set(:@__last_response, res)
+      res
+    end
+
+    # The Response of this request's latest sub_request (ngx_mruby's form).
+    def self.last_response
+      Gateway::Request.current.instance_variable_get(:@__last_response)
+    end
+
+    # Runs all sub-requests in parallel and returns their Responses in order.
+    # Items may be targets or Tasks already started.
+    def self.all(targets)
+      tasks = []
+      i = 0
+      while i < targets.size
+        t = targets[i]
+        tasks << (t.is_a?(Task) ? t : start(t))
+        i += 1
+      end
+      results = []
+      i = 0
+      while i < tasks.size # a plain loop: joining yields, which a C-method block cannot
+        results << tasks[i].join
+        i += 1
+      end
+      results
+    end
+  end
+end

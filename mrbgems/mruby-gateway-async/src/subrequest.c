@@ -1,11 +1,175 @@
-/* subrequest.c - Async::HTTP.sub_request: internal locations and URLs. */
+/* subrequest.c - Async::HTTP: sub-requests as start-now/join-later tasks.
+ *
+ * Async::HTTP._gw_start creates an Async::HTTP::Task and starts the core
+ * sub-request (gateway/subrequest.c). While it runs, the Task object is a GC
+ * root and the task is pending on the parent request (an abort cancels it).
+ * On completion the result (Async::HTTP::Response or an exception) is stored
+ * in the Task's @result; if the handler is parked in Task#join, its fiber is
+ * resumed with it. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/data.h>
+#include <mruby/hash.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
 
 #include "async.h"
 #include "gw_mruby.h"
 
+typedef struct {
+  gw_pending_t pending;   /* on the parent request */
+  gw_request_t *parent;
+  mrb_state *mrb;
+  gw_subreq_t *sub;
+  mrb_value self;         /* the Task object */
+  int slot;               /* its GC root while running */
+  int waiting;            /* the parent fiber is parked in join */
+} task_t;
+
+/* Ownership stays with the C side: the Task's pointer is cleared when the
+ * task completes or is cancelled, and the struct freed there. */
+static const struct mrb_data_type task_type = {"Async::HTTP::Task", NULL};
+
+static void task_release(task_t *t)
+{
+  DATA_PTR(t->self) = NULL;
+  gw_mrb_unroot(t->slot);
+  free(t);
+}
+
+static void task_cancel(gw_pending_t *p)
+{
+  task_t *t = (task_t *)p;
+  gw_subrequest_cancel(t->sub);
+  task_release(t);
+}
+
+static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers, struct evbuffer *body)
+{
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  mrb_value h = mrb_obj_new(mrb, mrb_class_get_under(mrb, gw, "Headers"), 0, NULL);
+  for (size_t i = 0; i < headers->count; i++) {
+    const gw_header_t *f = &headers->items[i];
+    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
+    for (mrb_int j = 0; j < RSTRING_LEN(k); j++) RSTRING_PTR(k)[j] = (char)tolower((unsigned char)RSTRING_PTR(k)[j]);
+    mrb_hash_set(mrb, h, k, mrb_str_new(mrb, f->value, (mrb_int)f->value_len));
+  }
+  size_t len = evbuffer_get_length(body);
+  mrb_value b = mrb_str_new(mrb, NULL, (mrb_int)len);
+  evbuffer_remove(body, RSTRING_PTR(b), len);
+  struct RClass *http = mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP");
+  mrb_value args[3] = {mrb_fixnum_value(status), h, b};
+  return mrb_obj_new(mrb, mrb_class_get_under(mrb, http, "Response"), 3, args);
+}
+
+static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, const char *err, int timed_out, void *arg)
+{
+  task_t *t = arg;
+  gw_request_t *parent = t->parent;
+  mrb_state *mrb = t->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  gw_request_pending_remove(&t->pending);
+  mrb_value result;
+  if (err)
+    result = gw_mrb_error(mrb, timed_out ? "Gateway::TimeoutError" : "Gateway::UpstreamError", err);
+  else
+    result = make_response(mrb, status, headers, body);
+  mrb_value self = t->self;
+  mrb_iv_set(mrb, self, mrb_intern_lit(mrb, "@result"), result);
+  mrb_iv_set(mrb, self, mrb_intern_lit(mrb, "@done"), mrb_true_value());
+  int waiting = t->waiting;
+  task_release(t);
+  if (waiting) gw_fiber_resume(parent, result);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+/* Async::HTTP._gw_start(target, method, headers_hash_or_nil, body_or_nil, timeout_or_nil) */
+static mrb_value http_start(mrb_state *mrb, mrb_value self)
+{
+  char *target, *method;
+  mrb_value headers, body, timeout;
+  mrb_get_args(mrb, "zzooo", &target, &method, &headers, &body, &timeout);
+  (void)self;
+  gw_request_t *parent = gw_mrb_current_request(mrb);
+  if (target[0] != '/' && strncmp(target, "http://", 7) != 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a location path (\"/x\") or an http:// URL, got %s",
+               target);
+
+  gw_headers_t hs;
+  gw_headers_init(&hs);
+  if (mrb_hash_p(headers)) {
+    mrb_value keys = mrb_hash_keys(mrb, headers);
+    for (mrb_int i = 0; i < RARRAY_LEN(keys); i++) {
+      mrb_value k = mrb_obj_as_string(mrb, mrb_ary_ref(mrb, keys, i));
+      mrb_value v = mrb_obj_as_string(mrb, mrb_hash_get(mrb, headers, mrb_ary_ref(mrb, keys, i)));
+      if (!gw_header_field_is_safe(RSTRING_PTR(k), (size_t)RSTRING_LEN(k), RSTRING_PTR(v), (size_t)RSTRING_LEN(v))) {
+        gw_headers_dispose(&hs);
+        mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: invalid header %v (CR, LF or NUL, or a bad name)", k);
+      }
+      gw_headers_add(&hs, RSTRING_PTR(k), (size_t)RSTRING_LEN(k), RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
+    }
+  }
+  gw_subreq_params_t p = {
+    .method = NULL,
+    .target = target,
+    .headers = &hs,
+    .body = mrb_string_p(body) ? RSTRING_PTR(body) : NULL,
+    .body_len = mrb_string_p(body) ? (size_t)RSTRING_LEN(body) : 0,
+    .timeout_ms = mrb_nil_p(timeout) ? 0 : (int)(mrb_as_float(mrb, timeout) * 1000),
+  };
+  static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
+  for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+    if (strcmp(method, methods[i]) == 0) p.method = methods[i];
+  if (p.method == NULL) {
+    gw_headers_dispose(&hs);
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: unsupported method %s", method);
+  }
+
+  struct RClass *http = mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP");
+  task_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) {
+    gw_headers_dispose(&hs);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  t->self = mrb_obj_value(mrb_data_object_alloc(mrb, mrb_class_get_under(mrb, http, "Task"), t, &task_type));
+  t->parent = parent;
+  t->mrb = mrb;
+  t->sub = gw_subrequest_start(parent, &p, on_done, t);
+  gw_headers_dispose(&hs);
+  if (t->sub == NULL) {
+    DATA_PTR(t->self) = NULL;
+    free(t);
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: cannot start a request to %s (bad URL?)", target);
+  }
+  t->slot = gw_mrb_root(t->self);
+  gw_request_pending_add(parent, &t->pending, task_cancel);
+  return t->self;
+}
+
+/* Task#_gw_wait: the handler will yield until this task completes. */
+static mrb_value task_wait(mrb_state *mrb, mrb_value self)
+{
+  task_t *t = DATA_PTR(self);
+  if (t == NULL) return mrb_false_value(); /* already done */
+  if (t->parent != gw_mrb_current_request(mrb))
+    mrb_raise(mrb, E_RUNTIME_ERROR, "a sub-request can only be joined by the request that started it");
+  if (t->waiting) mrb_raise(mrb, E_RUNTIME_ERROR, "this sub-request is already being joined");
+  gw_async_check_yieldable(mrb, "Async::HTTP (join)");
+  t->waiting = 1;
+  return mrb_true_value();
+}
+
 void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
 {
-  (void)mrb;
-  (void)async;
+  struct RClass *http = mrb_define_module_under(mrb, async, "HTTP");
+  struct RClass *task = mrb_define_class_under(mrb, http, "Task", mrb->object_class);
+  MRB_SET_INSTANCE_TT(task, MRB_TT_DATA);
+  mrb_undef_class_method(mrb, task, "new");
+  mrb_define_module_function(mrb, http, "_gw_start", http_start, MRB_ARGS_REQ(5));
+  mrb_define_method(mrb, task, "_gw_wait", task_wait, MRB_ARGS_NONE());
 }

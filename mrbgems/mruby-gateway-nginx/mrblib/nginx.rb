@@ -84,3 +84,26 @@ module Nginx
     end
   end
 end
+
+module Nginx
+  # ngx_mruby's non-blocking calls. Nginx::Async.sleep takes milliseconds.
+  module Async
+    def self.sleep(ms)
+      unless ms.is_a?(Integer) && ms > 0
+        raise ArgumentError, "Nginx::Async.sleep: milliseconds must be an Integer > 0, got #{ms.inspect}"
+      end
+      ::Async.sleep(ms / 1000.0)
+    end
+
+    module HTTP
+      def self.sub_request(path, *args)
+        ::Async::HTTP.sub_request(path)
+        nil
+      end
+
+      def self.last_response
+        ::Async::HTTP.last_response
+      end
+    end
+  end
+end

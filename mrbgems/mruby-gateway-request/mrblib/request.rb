@@ -94,4 +94,16 @@ module Gateway
       nil
     end
   end
+
+  # The body of a body-filter fiber: filter.call(body, req); a String result
+  # replaces the response body, anything else keeps it.
+  FILTER_RUNNER = Proc.new do |filter, req|
+    begin
+      r = filter.call(req._response_body, req)
+      req._replace_response_body(r) if r.is_a?(String)
+    rescue Exception => e
+      Gateway._fail(req, e)
+    end
+    nil
+  end
 end

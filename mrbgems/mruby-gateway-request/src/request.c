@@ -131,6 +131,25 @@ static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+static mrb_value req_response_body(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = REQ(self);
+  size_t len = evbuffer_get_length(r->resp_body);
+  mrb_value s = mrb_str_new(mrb, NULL, (mrb_int)len);
+  evbuffer_copyout(r->resp_body, RSTRING_PTR(s), len);
+  return s;
+}
+
+static mrb_value req_replace_response_body(mrb_state *mrb, mrb_value self)
+{
+  mrb_value s;
+  mrb_get_args(mrb, "S", &s);
+  gw_request_t *r = REQ(self);
+  evbuffer_drain(r->resp_body, evbuffer_get_length(r->resp_body));
+  evbuffer_add(r->resp_body, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
+  return s;
+}
+
 static mrb_value req_current(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -181,6 +200,8 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_set_header", req_set_header, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
 }
 

@@ -1,0 +1,226 @@
+/* subrequest.c - sub-requests on behalf of a parent request.
+ *
+ * A target starting with "/" is dispatched in-process through the parent's
+ * server router (no socket): a child request runs that location's handler or
+ * proxy. An absolute http:// URL goes through the upstream client and its
+ * keep-alive pool. Either way the result arrives in one callback, from its own
+ * loop event, after the child has been freed. The caller registers its own
+ * pending operation on the parent and cancels the sub-request from it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event_struct.h>
+
+#include "log.h"
+#include "proxy.h"
+#include "subrequest.h"
+#include "worker.h"
+
+struct gw_subreq_s {
+  gw_request_t *parent;
+  gw_request_t *child;        /* internal target: the child request; else NULL */
+  gw_client_req_t *client;    /* URL target: the upstream exchange; else NULL */
+  struct event step_ev;       /* starts the child / delivers the result */
+  struct event timeout_ev;
+  int has_timeout;
+  gw_subreq_done_cb cb;
+  void *arg;
+  /* the result, kept until delivered */
+  int status;
+  gw_headers_t headers;
+  struct evbuffer *body;
+  const char *err;
+  int timed_out;
+};
+
+static void subreq_free(gw_subreq_t *s)
+{
+  event_del(&s->step_ev);
+  event_del(&s->timeout_ev);
+  if (s->client) gw_client_cancel(s->client);
+  if (s->child) {
+    if (s->child->running) gw_request_abort(s->child);
+    gw_request_dispose(s->child);
+    free(s->child);
+  }
+  gw_headers_dispose(&s->headers);
+  if (s->body) evbuffer_free(s->body);
+  free(s);
+}
+
+void gw_subrequest_cancel(gw_subreq_t *s)
+{
+  subreq_free(s);
+}
+
+/* Hands the result to the caller from a fresh loop event. */
+static void on_deliver(evutil_socket_t fd, short what, void *arg)
+{
+  gw_subreq_t *s = arg;
+  (void)fd;
+  (void)what;
+  if (s->child) { /* its response was moved into s; nothing of it is needed */
+    gw_request_dispose(s->child);
+    free(s->child);
+    s->child = NULL;
+  }
+  s->cb(s->status, &s->headers, s->body, s->err, s->timed_out, s->arg);
+  subreq_free(s);
+}
+
+static void deliver_later(gw_subreq_t *s)
+{
+  event_del(&s->timeout_ev);
+  event_del(&s->step_ev);
+  event_assign(&s->step_ev, s->parent->worker->base, -1, 0, on_deliver, s);
+  event_active(&s->step_ev, EV_TIMEOUT, 0);
+}
+
+static void on_child_finish(gw_request_t *child)
+{
+  gw_subreq_t *s = child->finish_arg;
+  s->status = child->status ? child->status : 200;
+  for (size_t i = 0; i < child->resp_headers.count; i++) {
+    const gw_header_t *h = &child->resp_headers.items[i];
+    gw_headers_add(&s->headers, h->name, h->name_len, h->value, h->value_len);
+  }
+  evbuffer_add_buffer(s->body, child->resp_body);
+  deliver_later(s);
+}
+
+static void on_start_child(evutil_socket_t fd, short what, void *arg)
+{
+  gw_subreq_t *s = arg;
+  (void)fd;
+  (void)what;
+  gw_request_start(s->child);
+}
+
+static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+{
+  gw_subreq_t *s = arg;
+  s->client = NULL; /* freed by the client after we return */
+  if (err) {
+    s->err = err;
+    s->timed_out = timed_out;
+  } else {
+    s->status = res->status;
+    for (size_t i = 0; i < res->headers.count; i++) {
+      const gw_header_t *h = &res->headers.items[i];
+      gw_headers_add(&s->headers, h->name, h->name_len, h->value, h->value_len);
+    }
+    evbuffer_add_buffer(s->body, res->body);
+  }
+  deliver_later(s);
+}
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+  gw_subreq_t *s = arg;
+  (void)fd;
+  (void)what;
+  if (s->client) {
+    gw_client_cancel(s->client);
+    s->client = NULL;
+  }
+  if (s->child && s->child->running) gw_request_abort(s->child);
+  s->err = "sub-request timed out";
+  s->timed_out = 1;
+  deliver_later(s);
+}
+
+static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
+{
+  gw_request_t *parent = s->parent;
+  gw_request_t *c = malloc(sizeof(*c));
+  if (c == NULL) return NULL;
+  gw_request_init(c, parent->worker, parent->server);
+  c->parent = parent;
+  c->method = p->method;
+  c->method_id = -1;
+  c->head = strcmp(p->method, "HEAD") == 0;
+  c->http_minor = 1;
+  c->target_len = strlen(p->target);
+  c->target_cap = c->target_len + 1;
+  c->target = strdup(p->target);
+  if (c->target == NULL) {
+    gw_request_dispose(c);
+    free(c);
+    return NULL;
+  }
+  char *q = strchr(c->target, '?');
+  c->path_len = q ? (size_t)(q - c->target) : c->target_len;
+  memcpy(c->remote_addr, parent->remote_addr, sizeof(c->remote_addr));
+  if (p->headers)
+    for (size_t i = 0; i < p->headers->count; i++) {
+      const gw_header_t *h = &p->headers->items[i];
+      gw_headers_add(&c->headers, h->name, h->name_len, h->value, h->value_len);
+    }
+  if (gw_headers_find(&c->headers, "host") == NULL) {
+    const gw_header_t *host = gw_headers_find(&parent->headers, "host");
+    if (host) gw_headers_add(&c->headers, "Host", 4, host->value, host->value_len);
+  }
+  if (p->body_len) evbuffer_add(c->body, p->body, p->body_len);
+  c->on_finish = on_child_finish;
+  return c;
+}
+
+gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t *p, gw_subreq_done_cb cb, void *arg)
+{
+  gw_worker_t *w = parent->worker;
+  gw_subreq_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->parent = parent;
+  s->cb = cb;
+  s->arg = arg;
+  gw_headers_init(&s->headers);
+  s->body = evbuffer_new();
+  evtimer_assign(&s->timeout_ev, w->base, on_timeout, s);
+  event_assign(&s->step_ev, w->base, -1, 0, on_start_child, s);
+
+  if (p->target[0] == '/') {
+    s->child = new_child(s, p);
+    if (s->child == NULL) {
+      subreq_free(s);
+      return NULL;
+    }
+    s->child->finish_arg = s;
+    event_active(&s->step_ev, EV_TIMEOUT, 0); /* start from the loop, not from inside a fiber */
+  } else {
+    gw_proxy_url_t u;
+    if (gw_proxy_parse_url(p->target, &u) < 0) {
+      subreq_free(s);
+      return NULL;
+    }
+    gw_headers_t hs;
+    gw_headers_init(&hs);
+    if (p->headers)
+      for (size_t i = 0; i < p->headers->count; i++) {
+        const gw_header_t *h = &p->headers->items[i];
+        gw_headers_add(&hs, h->name, h->name_len, h->value, h->value_len);
+      }
+    if (gw_headers_find(&hs, "host") == NULL) gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
+    gw_client_params_t cp = {
+      .host = u.host,
+      .port = u.port,
+      .method = p->method,
+      .target = *u.path ? u.path : "/",
+      .headers = &hs,
+      .body = p->body,
+      .body_len = p->body_len,
+      .timeout_ms = p->timeout_ms,
+    };
+    s->client = gw_client_request(w->pool, &cp, on_client_done, s);
+    gw_headers_dispose(&hs);
+    if (s->client == NULL) {
+      subreq_free(s);
+      return NULL;
+    }
+  }
+  if (p->timeout_ms > 0) {
+    struct timeval tv = {p->timeout_ms / 1000, (p->timeout_ms % 1000) * 1000};
+    event_add(&s->timeout_ev, &tv);
+  }
+  return s;
+}
