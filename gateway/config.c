@@ -91,6 +91,39 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->body_filter = iv(mrb, loc, "@body_filter");
     }
     gw_router_sort(s->locations, s->nlocations);
+    mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
+    s->cpu = mrb_nil_p(cpu) ? -1 : (int)mrb_integer(cpu);
+  }
+
+  mrb_value groups = mrb_hash_values(mrb, iv(mrb, current, "@upstreams"));
+  mrb_int ng = RARRAY_LEN(groups);
+  cfg->groups = calloc((size_t)ng + 1, sizeof(gw_upstream_group_t));
+  if (cfg->groups == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < ng; i++) {
+    mrb_value up = mrb_ary_ref(mrb, groups, i);
+    gw_upstream_group_t *g = &cfg->groups[i];
+    cfg->ngroups++;
+    g->name = dup_str(mrb, iv(mrb, up, "@name"));
+    g->keepalive = (int)mrb_integer(iv(mrb, up, "@keepalive"));
+    mrb_value servers = iv(mrb, up, "@servers");
+    g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));
+    if (g->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    for (mrb_int j = 0; j < RARRAY_LEN(servers); j++) {
+      /* Validated by the DSL: "unix:/path" or "IP:port" (Gateway::Upstream). */
+      const char *addr = mrb_string_cstr(mrb, mrb_ary_ref(mrb, servers, j));
+      gw_upstream_server_t *us = &g->servers[j];
+      g->nservers++;
+      if (strncmp(addr, "unix:", 5) == 0) {
+        us->unix_path = strdup(addr + 5);
+      } else {
+        const char *colon = strrchr(addr, ':');
+        const char *h = addr;
+        size_t hl = (size_t)(colon - addr);
+        if (h[0] == '[' && hl >= 2) h++, hl -= 2;
+        us->host = strndup(h, hl);
+        us->port = atoi(colon + 1);
+      }
+    }
   }
   return mrb_nil_value();
 }
@@ -173,6 +206,13 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
   return cfg;
 }
 
+gw_upstream_group_t *gw_config_group(gw_config_t *cfg, const char *name, size_t len)
+{
+  for (size_t i = 0; i < cfg->ngroups; i++)
+    if (strlen(cfg->groups[i].name) == len && memcmp(cfg->groups[i].name, name, len) == 0) return &cfg->groups[i];
+  return NULL;
+}
+
 static int open_listener(gw_server_t *s, char *err, size_t errlen)
 {
   struct sockaddr_storage ss;
@@ -239,6 +279,16 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     free(s->host);
   }
   free(cfg->servers);
+  for (size_t i = 0; i < cfg->ngroups; i++) {
+    gw_upstream_group_t *g = &cfg->groups[i];
+    for (size_t j = 0; j < g->nservers; j++) {
+      free(g->servers[j].host);
+      free(g->servers[j].unix_path);
+    }
+    free(g->servers);
+    free(g->name);
+  }
+  free(cfg->groups);
   if (cfg->mrb) mrb_close(cfg->mrb);
   free(cfg->path);
   free(cfg);

@@ -34,14 +34,35 @@ typedef struct {
   gw_location_t *locations; /* owned array, most specific first (see router.c) */
   size_t nlocations;
   int fd;               /* listening socket, -1 until gw_config_listen() */
+  int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
 } gw_server_t;
+
+typedef struct {
+  char *host;           /* owned IP literal, or NULL for a unix socket */
+  int port;
+  char *unix_path;      /* owned, or NULL */
+} gw_upstream_server_t;
+
+/* upstream :name, servers: [...], keepalive: N */
+typedef struct {
+  char *name;           /* owned */
+  gw_upstream_server_t *servers; /* owned array */
+  size_t nservers;
+  int keepalive;        /* idle connections kept per server */
+  size_t next;          /* round-robin cursor (per worker after fork) */
+} gw_upstream_group_t;
 
 typedef struct {
   mrb_state *mrb;       /* the VM that evaluated the file; workers inherit it on fork */
   char *path;           /* owned copy of the config file path */
   gw_server_t *servers; /* owned array */
   size_t nservers;
+  gw_upstream_group_t *groups; /* owned array */
+  size_t ngroups;
 } gw_config_t;
+
+/* The group called name (len bytes), or NULL. */
+gw_upstream_group_t *gw_config_group(gw_config_t *cfg, const char *name, size_t len);
 
 /* Evaluates the config file in a new VM. On error returns NULL and writes
  * "FILE:LINE: message" into err. The caller owns the result (gw_config_free). */

@@ -113,11 +113,28 @@ void gw_proxy_start(gw_request_t *req, const char *url)
 {
   gw_worker_t *w = req->worker;
   gw_proxy_url_t u;
-  if (gw_proxy_parse_url(url, &u) < 0 || !u.is_ip) {
-    gw_log_error("proxy_pass %s: need http://IP:PORT/path (host names are not supported yet)", url);
+  const char *unix_path = NULL;
+  if (gw_proxy_parse_url(url, &u) < 0) {
+    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
     gw_request_simple_response(req, 502, NULL);
     gw_request_finish(req);
     return;
+  }
+  if (!u.is_ip) { /* a named upstream group: round robin over its servers */
+    gw_upstream_group_t *g = gw_config_group(w->config, u.host, strlen(u.host));
+    if (g == NULL || g->nservers == 0) {
+      gw_log_error("proxy_pass %s: no upstream group named \"%s\" (and host names are not resolved)", url, u.host);
+      gw_request_simple_response(req, 502, NULL);
+      gw_request_finish(req);
+      return;
+    }
+    const gw_upstream_server_t *us = &g->servers[g->next++ % g->nservers];
+    if (us->unix_path) {
+      unix_path = us->unix_path;
+    } else {
+      snprintf(u.host, sizeof(u.host), "%s", us->host);
+      u.port = us->port;
+    }
   }
 
   /* The target: the location prefix replaced by the URL's path. */
@@ -164,8 +181,9 @@ void gw_proxy_start(gw_request_t *req, const char *url)
 
   size_t body_len = evbuffer_get_length(req->body);
   gw_client_params_t params = {
-    .host = u.host,
+    .host = unix_path ? NULL : u.host,
     .port = u.port,
+    .unix_path = unix_path,
     .method = req->method,
     .target = target,
     .headers = &hs,

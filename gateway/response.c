@@ -1,6 +1,5 @@
 /* response.c - writes a response head and body into an output buffer. One
  * evbuffer_add per piece of the head, the body moved (not copied) behind it. */
-#include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
@@ -60,38 +59,87 @@ static int is_managed(const gw_header_t *h)
   }
 }
 
+/* Appends len bytes to the head being built in buf (flushing it to out when
+ * full, which only very large header sets do). */
+typedef struct {
+  char buf[4096];
+  size_t len;
+  struct evbuffer *out;
+} head_t;
+
+static void put(head_t *h, const char *s, size_t len)
+{
+  if (h->len + len > sizeof(h->buf)) {
+    evbuffer_add(h->out, h->buf, h->len);
+    h->len = 0;
+    if (len > sizeof(h->buf)) {
+      evbuffer_add(h->out, s, len);
+      return;
+    }
+  }
+  memcpy(h->buf + h->len, s, len);
+  h->len += len;
+}
+
+#define PUT_LIT(h, s) put(h, s, sizeof(s) - 1)
+
+/* Decimal digits of v, without printf (this runs once per response). */
+static void put_uint(head_t *h, size_t v)
+{
+  char tmp[24];
+  int i = (int)sizeof(tmp);
+  do {
+    tmp[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  put(h, tmp + i, sizeof(tmp) - (size_t)i);
+}
+
 void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
 {
   int status = req->status ? req->status : 200;
-  char line[128];
-  int n = snprintf(line, sizeof(line), "HTTP/1.1 %d %s\r\n", status, gw_response_reason(status));
-  evbuffer_add(out, line, (size_t)n);
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  PUT_LIT(&head, "HTTP/1.1 ");
+  put_uint(&head, (size_t)status);
+  PUT_LIT(&head, " ");
+  const char *reason = gw_response_reason(status);
+  put(&head, reason, strlen(reason));
+  PUT_LIT(&head, "\r\n");
   int has_server = 0;
   for (size_t i = 0; i < req->resp_headers.count; i++) {
     const gw_header_t *h = &req->resp_headers.items[i];
     if (is_managed(h)) continue;
     if (h->name_len == 6 && strcasecmp(h->name, "server") == 0) has_server = 1;
-    evbuffer_add(out, h->name, h->name_len);
-    evbuffer_add(out, ": ", 2);
-    evbuffer_add(out, h->value, h->value_len);
-    evbuffer_add(out, "\r\n", 2);
+    put(&head, h->name, h->name_len);
+    PUT_LIT(&head, ": ");
+    put(&head, h->value, h->value_len);
+    PUT_LIT(&head, "\r\n");
   }
-  if (!has_server) evbuffer_add(out, "Server: gateway\r\n", 17);
+  if (!has_server) PUT_LIT(&head, "Server: gateway\r\n");
   const char *date = gw_worker_date(w);
-  evbuffer_add(out, date, strlen(date));
+  put(&head, date, strlen(date));
   int bodyless = status == 204 || status == 304 || (status >= 100 && status < 200);
   size_t body_len = evbuffer_get_length(req->resp_body);
   if (!bodyless) {
-    n = snprintf(line, sizeof(line), "Content-Length: %zu\r\n", body_len);
-    evbuffer_add(out, line, (size_t)n);
+    PUT_LIT(&head, "Content-Length: ");
+    put_uint(&head, body_len);
+    PUT_LIT(&head, "\r\n");
   }
   if (!keepalive)
-    evbuffer_add(out, "Connection: close\r\n", 19);
+    PUT_LIT(&head, "Connection: close\r\n");
   else if (req->http_minor == 0)
-    evbuffer_add(out, "Connection: keep-alive\r\n", 24);
-  evbuffer_add(out, "\r\n", 2);
-  if (bodyless || req->head)
+    PUT_LIT(&head, "Connection: keep-alive\r\n");
+  PUT_LIT(&head, "\r\n");
+  if (bodyless || req->head) {
+    evbuffer_add(out, head.buf, head.len);
     evbuffer_drain(req->resp_body, body_len);
-  else
+  } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
+    evbuffer_remove(req->resp_body, head.buf + head.len, body_len);
+    evbuffer_add(out, head.buf, head.len + body_len);
+  } else {
+    evbuffer_add(out, head.buf, head.len);
     evbuffer_add_buffer(out, req->resp_body);
+  }
 }

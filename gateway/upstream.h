@@ -13,6 +13,11 @@
 
 #include "headers.h"
 
+/* Idle keep-alive connections kept per upstream server unless configured:
+ * above a typical client concurrency, so that 100 clients do not reopen
+ * connections every round (nginx's `keepalive 32` does, at -c100). */
+#define GW_DEFAULT_KEEPALIVE 128
+
 typedef struct gw_upstream_pool_s gw_upstream_pool_t;
 typedef struct gw_client_req_s gw_client_req_t;
 

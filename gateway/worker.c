@@ -4,6 +4,7 @@
  * master: SIGTERM/SIGINT close everything now, SIGQUIT stops accepting and
  * exits once every in-flight request is answered. */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -127,6 +128,14 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
       cfg->servers[i].fd = -1;
     }
 
+  if (server->cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(server->cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0)
+      gw_log_warn("cpu_affinity %d: %s", server->cpu, strerror(errno));
+  }
+
   w->config = cfg;
   w->server = server;
   w->index = index;
@@ -148,7 +157,12 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
     gw_log_crit("cannot set up the handler runtime");
     _exit(2);
   }
-  w->pool = gw_upstream_pool_new(w->base, 1024, 60000);
+  /* Idle connections kept per upstream server: the largest `keepalive:` of
+   * the config's groups; GW_DEFAULT_KEEPALIVE for plain URLs. */
+  int keepalive = cfg->ngroups ? 0 : GW_DEFAULT_KEEPALIVE;
+  for (size_t i = 0; i < cfg->ngroups; i++)
+    if (cfg->groups[i].keepalive > keepalive) keepalive = cfg->groups[i].keepalive;
+  w->pool = gw_upstream_pool_new(w->base, keepalive, 60000);
 
   int sigs[] = {SIGTERM, SIGINT, SIGQUIT};
   for (int i = 0; i < 3; i++) {

@@ -67,10 +67,14 @@ module Gateway
   end
 
   class Server
-    attr_reader :host, :port, :workers, :limits, :locations
+    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity
 
-    def initialize(listen, workers, limits)
+    def initialize(listen, workers, limits, cpu_affinity = nil)
       @host, @port = Server.parse_listen(listen)
+      unless cpu_affinity.nil? || (cpu_affinity.is_a?(Integer) && cpu_affinity >= 0 && cpu_affinity < 1024)
+        raise ArgumentError, "server: cpu_affinity must be a CPU number (0, 1, ...), got #{cpu_affinity.inspect}"
+      end
+      @cpu_affinity = cpu_affinity
       unless workers.is_a?(Integer) && workers >= 1 && workers <= 64
         raise ArgumentError, "server: workers must be an Integer from 1 to 64, got #{workers.inspect}"
       end
@@ -138,7 +142,9 @@ module Gateway
       end
       @servers = servers.map do |s|
         addr = s.is_a?(Hash) ? s[:address] : s
-        raise ArgumentError, "upstream #{name}: bad server #{s.inspect}" unless addr.is_a?(String) && (addr.start_with?("unix:") || addr.include?(":"))
+        unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.ip_port?(addr))
+          raise ArgumentError, "upstream #{name}: server must be \"IP:port\" or \"unix:/path\", got #{s.inspect}"
+        end
         addr
       end
       unless keepalive.is_a?(Integer) && keepalive >= 0
@@ -147,22 +153,34 @@ module Gateway
       @name = name.to_s
       @keepalive = keepalive
     end
+
+    def self.ip_port?(addr)
+      i = addr.rindex(":")
+      return false unless i && i > 0
+      port = addr[i + 1..-1]
+      return false if port.empty? || !port.bytes.all? { |b| b >= 48 && b <= 57 } || port.to_i > 65535
+      host = addr[0, i]
+      host = host[1..-2] if host.start_with?("[") && host.end_with?("]")
+      host.bytes.all? { |b| (b >= 48 && b <= 57) || b == 46 || b == 58 || (b >= 97 && b <= 102) || (b >= 65 && b <= 70) }
+    end
   end
 end
 
 # server listen: 8080, workers: 1, limits: {...} do
 #   location "/" do |req| "hello" end
 # end
-def server(listen:, workers: 1, limits: {}, &block)
+def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
-  srv = Gateway::Server.new(listen, workers, limits)
+  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity)
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv
 end
 
-# upstream :app, servers: ["127.0.0.1:9001", "127.0.0.1:9002"], keepalive: 32
-def upstream(name, servers:, keepalive: 32)
+# upstream :app, servers: ["127.0.0.1:9001", "127.0.0.1:9002"], keepalive: 128
+# keepalive: idle connections kept per server (default 128: more than a
+# typical client concurrency, so a burst of 100 does not reopen connections).
+def upstream(name, servers:, keepalive: 128)
   up = Gateway::Upstream.new(name, servers, keepalive)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
