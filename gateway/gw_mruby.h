@@ -34,6 +34,16 @@ struct event_base *gw_mrb_event_base(void);
 /* Index of this worker within its server's pool; -1 in the master. */
 int gw_mrb_worker_index(void);
 
+/* Trace mode (--trace or GATEWAY_TRACE=1): each fiber start, suspend and
+ * resume is logged with the event behind it and timestamps. */
+extern int gw_trace;
+/* Numbers the request, notes its start, logs where it was routed. */
+void gw_trace_start(gw_request_t *req);
+/* Logs one line for req: "trace #ID METHOD PATH +T ms: event". */
+void gw_trace_event(gw_request_t *req, const char *event);
+/* Records what the fiber is about to wait for (printf-style), for the trace. */
+void gw_trace_wait(gw_request_t *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Resumes req's parked fiber with v (called from a loop callback, never from
  * inside a fiber). The pending operation must have removed itself first. */
 void gw_fiber_resume(gw_request_t *req, mrb_value v);

@@ -8,7 +8,10 @@
  * root context. While a fiber is parked its only GC root is one slot of the
  * worker's `roots` array, taken at start and given back at finish or abort. */
 #include <stdlib.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include <mruby.h>
 #include <mruby/array.h>
@@ -105,6 +108,43 @@ static void fail_unexpectedly(gw_request_t *req, mrb_value exc)
   req->failed = 1;
 }
 
+/* -- trace mode ------------------------------------------------------------ */
+
+int gw_trace;
+
+static double now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
+{
+  if (!gw_trace) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req->waiting_for, sizeof(req->waiting_for), fmt, ap);
+  va_end(ap);
+}
+
+void gw_trace_event(gw_request_t *req, const char *event)
+{
+  gw_log_notice("trace #%lu %s %.*s%s +%.3f ms: %s", req->id, req->method, (int)req->path_len, req->target,
+                req->parent ? " (sub-request)" : "", now_ms() - req->t_start_ms, event);
+}
+
+void gw_trace_start(gw_request_t *req)
+{
+  static unsigned long next_id;
+  req->id = ++next_id;
+  req->t_start_ms = now_ms();
+  req->waiting_for[0] = '\0';
+  gw_trace_event(req, req->location ? (req->location->proxy_pass ? "routed to a proxy_pass location"
+                                                                   : "routed to a handler location")
+                                    : "no location matches");
+}
+
 /* The fiber returned `result`: build the response unless the handler did. */
 static void complete(gw_request_t *req, mrb_value result)
 {
@@ -122,6 +162,11 @@ static void complete(gw_request_t *req, mrb_value result)
     req->status = 200;
   }
   (void)mrb;
+  if (gw_trace) {
+    char done[48];
+    snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
+    gw_trace_event(req, done);
+  }
   gw_request_finish(req);
 }
 
@@ -132,12 +177,26 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   resume_args_t a = {fiber_of(req), argc, argv};
   mrb_bool raised = FALSE;
   w->current = req;
+  if (gw_trace) {
+    char ev[160];
+    if (req->waiting_for[0])
+      snprintf(ev, sizeof(ev), "fiber resumed by %s", req->waiting_for);
+    else
+      snprintf(ev, sizeof(ev), "fiber started (%s)", req->filtering ? "body filter" : "handler");
+    gw_trace_event(req, ev);
+    req->waiting_for[0] = '\0';
+  }
   mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
   w->current = NULL;
   if (raised || mrb->exc) {
     fail_unexpectedly(req, raised ? result : mrb_obj_value(mrb->exc));
     mrb->exc = NULL;
   } else if (mrb_test(mrb_fiber_alive_p(mrb, a.fiber))) {
+    if (gw_trace) {
+      char ev[160];
+      snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->waiting_for);
+      gw_trace_event(req, ev);
+    }
     return; /* parked: a pending operation will resume it */
   }
   complete(req, result);

@@ -10,6 +10,7 @@
 #include <mruby/version.h>
 
 #include "config.h"
+#include "gw_mruby.h"
 #include "log.h"
 #include "master.h"
 
@@ -18,7 +19,7 @@
 static void usage(FILE *out)
 {
   fprintf(out,
-          "usage: gateway [-t] [-v] [-h] -f FILE\n"
+          "usage: gateway [-t] [-v] [-h] [--trace] -f FILE\n"
           "\n"
           "  -f FILE   the configuration (an mruby script); serve it in the foreground,\n"
           "            logging to stderr\n"
@@ -26,6 +27,8 @@ static void usage(FILE *out)
           "            FILE:LINE: message\n"
           "  -v        print the version and exit\n"
           "  -h        print this help and exit\n"
+          "  --trace   log every fiber start, suspend and resume of every request,\n"
+          "            with the event behind it and timestamps (also GATEWAY_TRACE=1)\n"
           "\n"
           "signals to the master: TERM/INT fast stop, QUIT graceful stop (finish\n"
           "in-flight requests), HUP reload the configuration (a bad one is logged\n"
@@ -37,8 +40,12 @@ int main(int argc, char **argv)
   const char *file = NULL;
   int test_only = 0;
   int opt;
-  while ((opt = getopt(argc, argv, "f:tvh")) != -1) {
+  static const struct option long_opts[] = {{"trace", no_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
+  const char *env_trace = getenv("GATEWAY_TRACE");
+  gw_trace = env_trace && *env_trace && strcmp(env_trace, "0") != 0;
+  while ((opt = getopt_long(argc, argv, "f:tvh", long_opts, NULL)) != -1) {
     switch (opt) {
+    case 'T': gw_trace = 1; break;
     case 'f': file = optarg; break;
     case 't': test_only = 1; break;
     case 'v':

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
 #include "proxy.h"
@@ -54,6 +55,14 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
   gw_request_t *req = op->req;
   gw_request_pending_remove(&op->pending);
   free(op);
+  if (gw_trace) {
+    char ev[128];
+    if (err)
+      snprintf(ev, sizeof(ev), "upstream failed: %s", err);
+    else
+      snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
+    gw_trace_event(req, ev);
+  }
   if (err) {
     gw_log_error("proxy %s %.*s: %s", req->method, (int)req->path_len, req->target, err);
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
@@ -204,4 +213,9 @@ void gw_proxy_start(gw_request_t *req, const char *url)
     return;
   }
   gw_request_pending_add(req, &op->pending, cancel_op);
+  if (gw_trace) {
+    char ev[400];
+    snprintf(ev, sizeof(ev), "request sent to upstream %s", unix_path ? unix_path : u.hostport);
+    gw_trace_event(req, ev);
+  }
 }

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
 #include "proxy.h"
@@ -83,6 +84,7 @@ void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
   req->location = gw_router_match(req->server, req->target, req->path_len);
+  if (gw_trace) gw_trace_start(req);
   if (req->location == NULL) {
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);

@@ -60,6 +60,10 @@ struct gw_request_s {
   int failed;               /* the handler raised; the response is 500 */
   int running;              /* between start and finish */
   int filtering;            /* the fiber runs the location's body filter */
+  /* trace mode (--trace): what the parked fiber waits for, and when it began */
+  unsigned long id;
+  double t_start_ms;
+  char waiting_for[96];
   gw_pending_t pending;     /* list head of what this request waits for */
 
   /* Called once when the response is complete (client: write it; sub-request:

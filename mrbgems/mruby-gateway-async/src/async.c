@@ -87,6 +87,7 @@ static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
   evtimer_assign(&op->ev, gw_mrb_event_base(), on_wake, op);
   arm(op, seconds);
   gw_request_pending_add(req, &op->pending, sleep_cancel);
+  gw_trace_wait(req, "Async.sleep(%.6f) timer", seconds);
   return mrb_nil_value();
 }
 

@@ -161,6 +161,7 @@ static mrb_value task_wait(mrb_state *mrb, mrb_value self)
   if (t->waiting) mrb_raise(mrb, E_RUNTIME_ERROR, "this sub-request is already being joined");
   gw_async_check_yieldable(mrb, "Async::HTTP (join)");
   t->waiting = 1;
+  gw_trace_wait(t->parent, "a sub-request's response");
   return mrb_true_value();
 }
 
