@@ -128,6 +128,36 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
   return mrb_nil_value();
 }
 
+/* mruby 3.1 gives a call with keyword arguments and a do-block the line of
+ * its `end`. For an error raised by a DSL method (server, location,
+ * upstream), walk back from there to the line that starts with its name. */
+static int dsl_call_line(const char *path, int line, const char *method)
+{
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) return line;
+  size_t mlen = strlen(method);
+  int found = line, n = 0;
+  char buf[4096];
+  while (n < line && fgets(buf, sizeof(buf), fp)) {
+    n++;
+    const char *p = buf + strspn(buf, " \t");
+    if (strncmp(p, method, mlen) == 0 && (p[mlen] == ' ' || p[mlen] == '(' || p[mlen] == '\t')) found = n;
+  }
+  fclose(fp);
+  return found;
+}
+
+/* The method name of a backtrace entry "file:12:in Gateway::Server#location". */
+static const char *frame_method(const char *entry)
+{
+  const char *in = strstr(entry, ":in ");
+  if (in == NULL) return NULL;
+  const char *name = in + 4;
+  const char *sep = strrchr(name, '#');
+  if (sep == NULL) sep = strrchr(name, '.');
+  return sep ? sep + 1 : name;
+}
+
 /* "FILE:LINE: message": the line is the first backtrace entry in the config
  * file itself (the DSL's own frames are skipped). */
 static void format_error(mrb_state *mrb, const char *path, char *err, size_t errlen)
@@ -135,9 +165,14 @@ static void format_error(mrb_state *mrb, const char *path, char *err, size_t err
   mrb_value exc = mrb_obj_value(mrb->exc);
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   const char *cls = mrb_obj_classname(mrb, exc);
-  if (strcmp(cls, "SyntaxError") == 0) {
-    /* The parser's message already reads "FILE:LINE:COL: ..." */
-    snprintf(err, errlen, "%s", mrb_string_cstr(mrb, msg));
+  if (strcmp(cls, "SyntaxError") == 0) { /* the parser says "line 3: syntax error, ..." */
+    const char *m = mrb_string_cstr(mrb, msg);
+    int line = 0;
+    if (sscanf(m, "line %d:", &line) == 1) {
+      snprintf(err, errlen, "%s:%d:%s", path, line, strchr(m, ':') + 1);
+    } else {
+      snprintf(err, errlen, "%s: %s", path, m);
+    }
     return;
   }
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
@@ -149,6 +184,10 @@ static void format_error(mrb_state *mrb, const char *path, char *err, size_t err
       const char *s = mrb_string_cstr(mrb, e);
       if (strncmp(s, path, plen) == 0 && s[plen] == ':') {
         int line = atoi(s + plen + 1);
+        mrb_value callee = i > 0 ? mrb_ary_ref(mrb, bt, i - 1) : mrb_nil_value();
+        const char *method = mrb_string_p(callee) ? frame_method(mrb_string_cstr(mrb, callee)) : NULL;
+        if (method && (strcmp(method, "server") == 0 || strcmp(method, "location") == 0 || strcmp(method, "upstream") == 0))
+          line = dsl_call_line(path, line, method);
         snprintf(err, errlen, "%s:%d: %s (%s)", path, line, mrb_string_cstr(mrb, msg), cls);
         return;
       }

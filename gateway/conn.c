@@ -127,10 +127,13 @@ static int on_header_field(llhttp_t *p, const char *at, size_t n)
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  /* llhttp 8.1 folds an obs-fold continuation line into the previous value:
-   * a value callback right after a completed value. RFC 9112 §5.2: reject. */
-  if (c->last_cb == CB_VALUE_DONE) return reject(c, 400);
+  /* llhttp 8.1 folds an obs-fold continuation line into the previous value,
+   * as a second value span. A value split across two reads also comes in two
+   * spans, but then the first one ends exactly where that read's data ended;
+   * otherwise a CRLF was skipped in between: obs-fold. RFC 9112 §5.2: reject. */
+  if (c->last_cb == CB_VALUE && !c->value_at_data_end) return reject(c, 400);
   c->last_cb = CB_VALUE;
+  c->value_at_data_end = at + n == c->data_end;
   if (count_head(c, n + 4)) return -1;
   return append(&c->hvalue, &c->hvalue_len, &c->hvalue_cap, at, n) ? reject(c, 500) : 0;
 }
@@ -373,6 +376,7 @@ static void conn_process(gw_conn_t *c)
     if (c->pos == c->len) break;
     if (evbuffer_get_length(c->out) > OUT_HIGH_WATER) break;
     const char *start = c->buf + c->pos;
+    c->data_end = c->buf + c->len;
     llhttp_errno_t err = llhttp_execute(&c->parser, start, c->len - c->pos);
     if (err == HPE_OK) {
       c->pos = c->len;

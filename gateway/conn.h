@@ -36,6 +36,8 @@ struct gw_conn_s {
   /* parse bookkeeping for the current request head */
   size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding;
   int last_cb;              /* which llhttp callback ran last (obs-fold detection) */
+  const char *data_end;     /* end of the data given to llhttp_execute() */
+  int value_at_data_end;    /* the last header-value span ended at data_end */
   char *hname; size_t hname_len, hname_cap; /* header name being parsed */
   char *hvalue; size_t hvalue_len, hvalue_cap;
   int error_status;         /* set by a parser callback that rejects the request */

@@ -136,12 +136,13 @@ static void reload(void)
     return;
   }
   int old_generation = generation;
-  gw_config_t *old = config;
+  /* Close the old config's own sockets first, or the new workers would
+   * inherit them and keep a port open that the new config dropped. */
+  gw_config_free(config, next);
   config = next;
   generation++;
   spawn_all();
   signal_workers(SIGQUIT, old_generation); /* old workers drain and exit */
-  gw_config_free(old, config);
   gw_log_notice("reloaded: generation %d", generation);
 }
 

@@ -52,7 +52,7 @@ static void task_cancel(gw_pending_t *p)
 static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers, struct evbuffer *body)
 {
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
-  mrb_value h = mrb_obj_new(mrb, mrb_class_get_under(mrb, gw, "Headers"), 0, NULL);
+  mrb_value h = mrb_hash_new(mrb);
   for (size_t i = 0; i < headers->count; i++) {
     const gw_header_t *f = &headers->items[i];
     mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
@@ -62,6 +62,7 @@ static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers
   size_t len = evbuffer_get_length(body);
   mrb_value b = mrb_str_new(mrb, NULL, (mrb_int)len);
   evbuffer_remove(body, RSTRING_PTR(b), len);
+  h = mrb_obj_new(mrb, mrb_class_get_under(mrb, gw, "Headers"), 1, &h);
   struct RClass *http = mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP");
   mrb_value args[3] = {mrb_fixnum_value(status), h, b};
   return mrb_obj_new(mrb, mrb_class_get_under(mrb, http, "Response"), 3, args);

@@ -1,14 +1,66 @@
 module Gateway
-  # Request headers: lower-case keys; [] and key? ignore case.
-  class Headers < Hash
+  # Header fields with lower-case names; lookups ignore case. (Not a Hash
+  # subclass: mruby 3.1's VM reads h[k] of any Hash directly, bypassing an
+  # overridden [].)
+  class Headers
+    include Enumerable
+
+    def initialize(hash = {})
+      @h = hash
+    end
+
     def [](name)
-      super(name.to_s.downcase)
+      @h[name.to_s.downcase]
+    end
+
+    def []=(name, value)
+      @h[name.to_s.downcase] = value
+    end
+
+    def fetch(name, *default, &blk)
+      @h.fetch(name.to_s.downcase, *default, &blk)
     end
 
     def key?(name)
-      super(name.to_s.downcase)
+      @h.key?(name.to_s.downcase)
     end
     alias include? key?
+    alias has_key? key?
+
+    def delete(name)
+      @h.delete(name.to_s.downcase)
+    end
+
+    def each(&blk)
+      @h.each(&blk)
+      self
+    end
+
+    def keys
+      @h.keys
+    end
+
+    def size
+      @h.size
+    end
+
+    def empty?
+      @h.empty?
+    end
+
+    def to_h
+      @h.dup
+    end
+    alias to_hash to_h
+
+    def ==(other)
+      other.respond_to?(:to_h) && @h == other.to_h
+    end
+
+    def inspect
+      @h.inspect
+    end
+    alias to_s inspect
   end
 
   # Response headers of a request, as a small Hash-like view.

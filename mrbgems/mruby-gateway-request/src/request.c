@@ -59,13 +59,13 @@ static mrb_value req_body(mrb_state *mrb, mrb_value self)
   return s;
 }
 
-/* Request headers as a Gateway::Headers (a Hash with lower-case keys whose
- * [] is case-insensitive); repeated fields are joined with ", ". */
+/* Request headers as a Gateway::Headers (lower-case names, case-insensitive
+ * lookups); repeated fields are joined with ", ". */
 static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
   struct RClass *cls = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
-  mrb_value h = mrb_obj_new(mrb, cls, 0, NULL);
+  mrb_value h = mrb_hash_new(mrb);
   for (size_t i = 0; i < r->headers.count; i++) {
     const gw_header_t *f = &r->headers.items[i];
     mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
@@ -81,7 +81,7 @@ static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
     }
     mrb_hash_set(mrb, h, k, v);
   }
-  return h;
+  return mrb_obj_new(mrb, cls, 1, &h);
 }
 
 static mrb_value req_write(mrb_state *mrb, mrb_value self)
