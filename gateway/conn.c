@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <arpa/inet.h>
@@ -44,6 +45,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg);
 static void conn_process(gw_conn_t *c);
 static void conn_close(gw_conn_t *c);
 static void conn_on_finish(gw_request_t *req);
+static void set_timer(gw_conn_t *c, int ms);
 
 /* -- parser callbacks ------------------------------------------------------- */
 
@@ -78,10 +80,7 @@ static int on_message_begin(llhttp_t *p)
   c->req.target_len = 0;
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
-    if (c->requests > 0) {
-      struct timeval tv = {c->server->limits.header_timeout_ms / 1000, (c->server->limits.header_timeout_ms % 1000) * 1000};
-      event_add(&c->timer_ev, &tv);
-    }
+    if (c->requests > 0) set_timer(c, c->server->limits.header_timeout_ms);
   }
   return 0;
 }
@@ -181,8 +180,7 @@ static int on_headers_complete(llhttp_t *p)
       evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
     }
     c->state = GW_CONN_BODY;
-    struct timeval tv = {c->server->limits.body_timeout_ms / 1000, (c->server->limits.body_timeout_ms % 1000) * 1000};
-    event_add(&c->timer_ev, &tv);
+    set_timer(c, c->server->limits.body_timeout_ms);
   }
   return 0;
 }
@@ -215,14 +213,34 @@ static llhttp_settings_t parser_settings = {
 
 /* -- timers, reading, writing ----------------------------------------------- */
 
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void arm_timer(gw_conn_t *c, int64_t now, int64_t at)
+{
+  int64_t ms = at - now;
+  struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+  c->timer_at = at;
+  event_add(&c->timer_ev, &tv);
+}
+
+/* Connection timeouts are lazy, as nginx's: moving the deadline costs a
+ * coarse clock read; the timer event is re-armed only when the deadline moves
+ * earlier than the armed expiry, and a timer that fires before the deadline
+ * re-arms itself for the rest (on_timer). ms <= 0: no timeout. */
 static void set_timer(gw_conn_t *c, int ms)
 {
   if (ms <= 0) {
-    event_del(&c->timer_ev);
+    c->deadline = 0;
     return;
   }
-  struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-  event_add(&c->timer_ev, &tv);
+  int64_t now = now_ms();
+  c->deadline = now + ms;
+  if (c->timer_at == 0 || c->timer_at > c->deadline) arm_timer(c, now, c->deadline);
 }
 
 static void set_reading(gw_conn_t *c, int on)
@@ -516,6 +534,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     else event_active(&c->timer_ev, EV_TIMEOUT, 0);
     return;
   }
+  c->timer_at = 0;
+  if (c->deadline == 0) return; /* the timeout was cancelled meanwhile */
+  int64_t now = now_ms();
+  if (now < c->deadline) { /* the deadline moved on */
+    arm_timer(c, now, c->deadline);
+    return;
+  }
+  c->deadline = 0;
   conn_enter(c);
   switch (c->state) {
   case GW_CONN_HEAD:

@@ -2,6 +2,8 @@
 #ifndef GW_CONN_H
 #define GW_CONN_H
 
+#include <stdint.h>
+
 #include <event2/buffer.h>
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -24,6 +26,8 @@ struct gw_conn_s {
   gw_conn_state_t state;
   struct event read_ev, write_ev, timer_ev;
   int reading, writing;     /* read_ev / write_ev are added */
+  int64_t deadline;         /* CLOCK_MONOTONIC_COARSE ms of the current timeout; 0: none */
+  int64_t timer_at;         /* when timer_ev is armed to fire; 0: not armed */
 
   llhttp_t parser;
   char *buf;                /* unparsed input: the worker's shared buffer while

@@ -43,6 +43,8 @@ int gw_handler_worker_init(gw_worker_t *w)
   if (mrb->exc || !mrb_proc_p(filter_runner)) return -1;
   w->filter_runner = mrb_proc_ptr(filter_runner);
   w->request_class = mrb_class_get_under(mrb, gw, "Request");
+  w->fiber_class = mrb_class_get(mrb, "Fiber");
+  w->sym_new = mrb_intern_lit(mrb, "new");
   return mrb->exc ? -1 : 0;
 }
 
@@ -145,6 +147,26 @@ void gw_trace_start(gw_request_t *req)
                                     : "no location matches");
 }
 
+static mrb_value call_rack(mrb_state *mrb, void *ud)
+{
+  mrb_value *args = ud;
+  return mrb_funcall_argv(mrb, args[0], mrb_intern_lit(mrb, "_rack"), 1, &args[1]);
+}
+
+/* [status, headers, body]: Gateway::Request#_rack sets the response. */
+static void rack_response(gw_request_t *req, mrb_value result)
+{
+  mrb_state *mrb = req->worker->mrb;
+  mrb_value args[2] = {req->rb_req, result};
+  mrb_bool raised = FALSE;
+  mrb_value exc = mrb_protect_error(mrb, call_rack, args, &raised);
+  if (raised) {
+    fail_unexpectedly(req, exc);
+    mrb->exc = NULL;
+    gw_request_simple_response(req, 500, NULL);
+  }
+}
+
 /* The fiber returned `result`: build the response unless the handler did. */
 static void complete(gw_request_t *req, mrb_value result)
 {
@@ -154,10 +176,14 @@ static void complete(gw_request_t *req, mrb_value result)
   } else if (req->filtering) {
     /* a body filter changed the body, or left it */
   } else if (!req->has_output && mrb_string_p(result)) {
+    /* The common case: borrowed, not copied. No Ruby code runs (and so no
+     * GC) before on_finish has written it out. */
     if (req->status == 0) req->status = 200;
-    if (gw_headers_find(&req->resp_headers, "content-type") == NULL)
-      gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
-    evbuffer_add(req->resp_body, RSTRING_PTR(result), (size_t)RSTRING_LEN(result));
+    req->text_plain = gw_headers_find(&req->resp_headers, "content-type") == NULL;
+    req->inline_body = RSTRING_PTR(result);
+    req->inline_len = (size_t)RSTRING_LEN(result);
+  } else if (!req->has_output && mrb_array_p(result)) {
+    rack_response(req, result);
   } else if (req->status == 0) {
     req->status = 200;
   }
@@ -208,8 +234,7 @@ static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
   mrb_state *mrb = w->mrb;
   int ai = mrb_gc_arena_save(mrb);
   mrb_value rbreq = gw_mrb_request_value(mrb, req);
-  mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(mrb_class_get(mrb, "Fiber")), mrb_intern_lit(mrb, "new"), 0,
-                                           NULL, mrb_obj_value(runner));
+  mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(w->fiber_class), w->sym_new, 0, NULL, mrb_obj_value(runner));
   if (mrb->exc) { /* out of memory, in practice */
     fail_unexpectedly(req, mrb_obj_value(mrb->exc));
     mrb->exc = NULL;

@@ -32,10 +32,14 @@ void gw_request_reset(gw_request_t *req)
 {
   gw_headers_clear(&req->headers);
   gw_headers_clear(&req->resp_headers);
-  evbuffer_drain(req->body, evbuffer_get_length(req->body));
-  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  size_t n;
+  if ((n = evbuffer_get_length(req->body)) > 0) evbuffer_drain(req->body, n);
+  if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
   req->target_len = req->path_len = 0;
   req->status = 0;
+  req->inline_body = NULL;
+  req->inline_len = 0;
+  req->text_plain = 0;
   req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
 }
@@ -72,8 +76,9 @@ void gw_request_simple_response(gw_request_t *req, int status, const char *body)
   gw_headers_clear(&req->resp_headers);
   evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
   req->status = status;
+  req->inline_body = NULL;
   if (status == 204 || status == 304) return;
-  gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+  req->text_plain = 1;
   if (body)
     evbuffer_add(req->resp_body, body, strlen(body));
   else

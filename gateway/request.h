@@ -32,6 +32,7 @@ struct gw_request_s {
   const gw_server_t *server;
   gw_conn_t *conn;          /* client connection; NULL for a sub-request */
   gw_request_t *parent;     /* sub-request: who waits for it; else NULL */
+  int depth;                /* sub-request nesting: 0 for a client request */
 
   /* -- as received -- */
   const char *method;       /* static name ("GET"), never freed */
@@ -50,7 +51,11 @@ struct gw_request_s {
   int status;               /* 0: not set yet */
   gw_headers_t resp_headers;/* owned, validated when set */
   struct evbuffer *resp_body;/* owned */
-  int has_output;           /* a script wrote output or set a status */
+  int has_output;           /* a script wrote output */
+  const char *inline_body;  /* when set, the body instead of resp_body: borrowed
+                               from a handler's String result until on_finish returns */
+  size_t inline_len;
+  int text_plain;           /* send Content-Type: text/plain; charset=utf-8 */
 
   /* -- handler -- */
   const gw_location_t *location;

@@ -118,10 +118,11 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
     PUT_LIT(&head, "\r\n");
   }
   if (!has_server) PUT_LIT(&head, "Server: gateway\r\n");
+  if (req->text_plain) PUT_LIT(&head, "Content-Type: text/plain; charset=utf-8\r\n");
   const char *date = gw_worker_date(w);
   put(&head, date, strlen(date));
   int bodyless = status == 204 || status == 304 || (status >= 100 && status < 200);
-  size_t body_len = evbuffer_get_length(req->resp_body);
+  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
   if (!bodyless) {
     PUT_LIT(&head, "Content-Length: ");
     put_uint(&head, body_len);
@@ -134,7 +135,10 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
   PUT_LIT(&head, "\r\n");
   if (bodyless || req->head) {
     evbuffer_add(out, head.buf, head.len);
-    evbuffer_drain(req->resp_body, body_len);
+    if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);
+  } else if (req->inline_body) {
+    put(&head, req->inline_body, body_len);
+    evbuffer_add(out, head.buf, head.len);
   } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
     evbuffer_remove(req->resp_body, head.buf + head.len, body_len);
     evbuffer_add(out, head.buf, head.len + body_len);

@@ -17,6 +17,9 @@
 #include "subrequest.h"
 #include "worker.h"
 
+/* Internal sub-requests nest at most this deep (nginx allows 50). */
+#define GW_MAX_SUBREQUEST_DEPTH 16
+
 struct gw_subreq_s {
   gw_request_t *parent;
   gw_request_t *child;        /* internal target: the child request; else NULL */
@@ -85,7 +88,11 @@ static void on_child_finish(gw_request_t *child)
     const gw_header_t *h = &child->resp_headers.items[i];
     gw_headers_add(&s->headers, h->name, h->name_len, h->value, h->value_len);
   }
-  evbuffer_add_buffer(s->body, child->resp_body);
+  if (child->text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+  if (child->inline_body)
+    evbuffer_add(s->body, child->inline_body, child->inline_len);
+  else
+    evbuffer_add_buffer(s->body, child->resp_body);
   deliver_later(s);
 }
 
@@ -137,6 +144,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   if (c == NULL) return NULL;
   gw_request_init(c, parent->worker, parent->server);
   c->parent = parent;
+  c->depth = parent->depth + 1;
   c->method = p->method;
   c->method_id = -1;
   c->head = strcmp(p->method, "HEAD") == 0;
@@ -180,6 +188,11 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
   event_assign(&s->step_ev, w->base, -1, 0, on_start_child, s);
 
   if (p->target[0] == '/') {
+    if (parent->depth >= GW_MAX_SUBREQUEST_DEPTH) {
+      gw_log_error("sub-request to %s: nested %d deep (does a location sub-request itself?)", p->target, parent->depth);
+      subreq_free(s);
+      return NULL;
+    }
     s->child = new_child(s, p);
     if (s->child == NULL) {
       subreq_free(s);

@@ -23,6 +23,8 @@ struct gw_worker_s {
   struct RProc *runner;     /* Gateway::RUNNER: the body of every handler fiber */
   struct RProc *filter_runner; /* Gateway::FILTER_RUNNER: the body of body-filter fibers */
   struct RClass *request_class;
+  struct RClass *fiber_class;
+  mrb_sym sym_new;
 
   gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */
 

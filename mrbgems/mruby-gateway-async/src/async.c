@@ -28,6 +28,9 @@ void gw_async_check_yieldable(mrb_state *mrb, const char *what)
 
 /* -- Async.sleep ------------------------------------------------------------- */
 
+/* A year: long enough for anything real, short enough for a timeval. */
+#define GW_MAX_SLEEP_S (365 * 24 * 3600)
+
 typedef struct {
   gw_pending_t pending;
   struct event ev;
@@ -74,7 +77,8 @@ static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
   mrb_float seconds;
   (void)self;
   mrb_get_args(mrb, "f", &seconds);
-  if (!(seconds >= 0) || isinf(seconds)) mrb_raise(mrb, E_ARGUMENT_ERROR, "Async.sleep: seconds must be a finite number >= 0");
+  if (!(seconds >= 0) || seconds > GW_MAX_SLEEP_S)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "Async.sleep: seconds must be a number from 0 to %d", GW_MAX_SLEEP_S);
   gw_async_check_yieldable(mrb, "Async.sleep");
   gw_request_t *req = gw_mrb_current_request(mrb);
   sleep_op_t *op = calloc(1, sizeof(*op));

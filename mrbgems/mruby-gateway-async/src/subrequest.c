@@ -7,6 +7,7 @@
  * in the Task's @result; if the handler is parked in Task#join, its fiber is
  * resumed with it. */
 #include <ctype.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,8 +122,13 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
     .headers = &hs,
     .body = mrb_string_p(body) ? RSTRING_PTR(body) : NULL,
     .body_len = mrb_string_p(body) ? (size_t)RSTRING_LEN(body) : 0,
-    .timeout_ms = mrb_nil_p(timeout) ? 0 : (int)(mrb_as_float(mrb, timeout) * 1000),
+    .timeout_ms = 0,
   };
+  if (!mrb_nil_p(timeout)) {
+    mrb_float t = mrb_as_float(mrb, timeout);
+    if (!(t > 0) || t > 86400.0) mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be from 0 to 86400 seconds");
+    p.timeout_ms = (int)ceil(t * 1000); /* 0.0005 is half a millisecond, not "no timeout" */
+  }
   static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};
   for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
     if (strcmp(method, methods[i]) == 0) p.method = methods[i];
@@ -145,7 +151,8 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
   if (t->sub == NULL) {
     DATA_PTR(t->self) = NULL;
     free(t);
-    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: cannot start a request to %s (bad URL?)", target);
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: cannot start a request to %s (a bad URL, or sub-requests nested too deep)",
+               target);
   }
   t->slot = gw_mrb_root(t->self);
   gw_request_pending_add(parent, &t->pending, task_cancel);

@@ -135,12 +135,11 @@ module Gateway
   end
 
   # The body of every handler fiber. The core starts it with the location's
-  # block and the request; exceptions are logged and become a 500.
+  # block and the request, and turns the result into the response (a String
+  # body, or Request#_rack for an Array); exceptions are logged, then a 500.
   RUNNER = Proc.new do |handler, req|
     begin
-      result = handler.call(req)
-      req._rack(result) if result.is_a?(Array)
-      result
+      handler.call(req)
     rescue Exception => e
       Gateway._fail(req, e)
       nil
