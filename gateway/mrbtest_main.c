@@ -1,4 +1,4 @@
-/* mrbtest_main.c - runs the gems' mruby-level tests (mrbgems/*/test/*.rb) in a
+/* mrbtest_main.c - runs the gems' mruby-level tests (the .rb files under each gem's test/) in a
  * VM with every gem loaded, with mruby's assert style:
  *   assert('what it does') { assert_equal 1, x }
  * Prints "N passed, N failed" and exits non-zero on any failure. */
