@@ -74,8 +74,16 @@ void gw_headers_remove(gw_headers_t *h, const char *name)
 /* RFC 9110 tchar */
 static int is_tchar(unsigned char c)
 {
-  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return 1;
-  return strchr("!#$%&'*+-.^_`|~", c) != NULL && c != '\0';
+  static const char *const extra = "!#$%&'*+-.^_`|~";
+  static unsigned char table[256];
+  static int ready;
+  if (!ready) {
+    for (int i = 0; i < 256; i++)
+      table[i] = (i >= 'a' && i <= 'z') || (i >= 'A' && i <= 'Z') || (i >= '0' && i <= '9') ||
+                 (i != 0 && strchr(extra, i) != NULL);
+    ready = 1;
+  }
+  return table[c];
 }
 
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len)
@@ -83,9 +91,6 @@ int gw_header_field_is_safe(const char *name, size_t name_len, const char *value
   if (name_len == 0) return 0;
   for (size_t i = 0; i < name_len; i++)
     if (!is_tchar((unsigned char)name[i])) return 0;
-  for (size_t i = 0; i < value_len; i++) {
-    unsigned char c = (unsigned char)value[i];
-    if (c == '\r' || c == '\n' || c == '\0') return 0;
-  }
-  return 1;
+  return memchr(value, '\r', value_len) == NULL && memchr(value, '\n', value_len) == NULL &&
+         memchr(value, '\0', value_len) == NULL;
 }

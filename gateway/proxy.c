@@ -26,6 +26,7 @@ typedef struct {
 /* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
 static int is_hop_by_hop(const gw_header_t *h)
 {
+  if (h->name_len < 2 || h->name_len > 19) return 0;
   static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
                                       "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"};
   for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
@@ -34,9 +35,8 @@ static int is_hop_by_hop(const gw_header_t *h)
 }
 
 /* Also hop-by-hop: any field the Connection header names. */
-static int named_in_connection(const gw_headers_t *hs, const gw_header_t *h)
+static int named_in_connection(const gw_header_t *conn, const gw_header_t *h)
 {
-  const gw_header_t *conn = gw_headers_find(hs, "connection");
   if (conn == NULL) return 0;
   const char *p = conn->value;
   while (*p) {
@@ -68,9 +68,10 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
   } else {
     req->status = res->status;
+    const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
     for (size_t i = 0; i < res->headers.count; i++) {
       const gw_header_t *h = &res->headers.items[i];
-      if (is_hop_by_hop(h) || named_in_connection(&res->headers, h)) continue;
+      if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
       gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
     }
     evbuffer_add_buffer(req->resp_body, res->body);
@@ -169,9 +170,10 @@ void gw_proxy_start(gw_request_t *req, const char *url)
   gw_headers_init(&hs);
   gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
   const gw_header_t *xff = NULL;
+  const gw_header_t *conn = gw_headers_find(&req->headers, "connection");
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *h = &req->headers.items[i];
-    if (is_hop_by_hop(h) || named_in_connection(&req->headers, h)) continue;
+    if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
     if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0) continue;
     if (strcasecmp(h->name, "x-forwarded-for") == 0) {
       xff = h;

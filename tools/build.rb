@@ -167,13 +167,12 @@ module Gateway
       end
 
       gem_init_c = File.join(out, 'gem_init.c')
+      # Its content depends on which gems have src/ and mrblib/: regenerate
+      # whenever that changed, not only when build_config.rb did.
+      rm_f gem_init_c, verbose: false if File.exist?(gem_init_c) && File.read(gem_init_c) != gem_init_source
       file gem_init_c => ['build_config.rb', *@gems.map { |g| File.join(g.dir, 'mrbgem.rake') }] do
         mkdir_p out
         File.write(gem_init_c, gem_init_source)
-      end
-      # Regenerate when the set of gem files changes.
-      task gem_init_c do
-        File.write(gem_init_c, gem_init_source) unless File.exist?(gem_init_c) && File.read(gem_init_c) == gem_init_source
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 

@@ -76,15 +76,11 @@ module Async
 
     # Waits for one sub-request and returns its Response (also kept as last_response).
     def self.sub_request(target, method: "GET", headers: nil, body: nil, timeout: nil)
-      res = start(target, method: method, headers: headers, body: body, timeout: timeout).join
-      Gateway::Request.current.instance_variable_set(:@__last_response, res)
-      res
+      _gw_set_last_response(start(target, method: method, headers: headers, body: body, timeout: timeout).join)
     end
 
-    # The Response of this request's latest sub_request (ngx_mruby's form).
-    def self.last_response
-      Gateway::Request.current.instance_variable_get(:@__last_response)
-    end
+    # last_response: the Response of this request's latest sub_request
+    # (ngx_mruby's form); a native, like _gw_set_last_response.
 
     # Runs all sub-requests in parallel and returns their Responses in order.
     # Items may be targets or Tasks already started.

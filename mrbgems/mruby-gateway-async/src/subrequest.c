@@ -32,6 +32,12 @@ typedef struct {
   int waiting;            /* the parent fiber is parked in join */
 } task_t;
 
+/* Looked up once at gem init (one VM per process; workers inherit it). */
+static struct {
+  struct RClass *headers, *response, *task;
+  mrb_sym iv_result, iv_done, iv_last_response;
+} k;
+
 /* Ownership stays with the C side: the Task's pointer is cleared when the
  * task completes or is cancelled, and the struct freed there. */
 static const struct mrb_data_type task_type = {"Async::HTTP::Task", NULL};
@@ -50,9 +56,11 @@ static void task_cancel(gw_pending_t *p)
   task_release(t);
 }
 
+static void lookup_classes(mrb_state *mrb);
+
 static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers, struct evbuffer *body)
 {
-  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  lookup_classes(mrb);
   mrb_value h = mrb_hash_new(mrb);
   for (size_t i = 0; i < headers->count; i++) {
     const gw_header_t *f = &headers->items[i];
@@ -63,10 +71,9 @@ static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers
   size_t len = evbuffer_get_length(body);
   mrb_value b = mrb_str_new(mrb, NULL, (mrb_int)len);
   evbuffer_remove(body, RSTRING_PTR(b), len);
-  h = mrb_obj_new(mrb, mrb_class_get_under(mrb, gw, "Headers"), 1, &h);
-  struct RClass *http = mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP");
+  h = mrb_obj_new(mrb, k.headers, 1, &h);
   mrb_value args[3] = {mrb_fixnum_value(status), h, b};
-  return mrb_obj_new(mrb, mrb_class_get_under(mrb, http, "Response"), 3, args);
+  return mrb_obj_new(mrb, k.response, 3, args);
 }
 
 static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, const char *err, int timed_out, void *arg)
@@ -82,8 +89,8 @@ static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, co
   else
     result = make_response(mrb, status, headers, body);
   mrb_value self = t->self;
-  mrb_iv_set(mrb, self, mrb_intern_lit(mrb, "@result"), result);
-  mrb_iv_set(mrb, self, mrb_intern_lit(mrb, "@done"), mrb_true_value());
+  mrb_iv_set(mrb, self, k.iv_result, result);
+  mrb_iv_set(mrb, self, k.iv_done, mrb_true_value());
   int waiting = t->waiting;
   task_release(t);
   if (waiting) gw_fiber_resume(parent, result);
@@ -137,13 +144,12 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
     mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: unsupported method %s", method);
   }
 
-  struct RClass *http = mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP");
   task_t *t = calloc(1, sizeof(*t));
   if (t == NULL) {
     gw_headers_dispose(&hs);
     mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   }
-  t->self = mrb_obj_value(mrb_data_object_alloc(mrb, mrb_class_get_under(mrb, http, "Task"), t, &task_type));
+  t->self = mrb_obj_value(mrb_data_object_alloc(mrb, k.task, t, &task_type));
   t->parent = parent;
   t->mrb = mrb;
   t->sub = gw_subrequest_start(parent, &p, on_done, t);
@@ -173,6 +179,24 @@ static mrb_value task_wait(mrb_state *mrb, mrb_value self)
   return mrb_true_value();
 }
 
+/* Async::HTTP._gw_set_last_response(res) -> res, kept on the current request. */
+static mrb_value http_set_last(mrb_state *mrb, mrb_value self)
+{
+  mrb_value res;
+  (void)self;
+  mrb_get_args(mrb, "o", &res);
+  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
+  mrb_iv_set(mrb, req, k.iv_last_response, res);
+  return res;
+}
+
+static mrb_value http_last(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
+  return mrb_iv_get(mrb, req, k.iv_last_response);
+}
+
 void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
 {
   struct RClass *http = mrb_define_module_under(mrb, async, "HTTP");
@@ -181,4 +205,20 @@ void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
   mrb_undef_class_method(mrb, task, "new");
   mrb_define_module_function(mrb, http, "_gw_start", http_start, MRB_ARGS_REQ(5));
   mrb_define_method(mrb, task, "_gw_wait", task_wait, MRB_ARGS_NONE());
+  k.task = task;
+  k.iv_result = mrb_intern_lit(mrb, "@result");
+  k.iv_done = mrb_intern_lit(mrb, "@done");
+  k.iv_last_response = mrb_intern_lit(mrb, "@__last_response");
+  mrb_define_module_function(mrb, http, "_gw_set_last_response", http_set_last, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, http, "last_response", http_last, MRB_ARGS_NONE());
+  /* Defined by mrblib, which loads after this: looked up on first use. */
+  k.headers = k.response = NULL;
+}
+
+/* Classes defined in mrblib (loaded after the C init). */
+static void lookup_classes(mrb_state *mrb)
+{
+  if (k.response) return;
+  k.headers = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
+  k.response = mrb_class_get_under(mrb, mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP"), "Response");
 }

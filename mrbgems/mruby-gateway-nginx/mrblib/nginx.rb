@@ -34,23 +34,7 @@ module Nginx
   LOG_INFO = 7
   LOG_DEBUG = 8
 
-  def self.rputs(s)
-    Gateway::Request.current.write(s)
-    nil
-  end
-
-  def self.echo(s)
-    r = Gateway::Request.current
-    r.write(s)
-    r.write("\n")
-    nil
-  end
-
-  # Sets the status; output written before or after it is sent with it.
-  def self.return(status = HTTP_OK)
-    Gateway::Request.current.status = status
-    status
-  end
+  # Nginx.rputs, Nginx.echo and Nginx.return are natives (src/nginx.c).
 
   def self.errlogger(level, msg)
     lv = { 1 => :crit, 2 => :crit, 3 => :crit, 4 => :error, 5 => :warn, 6 => :notice, 7 => :info, 8 => :debug }[level] || :error
