@@ -1,0 +1,66 @@
+# Every file in examples/ is booted and exercised, so examples cannot rot.
+# An example's fixed ports are replaced textually by free ones (mruby has no
+# ENV): every port named in `listen:` (Integer or "host:port") and every
+# other mention of that number in the file.
+require_relative 'spec_helper'
+
+RSpec.describe 'examples/' do
+  # name => block run in the example (after the gateway is up) with
+  # `ports`: the example's own port numbers => the free ports used instead.
+  exercises = {
+    'hello.rb' => lambda do |ports|
+      port = ports.fetch(8080)
+      r = http_get(port, '/hello')
+      expect([r.status, r.body]).to eq([200, "hello, world\n"])
+      r = http_get(port, '/echo?x=1')
+      expect([r.status, r['content-type'], r.body]).to eq([200, 'text/plain', "GET /echo?x=1\n"])
+    end,
+    'async.rb' => lambda do |ports|
+      backend = ports.fetch(48_080)
+      front = ports.fetch(58_080)
+      r = http_get(backend, '/mruby')
+      expect([r.status, r.body]).to eq([200, "done\n"])
+      %w[/sub_req_proxy_pass /async_http_sub_request_with_proxy_pass /http_sub_request_with_proxy_pass].each do |path|
+        r = http_get(front, path)
+        expect([path, r.status, r.body]).to eq([path, 200, "done\n"])
+      end
+    end
+  }
+
+  def self.port_numbers(text)
+    ports = text.scan(/listen:\s*(\d{2,5})\b/).flatten +
+            text.scan(/listen:\s*["'][^"':]*:(\d{2,5})["']/).flatten
+    ports.map(&:to_i).uniq
+  end
+
+  def localized(text, ports)
+    ports.reduce(text) { |t, (from, to)| t.gsub(/(?<!\d)#{from}(?!\d)/, to.to_s) }
+  end
+
+  examples = Dir[File.join(GatewaySpec::ROOT, 'examples', '*.rb')].sort
+
+  it 'has examples' do
+    expect(examples).not_to be_empty
+  end
+
+  examples.each do |file|
+    name = File.basename(file)
+
+    it "#{name} passes gateway -t" do
+      text = File.read(file)
+      ports = self.class.port_numbers(text).to_h { |p| [p, free_port] }
+      status, output, = check_config(localized(text, ports))
+      expect(status).to eq(0), output
+    end
+
+    it "#{name} boots and is exercised" do
+      exercise = exercises[name]
+      expect(exercise).not_to be_nil, "no exercise for examples/#{name} in spec/examples_spec.rb: add one"
+      text = File.read(file)
+      ports = self.class.port_numbers(text).to_h { |p| [p, free_port] }
+      expect(ports).not_to be_empty, "examples/#{name} names no listen: port"
+      start_gateway(localized(text, ports), ports: ports.values, name: name)
+      instance_exec(ports, &exercise)
+    end
+  end
+end

@@ -1,0 +1,107 @@
+# What a handler block produces: a String, a Rack-style triple, ngx_mruby
+# output calls (Nginx.rputs / echo / return).
+require_relative 'spec_helper'
+
+RSpec.describe 'handler results' do
+  before(:each) do
+    @port = free_port
+    start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
+      server listen: "127.0.0.1:PORT" do
+        location "/string" do
+          "a string body"
+        end
+        location "/rack" do
+          [201, {"x-custom" => "yes", "content-type" => "application/json"}, ["{\"a\":", "1}"]]
+        end
+        location "/rputs" do
+          Nginx.rputs "a"
+          Nginx.rputs "b"
+        end
+        location "/echo" do
+          Nginx.echo "x"
+        end
+        location "/return204" do
+          Nginx.return 204
+        end
+        location "/return200" do
+          Nginx.return 200
+        end
+        location "/return404" do
+          Nginx.return 404
+        end
+        location "/utf8" do
+          "h\u00e9llo"
+        end
+      end
+    RUBY
+  end
+
+  it 'a String return is a 200 with that body' do
+    r = http_get(@port, '/string')
+    expect(r.status).to eq(200)
+    expect(r.body).to eq('a string body')
+    expect(r['content-length']).to eq('13')
+  end
+
+  it 'a String return has a text content type' do
+    r = http_get(@port, '/string')
+    expect(r['content-type']).to match(%r{\Atext/plain})
+  end
+
+  it 'a String body is sent as its bytes with a byte Content-Length' do
+    r = http_get(@port, '/utf8')
+    expect(r.status).to eq(200)
+    expect(r.body).to eq("h\u00e9llo".b)
+    expect(r['content-length']).to eq('6')
+  end
+
+  it 'a Rack-style [status, headers, body] return sends that status, those headers and the joined body' do
+    r = http_get(@port, '/rack')
+    expect(r.status).to eq(201)
+    expect(r['x-custom']).to eq('yes')
+    expect(r['content-type']).to eq('application/json')
+    expect(r.body).to eq('{"a":1}')
+    expect(r['content-length']).to eq('7')
+  end
+
+  it 'Nginx.rputs twice sends both strings in order' do
+    r = http_get(@port, '/rputs')
+    expect(r.status).to eq(200)
+    expect(r.body).to eq('ab')
+  end
+
+  it 'Nginx.echo appends a newline' do
+    r = http_get(@port, '/echo')
+    expect(r.status).to eq(200)
+    expect(r.body).to eq("x\n")
+  end
+
+  it 'Nginx.return 204 sends 204 with no body, and the connection stays usable' do
+    c = connect(@port)
+    c.request('GET', '/return204')
+    r = c.read_response
+    expect(r.status).to eq(204)
+    expect(r['content-length']).to be_nil.or eq('0')
+    expect(r['transfer-encoding']).to be_nil
+    c.request('GET', '/string')
+    r2 = c.read_response
+    expect(r2.status).to eq(200)
+    expect(r2.body).to eq('a string body')
+  end
+
+  it 'Nginx.return 200 with no output is a valid empty 200 (Content-Length: 0)' do
+    c = connect(@port)
+    c.request('GET', '/return200')
+    r = c.read_response
+    expect(r.status).to eq(200)
+    expect(r['content-length']).to eq('0')
+    expect(r.body).to eq('')
+    c.request('GET', '/string')
+    expect(c.read_response.body).to eq('a string body')
+  end
+
+  it 'Nginx.return 404 sends a 404' do
+    r = http_get(@port, '/return404')
+    expect(r.status).to eq(404)
+  end
+end

@@ -1,0 +1,820 @@
+# End-to-end harness: every example starts the real binary on loopback ports
+# it picked itself, polls until it is ready, talks raw HTTP to it, and stops
+# it afterwards. An example fails when the gateway died from a signal we did
+# not send, exited on its own, left workers behind, or logged a sanitizer
+# report — whatever the example itself asserted.
+#
+#   GATEWAY_BIN      binary under test (default build/gateway)
+#   GATEWAY_VARIANT  "asan" for the sanitizer build: sets ASAN_OPTIONS and
+#                    UBSAN_OPTIONS for the gateway, and stretches time bounds
+#
+# Only 127.0.0.1; every wait is bounded; only PIDs started here (and the
+# process group they lead) are ever signalled.
+require 'socket'
+require 'tmpdir'
+require 'fileutils'
+
+module GatewaySpec
+  ROOT = File.expand_path('..', __dir__)
+  BIN = File.expand_path(ENV.fetch('GATEWAY_BIN', 'build/gateway'), ROOT)
+  ASAN = ENV['GATEWAY_VARIANT'] == 'asan'
+  # Bounds (never sleeps) are stretched for the slower sanitizer build.
+  SLACK = ASAN ? 3.0 : 1.0
+  SANITIZER_REPORT = /AddressSanitizer|LeakSanitizer|runtime error:/
+  # A worker that crashes is restarted by the master, so the master's status
+  # does not show it; its log line (or the shell-style message) does.
+  CRASH_REPORT = /\b(SIGSEGV|SIGBUS|SIGABRT|SIGFPE|SIGILL)\b|Segmentation fault/
+
+  class TimeoutError < StandardError; end
+  class ConnectionClosed < StandardError; end
+
+  def self.now
+    Process.clock_gettime(Process::CLOCK_MONOTONIC)
+  end
+
+  # Runs the block every `interval` seconds until it returns a truthy value
+  # (returned) or `timeout` seconds pass (raises TimeoutError naming `what`).
+  def self.poll(what, timeout: 10, interval: 0.02)
+    deadline = now + timeout * SLACK
+    loop do
+      v = yield
+      return v if v
+      raise TimeoutError, "timed out after #{timeout * SLACK}s waiting for #{what}" if now >= deadline
+      sleep interval
+    end
+  end
+
+  def self.sanitizer_env
+    return {} unless ASAN
+    { 'ASAN_OPTIONS' => 'detect_leaks=1:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=0',
+      'UBSAN_OPTIONS' => 'print_stacktrace=1:halt_on_error=1' }
+  end
+
+  def self.check_binary!
+    return if File.executable?(BIN)
+    raise "gateway binary #{BIN} not found: run `rake build` (or set GATEWAY_BIN)"
+  end
+
+  # Live members of process group `pgid` (zombies excluded), from /proc.
+  def self.group_members(pgid)
+    Dir.glob('/proc/[0-9]*/stat').filter_map do |f|
+      stat = File.read(f) rescue next
+      fields = stat[(stat.rindex(')') + 2)..].split
+      next if fields[0] == 'Z' || fields[0] == 'X'
+      f[%r{/proc/(\d+)/}, 1].to_i if fields[2].to_i == pgid
+    end
+  end
+
+  def self.tail(text, lines = 40)
+    t = text.to_s.b.lines.last(lines).join
+    t.force_encoding('UTF-8').scrub('?')
+  end
+
+  # ---------------------------------------------------------------------------
+  # One gateway master started by start_gateway.
+  class GatewayProcess
+    attr_reader :pid, :ports, :config_path, :log_path, :status, :signals_sent, :stray_pids
+
+    def initialize(pid:, ports:, config_path:, log_path:)
+      @pid = pid
+      @ports = ports
+      @config_path = config_path
+      @log_path = log_path
+      @status = nil
+      @signals_sent = []
+      @stopping = false
+      @force_killed = false
+      @stray_pids = []
+    end
+
+    def port
+      @ports.first
+    end
+
+    # Everything the master and its workers wrote to stdout/stderr so far.
+    def log
+      File.binread(@log_path).force_encoding('UTF-8').scrub('?')
+    rescue Errno::ENOENT
+      ''
+    end
+
+    def log_tail(lines = 40)
+      GatewaySpec.tail(log, lines)
+    end
+
+    def alive?
+      return false if @status
+      pid, st = Process.waitpid2(@pid, Process::WNOHANG)
+      @status = st if pid
+      @status.nil?
+    rescue Errno::ECHILD
+      false
+    end
+
+    # Sends `sig` to the master (and only to it). TERM, INT and QUIT announce
+    # that the master is expected to exit.
+    def signal(sig)
+      name = sig.is_a?(Integer) ? Signal.signame(sig) : sig.to_s.upcase.delete_prefix('SIG')
+      @signals_sent << name
+      @stopping = true if %w[TERM INT QUIT KILL].include?(name)
+      Process.kill(name, @pid) if alive?
+    end
+
+    # Waits up to `timeout` seconds for the master to exit; its status or nil.
+    def wait_exit(timeout = 5)
+      GatewaySpec.poll("gateway #{@pid} to exit", timeout: timeout, interval: 0.01) { !alive? }
+      @status
+    rescue TimeoutError
+      nil
+    end
+
+    # TERM, then KILL when the master is still there after `timeout` seconds.
+    # Afterwards kills any process left in the master's process group (its
+    # workers) and remembers them as strays. Returns the master's status.
+    def stop(timeout: 5)
+      if alive?
+        signal('TERM')
+        unless wait_exit(timeout)
+          @force_killed = true
+          signal('KILL')
+          wait_exit(5)
+        end
+      end
+      reap_group
+      @status
+    end
+
+    def unexpected_exit?
+      !@stopping && @status && !@force_killed
+    end
+
+    def force_killed?
+      @force_killed
+    end
+
+    # The spec rewrites the config (for SIGHUP reloads).
+    def rewrite_config(text)
+      tmp = "#{@config_path}.tmp"
+      File.write(tmp, text)
+      File.rename(tmp, @config_path)
+    end
+
+    # Problems that fail the example whatever it asserted.
+    def problems
+      out = []
+      if @status&.signaled?
+        sig = Signal.signame(@status.termsig)
+        unless @signals_sent.include?(sig) && %w[TERM KILL].include?(sig)
+          out << "gateway master #{@pid} died from SIG#{sig}"
+        end
+      end
+      out << "gateway master #{@pid} did not exit within 5s of SIGTERM (SIGKILLed)" if @force_killed
+      if @status && !@status.signaled? && !@stopping
+        out << "gateway master #{@pid} exited on its own during the example (status #{@status.exitstatus})"
+      end
+      unless @stray_pids.empty?
+        out << "processes #{@stray_pids.join(', ')} of gateway #{@pid} outlived the master (SIGKILLed)"
+      end
+      text = log
+      out << "gateway log has a sanitizer report" if text =~ SANITIZER_REPORT
+      out << "gateway log reports a crash" if text =~ CRASH_REPORT
+      out
+    end
+
+    private
+
+    def reap_group
+      strays = []
+      begin
+        GatewaySpec.poll('workers to exit after the master', timeout: 3) do
+          strays = GatewaySpec.group_members(@pid)
+          strays.empty?
+        end
+      rescue TimeoutError
+        @stray_pids = strays
+        strays.each do |p|
+          Process.kill('KILL', p)
+        rescue Errno::ESRCH
+          nil
+        end
+      end
+    end
+  end
+
+  # ---------------------------------------------------------------------------
+  # A parsed HTTP response.
+  class Response
+    attr_reader :version, :status, :reason, :header_lines, :body, :head
+
+    def initialize(version, status, reason, header_lines, body, head)
+      @version = version
+      @status = status
+      @reason = reason
+      @header_lines = header_lines
+      @body = body
+      @head = head
+    end
+
+    # Lower-case name => value (repeated headers joined with ", ").
+    def headers
+      @headers ||= @header_lines.each_with_object({}) do |(k, v), h|
+        key = k.downcase
+        h[key] = h.key?(key) ? "#{h[key]}, #{v}" : v
+      end
+    end
+
+    def [](name)
+      headers[name.downcase]
+    end
+
+    # How many times the header appears.
+    def count(name)
+      @header_lines.count { |k, _| k.casecmp?(name) }
+    end
+
+    def inspect
+      preview = @body.to_s.size > 300 ? "#{@body[0, 300].inspect}...(#{@body.size} bytes)" : @body.inspect
+      "#<Response #{@head.to_s.strip.inspect} body=#{preview}>"
+    end
+    alias to_s inspect
+  end
+
+  # Reads HTTP messages from a socket with deadlines; shared by the client
+  # connection and the fake upstream.
+  module Reader
+    def buffer
+      @buf ||= +''.b
+    end
+
+    def eof?
+      @eof
+    end
+
+    # Reads more bytes into the buffer. false on EOF/reset; raises
+    # TimeoutError after the deadline.
+    def fill(deadline, what = 'data')
+      return false if @eof
+      remaining = deadline - GatewaySpec.now
+      if remaining <= 0 || !IO.select([@sock], nil, nil, remaining)
+        raise TimeoutError, "timed out waiting for #{what}; have #{buffer.size} bytes: #{buffer[0, 300].inspect}"
+      end
+      chunk = @sock.read_nonblock(65_536, exception: false)
+      return true if chunk == :wait_readable
+      if chunk.nil?
+        @eof = true
+        return false
+      end
+      buffer << chunk
+      true
+    rescue Errno::ECONNRESET, Errno::EPIPE
+      @eof = true
+      @reset = true
+      false
+    end
+
+    def read_head(deadline, what)
+      until (i = buffer.index("\r\n\r\n"))
+        next if fill(deadline, what)
+        raise ConnectionClosed, "connection closed while reading #{what}; got #{buffer.inspect}" if buffer.empty?
+        raise ConnectionClosed, "connection closed in the middle of #{what}: #{buffer.inspect}"
+      end
+      head = buffer.slice!(0, i + 4)
+      lines = head.split("\r\n")
+      [lines.shift, parse_header_lines(lines, head)]
+    end
+
+    def parse_header_lines(lines, head)
+      lines.map do |l|
+        raise "malformed header line #{l.inspect} in #{head.inspect}" if l =~ /\A[ \t]/ || !l.include?(':')
+        k, v = l.split(':', 2)
+        [k, v.strip]
+      end
+    end
+
+    def read_exact(n, deadline, what)
+      while buffer.size < n
+        next if fill(deadline, what)
+        raise ConnectionClosed, "connection closed after #{buffer.size} of #{n} bytes of #{what}"
+      end
+      buffer.slice!(0, n)
+    end
+
+    def read_line(deadline, what)
+      until (i = buffer.index("\r\n"))
+        next if fill(deadline, what)
+        raise ConnectionClosed, "connection closed in #{what}: #{buffer.inspect}"
+      end
+      buffer.slice!(0, i + 2).chomp("\r\n")
+    end
+
+    def read_chunked(deadline, what)
+      body = +''.b
+      loop do
+        line = read_line(deadline, what)
+        raise "bad chunk size line #{line.inspect}" unless line =~ /\A([0-9a-fA-F]+)(;.*)?\z/
+        size = Regexp.last_match(1).to_i(16)
+        if size.zero?
+          loop { break if read_line(deadline, "#{what} trailers").empty? }
+          return body
+        end
+        body << read_exact(size, deadline, what)
+        crlf = read_exact(2, deadline, what)
+        raise "chunk not followed by CRLF: #{crlf.inspect}" unless crlf == "\r\n"
+      end
+    end
+
+    def read_until_eof(deadline, what)
+      loop { break unless fill(deadline, what) }
+      buffer.slice!(0, buffer.size)
+    end
+
+    # Body of a message with these headers (RFC 9112 section 6.3).
+    def read_body(headers, deadline, what, until_eof_ok:)
+      te = headers.select { |k, _| k.casecmp?('transfer-encoding') }.map(&:last).join(',')
+      cl = headers.select { |k, _| k.casecmp?('content-length') }.map(&:last)
+      if te =~ /chunked\s*\z/i
+        read_chunked(deadline, what)
+      elsif !cl.empty?
+        raise "several Content-Length headers: #{cl.inspect}" if cl.size > 1
+        raise "bad Content-Length #{cl.first.inspect}" unless cl.first =~ /\A\d+\z/
+        read_exact(cl.first.to_i, deadline, what)
+      elsif until_eof_ok
+        read_until_eof(deadline, what)
+      else
+        +''.b
+      end
+    end
+  end
+
+  # A client connection to the gateway (keep-alive capable).
+  class Conn
+    include Reader
+    attr_reader :sock
+
+    def initialize(port, rcvbuf: nil)
+      @sock = Socket.new(:INET, :STREAM)
+      @sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_RCVBUF, rcvbuf) if rcvbuf
+      @sock.connect(Socket.sockaddr_in(port, '127.0.0.1'))
+      @eof = false
+    end
+
+    def write(bytes)
+      @sock.write(bytes)
+      self
+    end
+
+    # Sends one request (adds Host, and Content-Length when there is a body).
+    def request(method, path, headers = {}, body = nil, version: '1.1', **more_headers)
+      headers = headers.merge(more_headers)
+      write(GatewaySpec.build_request(method, path, headers, body, version: version, port: port))
+    end
+
+    def port
+      @sock.remote_address.ip_port
+    end
+
+    # Reads one response. `head: true` for a response to HEAD (no body).
+    def read_response(head: false, timeout: 5)
+      deadline = GatewaySpec.now + timeout * SLACK
+      status_line, headers = read_head(deadline, 'a response head')
+      m = %r{\AHTTP/(\d\.\d) (\d{3})(?: (.*))?\z}.match(status_line)
+      raise "malformed status line #{status_line.inspect}" unless m
+      status = m[2].to_i
+      no_body = head || status < 200 || status == 204 || status == 304
+      body = no_body ? +''.b : read_body(headers, deadline, 'a response body', until_eof_ok: true)
+      raw_head = "#{status_line}\r\n#{headers.map { |k, v| "#{k}: #{v}" }.join("\r\n")}\r\n\r\n"
+      Response.new(m[1], status, m[3].to_s, headers, body, raw_head)
+    end
+
+    # Bytes already received but not consumed by read_response.
+    def pending
+      buffer.dup
+    end
+
+    # Everything until the peer closes or `timeout` passes.
+    def read_all(timeout: 5)
+      deadline = GatewaySpec.now + timeout * SLACK
+      loop { break unless fill(deadline, 'the connection to close') }
+      buffer.slice!(0, buffer.size)
+    rescue TimeoutError
+      buffer.slice!(0, buffer.size)
+    end
+
+    # Seconds until the peer closed (EOF or reset), or nil if it was still
+    # open after `within` seconds. Bytes that arrive meanwhile stay in
+    # #pending.
+    def wait_closed(within: 2)
+      start = GatewaySpec.now
+      deadline = start + within * SLACK
+      loop { break unless fill(deadline, 'the connection to close') }
+      GatewaySpec.now - start
+    rescue TimeoutError
+      nil
+    end
+
+    def closed?(within: 2)
+      !wait_closed(within: within).nil?
+    end
+
+    def reset?
+      @reset
+    end
+
+    def close
+      @sock.close unless @sock.closed?
+    end
+  end
+
+  # Header names are Strings; a braceless `'X-A' => 'b'` argument lands in
+  # **more_headers (Ruby 3 keyword rules), so it is merged back.
+  def self.build_request(method, path, headers = {}, body = nil, version: '1.1', port: nil, **more_headers)
+    h = headers.merge(more_headers)
+    h['Host'] = port ? "127.0.0.1:#{port}" : '127.0.0.1' unless h.keys.any? { |k| k.casecmp?('host') }
+    if body && h.keys.none? { |k| k.casecmp?('content-length') || k.casecmp?('transfer-encoding') }
+      h['Content-Length'] = body.bytesize.to_s
+    end
+    out = +"#{method} #{path} HTTP/#{version}\r\n"
+    h.each { |k, v| Array(v).each { |vv| out << "#{k}: #{vv}\r\n" } }
+    out << "\r\n"
+    out << body if body
+    out.b
+  end
+
+  # ---------------------------------------------------------------------------
+  # A scripted TCP peer (for proxy specs): runs the block per accepted
+  # connection, in its own thread, with a Peer.
+  class FakeUpstream
+    attr_reader :port, :errors
+
+    class Peer
+      include Reader
+      attr_reader :sock, :index
+
+      Request = Struct.new(:method, :target, :version, :headers, :body) do
+        def [](name)
+          headers.select { |k, _| k.casecmp?(name) }.map(&:last).join(', ').then { |v| v.empty? ? nil : v }
+        end
+      end
+
+      def initialize(sock, index)
+        @sock = sock
+        @index = index
+        @eof = false
+      end
+
+      # Reads one request; nil if the client closed before sending anything.
+      def read_request(timeout: 5)
+        deadline = GatewaySpec.now + timeout * SLACK
+        begin
+          line, headers = read_head(deadline, 'a request head')
+        rescue ConnectionClosed
+          return nil if buffer.empty?
+          raise
+        end
+        m = %r{\A(\S+) (\S+) HTTP/(\d\.\d)\z}.match(line) or raise "malformed request line #{line.inspect}"
+        body = read_body(headers, deadline, 'a request body', until_eof_ok: false)
+        Request.new(m[1], m[2], m[3], headers, body)
+      end
+
+      def write(bytes)
+        @sock.write(bytes)
+      end
+
+      # Writes a complete response with Content-Length.
+      def respond(status, headers = {}, body = '')
+        h = { 'Content-Length' => body.bytesize.to_s }.merge(headers)
+        write("HTTP/1.1 #{status} X\r\n#{h.map { |k, v| "#{k}: #{v}\r\n" }.join}\r\n#{body}")
+      end
+    end
+
+    def initialize(&handler)
+      @server = TCPServer.new('127.0.0.1', 0)
+      @port = @server.addr[1]
+      @errors = Queue.new
+      @threads = []
+      @accepted = 0
+      @lock = Mutex.new
+      @acceptor = Thread.new { accept_loop(handler) }
+      @acceptor.report_on_exception = false
+    end
+
+    def accepted
+      @lock.synchronize { @accepted }
+    end
+
+    def stop
+      @server.close unless @server.closed?
+      @acceptor.join(2)
+      @threads.each { |t| t.kill unless t.join(2) }
+      errs = []
+      errs << @errors.pop until @errors.empty?
+      errs
+    end
+
+    private
+
+    def accept_loop(handler)
+      loop do
+        sock = @server.accept
+        n = @lock.synchronize { @accepted += 1 }
+        t = Thread.new(sock, n) do |s, i|
+          handler.call(Peer.new(s, i))
+        rescue StandardError => e
+          @errors << "fake upstream connection #{i}: #{e.class}: #{e.message}"
+        ensure
+          s.close unless s.closed?
+        end
+        t.report_on_exception = false
+        @threads << t
+      end
+    rescue IOError, Errno::EBADF
+      nil
+    end
+  end
+
+  CliResult = Struct.new(:status, :stdout, :stderr) do
+    def output
+      stdout + stderr
+    end
+
+    def exitstatus
+      status.exitstatus
+    end
+  end
+
+  # ---------------------------------------------------------------------------
+  # The helpers examples use (included into every example group).
+  module Helpers
+    def gateway_bin
+      BIN
+    end
+
+    def free_port
+      s = TCPServer.new('127.0.0.1', 0)
+      s.addr[1]
+    ensure
+      s&.close
+    end
+
+    # A fresh folder for this example (removed afterwards when it passed).
+    def spec_dir
+      @spec_dir ||= Dir.mktmpdir('gateway-spec-')
+    end
+
+    def write_config(text, name = nil)
+      @config_seq = (@config_seq || 0) + 1
+      path = File.join(spec_dir, name || "gateway-#{@config_seq}.rb")
+      File.write(path, text)
+      path
+    end
+
+    def gateways
+      @gateways ||= []
+    end
+
+    def upstreams
+      @upstreams ||= []
+    end
+
+    # Starts `gateway -f CONFIG` and waits until every port in `ports`
+    # accepts TCP connections and answers an HTTP request (any status; pass
+    # `ready: false` to skip that, or a lambda taking the GatewayProcess that
+    # returns truthy once ready). Returns the GatewayProcess.
+    def start_gateway(config, ports: [], ready: true, timeout: 10, name: nil)
+      GatewaySpec.check_binary!
+      ports = Array(ports)
+      path = write_config(config, name)
+      log_path = "#{path}.log"
+      pid = Process.spawn(GatewaySpec.sanitizer_env, BIN, '-f', path,
+                          in: File::NULL, out: log_path, err: [:child, :out],
+                          pgroup: true, chdir: ROOT)
+      gw = GatewayProcess.new(pid: pid, ports: ports, config_path: path, log_path: log_path)
+      gateways << gw
+      wait_ready(gw, ports, ready, timeout)
+      gw
+    end
+
+    def wait_ready(gw, ports, ready, timeout)
+      deadline = GatewaySpec.now + timeout * SLACK
+      left = -> { [deadline - GatewaySpec.now, 0.05].max / SLACK }
+      died = lambda do
+        return if gw.alive?
+        raise "gateway exited during start-up (#{gw.status.inspect}):\n#{gw.log_tail}"
+      end
+      ports.each do |p|
+        GatewaySpec.poll("port #{p} to accept connections", timeout: left.call) do
+          died.call
+          port_open?(p)
+        end
+      end
+      case ready
+      when Proc
+        GatewaySpec.poll('the readiness check', timeout: left.call) do
+          died.call
+          ready.call(gw)
+        end
+      when true
+        ports.each do |p|
+          GatewaySpec.poll("port #{p} to answer HTTP", timeout: left.call, interval: 0.05) do
+            died.call
+            begin
+              http_get(p, '/__spec_ready__', {}, timeout: 1)
+            rescue StandardError
+              nil
+            end
+          end
+        end
+      end
+    rescue TimeoutError => e
+      raise TimeoutError, "#{e.message}; gateway log:\n#{gw.log_tail}"
+    end
+
+    def port_open?(port)
+      Socket.tcp('127.0.0.1', port, connect_timeout: 0.5).close
+      true
+    rescue SystemCallError, IOError
+      false
+    end
+
+    def connect(port, **opts)
+      conn = Conn.new(port, **opts)
+      (@conns ||= []) << conn
+      conn
+    end
+
+    # Writes raw bytes on a new connection and returns every byte received
+    # until the server closes or `read_timeout` seconds pass.
+    def raw_request(port, bytes, read_timeout: 5)
+      c = connect(port)
+      begin
+        c.write(bytes)
+      rescue Errno::EPIPE, Errno::ECONNRESET
+        nil
+      end
+      c.read_all(timeout: read_timeout)
+    ensure
+      c&.close
+    end
+
+    # One request on its own connection (Connection: close); a Response.
+    def http_request(port, method, path, headers = {}, body = nil, timeout: 5, **more_headers)
+      h = { 'Connection' => 'close' }.merge(headers).merge(more_headers)
+      c = connect(port)
+      c.request(method, path, h, body)
+      c.read_response(head: method == 'HEAD', timeout: timeout)
+    ensure
+      c&.close
+    end
+
+    def http_get(port, path, headers = {}, timeout: 5, **more_headers)
+      http_request(port, 'GET', path, headers.merge(more_headers), timeout: timeout)
+    end
+
+    def build_request(method, path, headers = {}, body = nil, version: '1.1', **more_headers)
+      GatewaySpec.build_request(method, path, headers.merge(more_headers), body, version: version)
+    end
+
+    # Parses one response out of raw bytes (as returned by raw_request).
+    def parse_response(bytes, head: false)
+      r, w = UNIXSocket.pair
+      w.write(bytes)
+      w.close
+      c = Conn.allocate
+      c.instance_variable_set(:@sock, r)
+      c.instance_variable_set(:@eof, false)
+      c.read_response(head: head, timeout: 1)
+    ensure
+      r&.close
+    end
+
+    def fake_upstream(&handler)
+      u = FakeUpstream.new(&handler)
+      upstreams << u
+      u
+    end
+
+    def poll(what, timeout: 10, interval: 0.02, &blk)
+      GatewaySpec.poll(what, timeout: timeout, interval: interval, &blk)
+    end
+
+    # Runs the binary with `args` (no server expected); a CliResult.
+    def run_gateway(*args, timeout: 10)
+      GatewaySpec.check_binary!
+      out = File.join(spec_dir, "cli-#{(@cli_seq = (@cli_seq || 0) + 1)}")
+      pid = Process.spawn(GatewaySpec.sanitizer_env, BIN, *args, in: File::NULL,
+                          out: "#{out}.out", err: "#{out}.err", pgroup: true, chdir: ROOT)
+      status = nil
+      begin
+        GatewaySpec.poll("`gateway #{args.join(' ')}` to exit", timeout: timeout, interval: 0.01) do
+          _, status = Process.waitpid2(pid, Process::WNOHANG)
+          status
+        end
+      rescue TimeoutError
+        Process.kill('KILL', pid)
+        Process.waitpid(pid)
+        GatewaySpec.group_members(pid).each { |p| Process.kill('KILL', p) rescue nil }
+        raise TimeoutError, "`gateway #{args.join(' ')}` still running after #{timeout}s (killed); " \
+                            "output:\n#{GatewaySpec.tail(File.read("#{out}.out") + File.read("#{out}.err"))}"
+      end
+      res = CliResult.new(status, File.read("#{out}.out").scrub('?'), File.read("#{out}.err").scrub('?'))
+      raise "`gateway #{args.join(' ')}` died from SIG#{Signal.signame(status.termsig)}:\n#{res.output}" if status.signaled?
+      raise "`gateway #{args.join(' ')}` printed a sanitizer report:\n#{res.output}" if res.output =~ SANITIZER_REPORT
+      res
+    end
+
+    # `gateway -t -f FILE` on this config: [exit status, stdout+stderr, path].
+    def check_config(config)
+      path = write_config(config)
+      r = run_gateway('-t', '-f', path)
+      [r.exitstatus, r.output, path]
+    end
+
+    # Does the binary have the async gem? (probed once per run)
+    def async_available?
+      return GatewaySpec.async_probe unless GatewaySpec.async_probe.nil?
+      st, = check_config(<<~RUBY)
+        raise "no Async" unless Object.const_defined?(:Async) && Async.respond_to?(:sleep)
+        server listen: #{free_port} do
+          location("/") { "x" }
+        end
+      RUBY
+      GatewaySpec.async_probe = st.zero?
+    end
+
+    def skip_unless_async
+      skip 'the binary has no Async.sleep yet' unless async_available?
+    end
+
+    # Pid of the worker that served a location returning Gateway.pid.to_s.
+    def worker_pid(port, path = '/pid')
+      r = http_get(port, path)
+      raise "#{path} answered #{r.inspect}" unless r.status == 200 && r.body =~ /\A\d+\z/
+      r.body.to_i
+    end
+
+    def ppid_of(pid)
+      stat = File.read("/proc/#{pid}/stat")
+      stat[(stat.rindex(')') + 2)..].split[1].to_i
+    rescue Errno::ENOENT
+      nil
+    end
+
+    def process_gone?(pid)
+      stat = File.read("/proc/#{pid}/stat")
+      %w[Z X].include?(stat[(stat.rindex(')') + 2)..].split[0])
+    rescue Errno::ENOENT
+      true
+    end
+
+    # Failure text with the log of every gateway of this example.
+    def logs_of_gateways
+      gateways.map { |g| "--- gateway #{g.pid} log (#{g.log_path}) ---\n#{g.log_tail}" }.join("\n")
+    end
+  end
+
+  class << self
+    attr_accessor :async_probe
+  end
+end
+
+RSpec.configure do |config|
+  config.include GatewaySpec::Helpers
+  config.expect_with(:rspec) { |c| c.max_formatted_output_length = 2000 }
+  config.disable_monkey_patching!
+  config.order = :defined
+
+  config.after(:each) do |example|
+    problems = []
+    (@conns || []).each(&:close)
+    gateways.each do |gw|
+      gw.stop
+      problems.concat(gw.problems)
+    end
+    upstreams.each { |u| problems.concat(u.stop) }
+    failed = example.exception || !problems.empty?
+    if failed && !gateways.empty?
+      lines = example.metadata[:extra_failure_lines] ||= []
+      gateways.each do |gw|
+        lines << "--- gateway #{gw.pid} (#{gw.status.inspect}) log tail, config #{gw.config_path} ---"
+        lines.concat(gw.log_tail(40).lines.map(&:chomp))
+      end
+    end
+    if @spec_dir
+      if failed
+        (example.metadata[:extra_failure_lines] ||= []) << "(files kept in #{@spec_dir})"
+      else
+        FileUtils.rm_rf(@spec_dir)
+      end
+    end
+    raise RSpec::Expectations::ExpectationNotMetError, problems.join("\n") unless problems.empty?
+  end
+end
+
+# If rspec is interrupted, no gateway outlives it.
+at_exit do
+  ObjectSpace.each_object(GatewaySpec::GatewayProcess) do |gw|
+    gw.stop(timeout: 2) if gw.alive?
+  rescue StandardError
+    nil
+  end
+end
