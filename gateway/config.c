@@ -95,6 +95,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     s->cpu = mrb_nil_p(cpu) ? -1 : (int)mrb_integer(cpu);
   }
 
+  gw_settings_read(mrb, current, &cfg->settings);
+
   mrb_value groups = mrb_hash_values(mrb, iv(mrb, current, "@upstreams"));
   mrb_int ng = RARRAY_LEN(groups);
   cfg->groups = calloc((size_t)ng + 1, sizeof(gw_upstream_group_t));
@@ -328,6 +330,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     free(g->name);
   }
   free(cfg->groups);
+  gw_settings_dispose(&cfg->settings);
   if (cfg->mrb) mrb_close(cfg->mrb);
   free(cfg->path);
   free(cfg);

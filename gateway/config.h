@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <mruby.h>
 
+#include "settings.h"
+
 typedef struct {
   size_t max_request_line; /* bytes of request-target; over -> 414 */
   size_t max_header_size;  /* bytes of the header block; over -> 431 */
@@ -59,6 +61,7 @@ typedef struct {
   size_t nservers;
   gw_upstream_group_t *groups; /* owned array */
   size_t ngroups;
+  gw_settings_t settings;  /* pid file, logs (settings.c) */
 } gw_config_t;
 
 /* The group called name (len bytes), or NULL. */

@@ -25,6 +25,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "access_log.h"
 #include "conn.h"
 #include "log.h"
 #include "response.h"
@@ -78,6 +79,7 @@ static int on_message_begin(llhttp_t *p)
   c->last_cb = CB_NONE;
   c->hname_len = c->hvalue_len = 0;
   c->req.target_len = 0;
+  c->req.start_ms = gw_now_ms();
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
     if (c->requests > 0) set_timer(c, c->server->limits.header_timeout_ms);
@@ -567,7 +569,9 @@ static void conn_on_finish(gw_request_t *req)
 {
   gw_conn_t *c = req->conn;
   int keepalive = req->keepalive && !c->worker->stopping;
+  size_t before = evbuffer_get_length(c->out);
   gw_response_write(req, c->out, c->worker, keepalive);
+  gw_access_log_write(req, req->status ? req->status : 200, evbuffer_get_length(c->out) - before);
   c->requests++;
   gw_request_reset(req);
   llhttp_resume(&c->parser);

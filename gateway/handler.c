@@ -114,13 +114,6 @@ static void fail_unexpectedly(gw_request_t *req, mrb_value exc)
 
 int gw_trace;
 
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
 {
   if (!gw_trace) return;
@@ -133,14 +126,14 @@ void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
 void gw_trace_event(gw_request_t *req, const char *event)
 {
   gw_log_notice("trace #%lu %s %.*s%s +%.3f ms: %s", req->id, req->method, (int)req->path_len, req->target,
-                req->parent ? " (sub-request)" : "", now_ms() - req->t_start_ms, event);
+                req->parent ? " (sub-request)" : "", gw_now_ms() - req->t_start_ms, event);
 }
 
 void gw_trace_start(gw_request_t *req)
 {
   static unsigned long next_id;
   req->id = ++next_id;
-  req->t_start_ms = now_ms();
+  req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';
   gw_trace_event(req, req->location ? (req->location->proxy_pass ? "routed to a proxy_pass location"
                                                                    : "routed to a handler location")

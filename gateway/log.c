@@ -33,6 +33,13 @@ const char *gw_log_level_name(gw_log_level_t level)
   return level_names[level];
 }
 
+double gw_now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 void gw_log(gw_log_level_t level, const char *fmt, ...)
 {
   if (level < gw_log_min_level) return;

@@ -30,4 +30,7 @@ void gw_log(gw_log_level_t level, const char *fmt, ...) __attribute__((format(pr
 #define gw_log_info(...) gw_log(GW_LOG_INFO, __VA_ARGS__)
 #define gw_log_debug(...) gw_log(GW_LOG_DEBUG, __VA_ARGS__)
 
+/* CLOCK_MONOTONIC in milliseconds (fractional). */
+double gw_now_ms(void);
+
 #endif

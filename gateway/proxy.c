@@ -21,6 +21,7 @@ typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
   gw_request_t *req;
   gw_client_req_t *client;
+  double sent_ms;
 } proxy_op_t;
 
 /* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
@@ -53,6 +54,7 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
 {
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
+  double sent_ms = op->sent_ms;
   gw_request_pending_remove(&op->pending);
   free(op);
   if (gw_trace) {
@@ -63,10 +65,13 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
       snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
     gw_trace_event(req, ev);
   }
+  req->upstream_ms = gw_now_ms() - sent_ms;
   if (err) {
-    gw_log_error("proxy %s %.*s: %s", req->method, (int)req->path_len, req->target, err);
+    gw_log_error("proxy %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
   } else {
+    req->upstream_status = res->status;
+    req->upstream_reused = res->reused;
     req->status = res->status;
     const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
     for (size_t i = 0; i < res->headers.count; i++) {
@@ -202,8 +207,10 @@ void gw_proxy_start(gw_request_t *req, const char *url)
     .body_len = body_len,
   };
   proxy_op_t *op = calloc(1, sizeof(*op));
+  snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", unix_path ? unix_path : u.hostport);
   if (op) {
     op->req = req;
+    op->sent_ms = gw_now_ms();
     op->client = gw_client_request(w->pool, &params, on_upstream_done, op);
   }
   free(target);

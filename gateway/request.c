@@ -42,6 +42,9 @@ void gw_request_reset(gw_request_t *req)
   req->text_plain = 0;
   req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
+  req->upstream_addr[0] = '\0';
+  req->upstream_status = req->upstream_reused = 0;
+  req->upstream_ms = 0;
 }
 
 void gw_request_dispose(gw_request_t *req)

@@ -47,6 +47,13 @@ struct gw_request_s {
   struct evbuffer *body;    /* owned request body */
   char remote_addr[INET6_ADDRSTRLEN];
 
+  /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
+  char upstream_addr[64];
+  int upstream_status;
+  double upstream_ms;
+  int upstream_reused;      /* the upstream connection came from the pool */
+  double start_ms;          /* CLOCK_MONOTONIC ms when the request head was complete */
+
   /* -- the response -- */
   int status;               /* 0: not set yet */
   gw_headers_t resp_headers;/* owned, validated when set */

@@ -585,6 +585,7 @@ static int on_headers_complete(llhttp_t *p)
   }
   r->res.status = status;
   r->res.http_minor = llhttp_get_http_minor(p);
+  r->res.reused = r->conn->served;
   r->headers_done = 1;
   /* llhttp 8.1 would read a Content-Length body after a 304 (or 204). */
   return r->is_head || status == 204 || status == 304 ? 1 : 0;

@@ -46,6 +46,7 @@ typedef struct {
 typedef struct {
   int status;             /* e.g. 200 */
   int http_minor;         /* 0 for HTTP/1.0 */
+  int reused;             /* sent on a pooled keep-alive connection */
   gw_headers_t headers;   /* owned by the client request; valid during the callback */
   struct evbuffer *body;  /* owned by the client request; the callback may move its
                              contents out (evbuffer_remove_buffer) */
