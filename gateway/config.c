@@ -89,6 +89,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       mrb_value pp = iv(mrb, loc, "@proxy_pass");
       l->proxy_pass = mrb_nil_p(pp) ? NULL : dup_str(mrb, pp);
       l->body_filter = iv(mrb, loc, "@body_filter");
+      l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
     }
     gw_router_sort(s->locations, s->nlocations);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
@@ -107,6 +108,15 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     cfg->ngroups++;
     g->name = dup_str(mrb, iv(mrb, up, "@name"));
     g->keepalive = (int)mrb_integer(iv(mrb, up, "@keepalive"));
+    const char *balance = mrb_sym_name(mrb, mrb_symbol(iv(mrb, up, "@balance")));
+    g->balance = strcmp(balance, "least_conn") == 0 ? GW_BALANCE_LEAST_CONN
+                 : strcmp(balance, "hash") == 0     ? GW_BALANCE_HASH
+                                                    : GW_BALANCE_ROUND_ROBIN;
+    g->max_fails = (int)mrb_integer(iv(mrb, up, "@max_fails"));
+    g->fail_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@fail_timeout")) * 1000);
+    g->connect_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@connect_timeout")) * 1000);
+    g->timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@timeout")) * 1000);
+    mrb_value weights = iv(mrb, up, "@weights");
     mrb_value servers = iv(mrb, up, "@servers");
     g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));
     if (g->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
@@ -115,6 +125,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       const char *addr = mrb_string_cstr(mrb, mrb_ary_ref(mrb, servers, j));
       gw_upstream_server_t *us = &g->servers[j];
       g->nservers++;
+      us->label = strdup(addr);
+      us->weight = (int)mrb_integer(mrb_ary_ref(mrb, weights, j));
       if (strncmp(addr, "unix:", 5) == 0) {
         us->unix_path = strdup(addr + 5);
       } else {
@@ -325,6 +337,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     for (size_t j = 0; j < g->nservers; j++) {
       free(g->servers[j].host);
       free(g->servers[j].unix_path);
+      free(g->servers[j].label);
     }
     free(g->servers);
     free(g->name);

@@ -26,6 +26,7 @@ typedef struct {
   mrb_value handler;    /* Proc or nil; kept alive by the config's Ruby objects */
   char *proxy_pass;     /* owned URL, or NULL */
   mrb_value body_filter;/* Proc or nil */
+  int pass_host;        /* proxy: send the client's Host header upstream */
 } gw_location_t;
 
 typedef struct {
@@ -43,7 +44,16 @@ typedef struct {
   char *host;           /* owned IP literal, or NULL for a unix socket */
   int port;
   char *unix_path;      /* owned, or NULL */
+  char *label;          /* owned "host:port" or "unix:/path", for logs */
+  int weight;
+  /* per worker, changed at run time (passive health, least_conn) */
+  int fails;            /* consecutive failures */
+  double down_until_ms; /* skipped until then (CLOCK_MONOTONIC ms) */
+  int active;           /* requests in flight */
+  int current_weight;   /* smooth weighted round robin */
 } gw_upstream_server_t;
+
+typedef enum { GW_BALANCE_ROUND_ROBIN, GW_BALANCE_LEAST_CONN, GW_BALANCE_HASH } gw_balance_t;
 
 /* upstream :name, servers: [...], keepalive: N */
 typedef struct {
@@ -51,7 +61,11 @@ typedef struct {
   gw_upstream_server_t *servers; /* owned array */
   size_t nservers;
   int keepalive;        /* idle connections kept per server */
-  size_t next;          /* round-robin cursor (per worker after fork) */
+  gw_balance_t balance;
+  int max_fails;        /* 0: never mark a server down */
+  int fail_timeout_ms;
+  int connect_timeout_ms;
+  int timeout_ms;
 } gw_upstream_group_t;
 
 typedef struct {

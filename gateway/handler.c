@@ -25,6 +25,7 @@
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
+#include "proxy.h"
 #include "worker.h"
 
 /* The C request owns itself; the Ruby object only points at it. */
@@ -168,6 +169,11 @@ static void complete(gw_request_t *req, mrb_value result)
     gw_request_simple_response(req, 500, NULL);
   } else if (req->filtering) {
     /* a body filter changed the body, or left it */
+  } else if (req->proxy_url) { /* req.proxy_pass(url): the upstream answers */
+    give_slot(req->worker, req->root_slot);
+    req->root_slot = -1;
+    gw_proxy_start(req, req->proxy_url, req->proxy_key);
+    return;
   } else if (!req->has_output && mrb_string_p(result)) {
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
      * GC) before on_finish has written it out. */
@@ -228,6 +234,10 @@ static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
   int ai = mrb_gc_arena_save(mrb);
   mrb_value rbreq = gw_mrb_request_value(mrb, req);
   mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(w->fiber_class), w->sym_new, 0, NULL, mrb_obj_value(runner));
+  if (req->root_slot >= 0) { /* the handler's fiber, before its body filter's */
+    give_slot(w, req->root_slot);
+    req->root_slot = -1;
+  }
   if (mrb->exc) { /* out of memory, in practice */
     fail_unexpectedly(req, mrb_obj_value(mrb->exc));
     mrb->exc = NULL;

@@ -1,9 +1,14 @@
-/* proxy.c - proxy_pass: rewrites a request for an upstream, sends it with the
- * upstream client (upstream.c) and turns the answer into the response.
+/* proxy.c - proxy_pass: rewrites a request for an upstream, picks a server of
+ * an upstream group (balancing, passive health), sends it with the upstream
+ * client (upstream.c) and turns the answer into the response.
  *
  * URL mapping follows nginx: with a path in the URL, the matched location
  * prefix is replaced by it ("/sub" + proxy_pass "http://h:1/mruby": "/sub/x"
- * -> "/mruby/x"); without one, the request-target is passed unchanged. */
+ * -> "/mruby/x"); without one, the request-target is passed unchanged.
+ *
+ * A connect failure (refused, unreachable, connect timeout) sent nothing, so
+ * the request is retried on the group's next live server; any other failure
+ * is answered: 504 for timeouts, 502 otherwise. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,14 @@ typedef struct {
   gw_request_t *req;
   gw_client_req_t *client;
   double sent_ms;
+  gw_upstream_group_t *group; /* NULL for a literal address */
+  gw_upstream_server_t *server; /* the group's server in use, or NULL */
+  unsigned tried;         /* bitmask of group servers tried (first 32) */
+  int tries;
+  gw_client_params_t params; /* target and headers owned below */
+  char *target;
+  gw_headers_t headers;
+  char host[256];
 } proxy_op_t;
 
 /* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
@@ -48,51 +61,6 @@ static int named_in_connection(const gw_header_t *conn, const gw_header_t *h)
     p = e;
   }
   return 0;
-}
-
-static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
-{
-  proxy_op_t *op = arg;
-  gw_request_t *req = op->req;
-  double sent_ms = op->sent_ms;
-  gw_request_pending_remove(&op->pending);
-  free(op);
-  if (gw_trace) {
-    char ev[128];
-    if (err)
-      snprintf(ev, sizeof(ev), "upstream failed: %s", err);
-    else
-      snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
-    gw_trace_event(req, ev);
-  }
-  req->upstream_ms = gw_now_ms() - sent_ms;
-  if (err) {
-    gw_log_error("proxy %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
-    gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
-  } else {
-    req->upstream_status = res->status;
-    req->upstream_reused = res->reused;
-    req->status = res->status;
-    const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
-    for (size_t i = 0; i < res->headers.count; i++) {
-      const gw_header_t *h = &res->headers.items[i];
-      if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
-      gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
-    }
-    evbuffer_add_buffer(req->resp_body, res->body);
-    if (req->location && mrb_test(req->location->body_filter)) {
-      gw_handler_filter_body(req, req->location->body_filter);
-      return;
-    }
-  }
-  gw_request_finish(req);
-}
-
-static void cancel_op(gw_pending_t *p)
-{
-  proxy_op_t *op = (proxy_op_t *)p;
-  gw_client_cancel(op->client);
-  free(op);
 }
 
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
@@ -124,107 +92,282 @@ int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
   return 0;
 }
 
-void gw_proxy_start(gw_request_t *req, const char *url)
+/* -- choosing a server --------------------------------------------------------- */
+
+static int is_live(const gw_upstream_server_t *s, double now)
 {
-  gw_worker_t *w = req->worker;
-  gw_proxy_url_t u;
-  const char *unix_path = NULL;
-  if (gw_proxy_parse_url(url, &u) < 0) {
-    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
-    gw_request_simple_response(req, 502, NULL);
-    gw_request_finish(req);
+  return s->down_until_ms <= now;
+}
+
+static uint32_t hash_key(const char *key)
+{
+  uint32_t h = 2166136261u; /* FNV-1a */
+  for (; *key; key++) h = (h ^ (unsigned char)*key) * 16777619u;
+  return h;
+}
+
+/* A live server of g not tried yet, by the group's method; NULL when none. */
+static gw_upstream_server_t *pick_server(gw_upstream_group_t *g, unsigned tried, const char *key)
+{
+  double now = gw_now_ms();
+  gw_upstream_server_t *best = NULL;
+  size_t n = g->nservers;
+  if (g->balance == GW_BALANCE_HASH && key) {
+    /* The key's server, or the next live one after it. */
+    size_t start = hash_key(key) % n;
+    for (size_t i = 0; i < n; i++) {
+      size_t j = (start + i) % n;
+      if (!(tried & (1u << (j % 32))) && is_live(&g->servers[j], now)) return &g->servers[j];
+    }
+    return NULL;
+  }
+  int total = 0;
+  for (size_t i = 0; i < n; i++) {
+    gw_upstream_server_t *s = &g->servers[i];
+    if ((tried & (1u << (i % 32))) || !is_live(s, now)) continue;
+    if (g->balance == GW_BALANCE_LEAST_CONN) {
+      /* fewest in flight per unit of weight */
+      if (best == NULL || (long)s->active * best->weight < (long)best->active * s->weight) best = s;
+    } else { /* smooth weighted round robin, as nginx */
+      s->current_weight += s->weight;
+      total += s->weight;
+      if (best == NULL || s->current_weight > best->current_weight) best = s;
+    }
+  }
+  if (best && g->balance != GW_BALANCE_LEAST_CONN) best->current_weight -= total;
+  return best;
+}
+
+static void note_result(proxy_op_t *op, int failed)
+{
+  gw_upstream_server_t *s = op->server;
+  if (s == NULL) return;
+  s->active--;
+  if (!failed) {
+    s->fails = 0;
     return;
   }
-  if (!u.is_ip) { /* a named upstream group: round robin over its servers */
-    gw_upstream_group_t *g = gw_config_group(w->config, u.host, strlen(u.host));
-    if (g == NULL || g->nservers == 0) {
-      gw_log_error("proxy_pass %s: no upstream group named \"%s\" (and host names are not resolved)", url, u.host);
-      gw_request_simple_response(req, 502, NULL);
-      gw_request_finish(req);
+  if (op->group->max_fails > 0 && ++s->fails >= op->group->max_fails) {
+    s->down_until_ms = gw_now_ms() + op->group->fail_timeout_ms;
+    s->fails = 0;
+    gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, s->label, op->group->fail_timeout_ms);
+  }
+}
+
+/* -- the exchange ---------------------------------------------------------------- */
+
+static void op_free(proxy_op_t *op)
+{
+  free(op->target);
+  gw_headers_dispose(&op->headers);
+  free(op);
+}
+
+static void cancel_op(gw_pending_t *p)
+{
+  proxy_op_t *op = (proxy_op_t *)p;
+  gw_client_cancel(op->client);
+  if (op->server) op->server->active--;
+  op_free(op);
+}
+
+static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg);
+
+/* Sends op to its server (or literal address). Returns 0, or -1. */
+static int send_op(proxy_op_t *op)
+{
+  gw_request_t *req = op->req;
+  if (op->server) {
+    gw_upstream_server_t *s = op->server;
+    op->params.unix_path = s->unix_path;
+    op->params.host = s->host;
+    op->params.port = s->port;
+    s->active++;
+    snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", s->label);
+  }
+  op->tries++;
+  op->sent_ms = gw_now_ms();
+  op->client = gw_client_request(req->worker->pool, &op->params, on_upstream_done, op);
+  if (op->client == NULL && op->server) op->server->active--;
+  return op->client ? 0 : -1;
+}
+
+static int is_connect_failure(const char *err)
+{
+  return strcmp(err, "connection refused") == 0 || strcmp(err, "upstream connect timed out") == 0 ||
+         strcmp(err, "cannot connect to upstream") == 0;
+}
+
+static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_t *req = op->req;
+  op->client = NULL; /* freed by the client after we return */
+  req->upstream_ms = gw_now_ms() - op->sent_ms;
+  note_result(op, err != NULL && (is_connect_failure(err) || timed_out));
+  if (err && op->group && is_connect_failure(err)) { /* nothing was sent: the next server */
+    gw_upstream_server_t *next = pick_server(op->group, op->tried, NULL);
+    if (next) {
+      gw_log_warn("proxy %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, req->upstream_addr,
+                  err, next->label);
+      op->tried |= 1u << ((size_t)(next - op->group->servers) % 32);
+      op->server = next;
+      if (send_op(op) == 0) return;
+    }
+  }
+  gw_request_pending_remove(&op->pending);
+  if (gw_trace) {
+    char ev[128];
+    if (err)
+      snprintf(ev, sizeof(ev), "upstream failed: %s", err);
+    else
+      snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
+    gw_trace_event(req, ev);
+  }
+  op_free(op);
+  if (err) {
+    gw_log_error("proxy %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
+    gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
+  } else {
+    req->upstream_status = res->status;
+    req->upstream_reused = res->reused;
+    req->status = res->status;
+    gw_headers_clear(&req->resp_headers);
+    const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
+    for (size_t i = 0; i < res->headers.count; i++) {
+      const gw_header_t *h = &res->headers.items[i];
+      if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+      gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
+    }
+    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    evbuffer_add_buffer(req->resp_body, res->body);
+    req->inline_body = NULL;
+    req->text_plain = 0;
+    if (req->location && mrb_test(req->location->body_filter)) {
+      gw_handler_filter_body(req, req->location->body_filter);
       return;
     }
-    const gw_upstream_server_t *us = &g->servers[g->next++ % g->nservers];
-    if (us->unix_path) {
-      unix_path = us->unix_path;
-    } else {
-      snprintf(u.host, sizeof(u.host), "%s", us->host);
-      u.port = us->port;
-    }
   }
+  gw_request_finish(req);
+}
 
-  /* The target: the location prefix replaced by the URL's path. */
-  size_t prefix = (req->location && *u.path) ? req->location->path_len : 0;
+static void fail_now(gw_request_t *req, int status)
+{
+  gw_request_simple_response(req, status, NULL);
+  gw_request_finish(req);
+}
+
+/* The request-target upstream: the location prefix replaced by the URL's path. */
+static char *upstream_target(const gw_request_t *req, const char *path)
+{
+  size_t prefix = (req->location && *path) ? req->location->path_len : 0;
   if (prefix > req->path_len) prefix = req->path_len;
-  size_t plen = strlen(u.path);
+  size_t plen = strlen(path);
   size_t tlen = plen + req->target_len - prefix;
   char *target = malloc(tlen + 2);
-  if (target == NULL) {
-    gw_request_simple_response(req, 500, NULL);
-    gw_request_finish(req);
-    return;
-  }
-  memcpy(target, u.path, plen);
+  if (target == NULL) return NULL;
+  memcpy(target, path, plen);
   memcpy(target + plen, req->target + prefix, req->target_len - prefix);
   target[tlen] = '\0';
   if (tlen == 0 || target[0] != '/') { /* "?q" alone, or nothing: root */
     memmove(target + 1, target, tlen + 1);
     target[0] = '/';
   }
+  return target;
+}
 
-  gw_headers_t hs;
-  gw_headers_init(&hs);
-  gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
+/* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
+static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host)
+{
+  const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
+  if (pass_host && client_host)
+    gw_headers_add(hs, "Host", 4, client_host->value, client_host->value_len);
+  else
+    gw_headers_add(hs, "Host", 4, host, strlen(host));
   const gw_header_t *xff = NULL;
   const gw_header_t *conn = gw_headers_find(&req->headers, "connection");
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *h = &req->headers.items[i];
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
-    if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0) continue;
+    if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0 ||
+        strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
+      continue;
     if (strcasecmp(h->name, "x-forwarded-for") == 0) {
       xff = h;
       continue;
     }
-    gw_headers_add(&hs, h->name, h->name_len, h->value, h->value_len);
+    gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
   if (req->remote_addr[0]) {
     char v[1024];
-    int n = xff ? snprintf(v, sizeof(v), "%s, %s", xff->value, req->remote_addr) : snprintf(v, sizeof(v), "%s", req->remote_addr);
-    gw_headers_add(&hs, "X-Forwarded-For", 15, v, (size_t)n < sizeof(v) ? (size_t)n : sizeof(v) - 1);
-    gw_headers_add(&hs, "X-Forwarded-Proto", 17, "http", 4);
-    const gw_header_t *host = gw_headers_find(&req->headers, "host");
-    if (host) gw_headers_add(&hs, "X-Forwarded-Host", 16, host->value, host->value_len);
+    int n = xff ? snprintf(v, sizeof(v), "%s, %s", xff->value, req->remote_addr)
+                : snprintf(v, sizeof(v), "%s", req->remote_addr);
+    gw_headers_add(hs, "X-Forwarded-For", 15, v, (size_t)n < sizeof(v) ? (size_t)n : sizeof(v) - 1);
   }
+  gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
+  if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
+}
 
+void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
+{
+  gw_worker_t *w = req->worker;
+  gw_proxy_url_t u;
+  if (gw_proxy_parse_url(url, &u) < 0) {
+    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
+    fail_now(req, 502);
+    return;
+  }
+  proxy_op_t *op = calloc(1, sizeof(*op));
+  if (op == NULL) {
+    fail_now(req, 500);
+    return;
+  }
+  op->req = req;
+  gw_headers_init(&op->headers);
+  if (!u.is_ip) { /* a named upstream group */
+    op->group = gw_config_group(w->config, u.host, strlen(u.host));
+    if (op->group == NULL) {
+      gw_log_error("proxy_pass %s: no upstream group named \"%s\" (and host names are not resolved)", url, u.host);
+      op_free(op);
+      fail_now(req, 502);
+      return;
+    }
+    op->server = pick_server(op->group, 0, key);
+    if (op->server == NULL) {
+      gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u.host);
+      op_free(op);
+      fail_now(req, 502);
+      return;
+    }
+    op->tried = 1u << ((size_t)(op->server - op->group->servers) % 32);
+  } else {
+    snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", u.hostport);
+  }
+  snprintf(op->host, sizeof(op->host), "%s", u.host);
+  op->target = upstream_target(req, u.path);
+  upstream_headers(req, &op->headers, op->group ? op->group->name : u.hostport,
+                   req->location && req->location->pass_host);
   size_t body_len = evbuffer_get_length(req->body);
-  gw_client_params_t params = {
-    .host = unix_path ? NULL : u.host,
+  op->params = (gw_client_params_t){
+    .host = op->host,
     .port = u.port,
-    .unix_path = unix_path,
     .method = req->method,
-    .target = target,
-    .headers = &hs,
+    .target = op->target,
+    .headers = &op->headers,
     .body = body_len ? (const char *)evbuffer_pullup(req->body, -1) : NULL,
     .body_len = body_len,
+    .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
+    .timeout_ms = op->group ? op->group->timeout_ms : 0,
   };
-  proxy_op_t *op = calloc(1, sizeof(*op));
-  snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", unix_path ? unix_path : u.hostport);
-  if (op) {
-    op->req = req;
-    op->sent_ms = gw_now_ms();
-    op->client = gw_client_request(w->pool, &params, on_upstream_done, op);
-  }
-  free(target);
-  gw_headers_dispose(&hs);
-  if (op == NULL || op->client == NULL) {
-    free(op);
-    gw_request_simple_response(req, 500, NULL);
-    gw_request_finish(req);
+  if (op->target == NULL || send_op(op) < 0) {
+    op_free(op);
+    fail_now(req, 500);
     return;
   }
   gw_request_pending_add(req, &op->pending, cancel_op);
   if (gw_trace) {
     char ev[400];
-    snprintf(ev, sizeof(ev), "request sent to upstream %s", unix_path ? unix_path : u.hostport);
+    snprintf(ev, sizeof(ev), "request sent to upstream %s", req->upstream_addr);
     gw_trace_event(req, ev);
   }
 }

@@ -15,8 +15,9 @@ typedef struct {
 /* Splits "http://host[:port][/path]". Returns 0, or -1 for anything else. */
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u);
 
-/* Forwards req to url ("http://host:port/prefix"); finishes req with the
- * upstream's response, or 502/504. */
-void gw_proxy_start(gw_request_t *req, const char *url);
+/* Forwards req to url ("http://IP:PORT/prefix" or "http://GROUP/prefix");
+ * finishes req with the upstream's response, or 502/504. key: the hash key
+ * for a group balanced by :hash (may be NULL). */
+void gw_proxy_start(gw_request_t *req, const char *url, const char *key);
 
 #endif

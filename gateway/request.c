@@ -37,6 +37,9 @@ void gw_request_reset(gw_request_t *req)
   if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
   req->target_len = req->path_len = 0;
   req->status = 0;
+  free(req->proxy_url);
+  free(req->proxy_key);
+  req->proxy_url = req->proxy_key = NULL;
   req->inline_body = NULL;
   req->inline_len = 0;
   req->text_plain = 0;
@@ -56,6 +59,9 @@ void gw_request_dispose(gw_request_t *req)
   evbuffer_free(req->resp_body);
   free(req->target);
   req->target = NULL;
+  free(req->proxy_url);
+  free(req->proxy_key);
+  req->proxy_url = req->proxy_key = NULL;
 }
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *))
@@ -97,7 +103,7 @@ void gw_request_start(gw_request_t *req)
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);
   } else if (req->location->proxy_pass) {
-    gw_proxy_start(req, req->location->proxy_pass);
+    gw_proxy_start(req, req->location->proxy_pass, NULL);
   } else {
     gw_handler_start(req);
   }

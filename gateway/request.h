@@ -48,7 +48,7 @@ struct gw_request_s {
   char remote_addr[INET6_ADDRSTRLEN];
 
   /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
-  char upstream_addr[64];
+  char upstream_addr[320];
   int upstream_status;
   double upstream_ms;
   int upstream_reused;      /* the upstream connection came from the pool */
@@ -59,6 +59,8 @@ struct gw_request_s {
   gw_headers_t resp_headers;/* owned, validated when set */
   struct evbuffer *resp_body;/* owned */
   int has_output;           /* a script wrote output */
+  char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
+  char *proxy_key;          /* owned: its hash_key:, or NULL */
   const char *inline_body;  /* when set, the body instead of resp_body: borrowed
                                from a handler's String result until on_finish returns */
   size_t inline_len;

@@ -34,9 +34,9 @@ module Gateway
   }
 
   class Location
-    attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status
+    attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host
 
-    def initialize(path, handler, proxy_pass, body_filter, status)
+    def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -63,6 +63,7 @@ module Gateway
       @proxy_pass = proxy_pass
       @body_filter = body_filter
       @status = status
+      @pass_host = pass_host ? true : false
     end
   end
 
@@ -86,8 +87,10 @@ module Gateway
     # location "/prefix" do |req| ... end     longest matching prefix wins
     # location "= /exact" do |req| ... end    exact path only, tried first
     # location "/p", proxy_pass: "http://127.0.0.1:8080/x"
-    def location(path, proxy_pass: nil, body_filter: nil, status: false, &handler)
-      loc = Location.new(path, handler, proxy_pass, body_filter, status)
+    #   pass_host: true sends the client's Host header upstream (default: the
+    #   upstream's host:port, or the group name, as nginx's proxy_pass does)
+    def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, &handler)
+      loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -131,17 +134,26 @@ module Gateway
   end
 
   class Upstream
-    attr_reader :name, :servers, :keepalive
+    attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout
 
-    def initialize(name, servers, keepalive)
+    BALANCE = [:round_robin, :least_conn, :hash]
+
+    def initialize(name, servers, keepalive, balance = :round_robin, max_fails = 1, fail_timeout = 10,
+                   connect_timeout = 5, timeout = 60)
       unless (name.is_a?(Symbol) || name.is_a?(String)) && !name.to_s.empty?
         raise ArgumentError, "upstream: name must be a Symbol, got #{name.inspect}"
       end
       unless servers.is_a?(Array) && !servers.empty?
         raise ArgumentError, "upstream #{name}: servers must be a non-empty Array of \"host:port\""
       end
+      @weights = []
       @servers = servers.map do |s|
         addr = s.is_a?(Hash) ? s[:address] : s
+        weight = s.is_a?(Hash) ? (s[:weight] || 1) : 1
+        unless weight.is_a?(Integer) && weight >= 1 && weight <= 100
+          raise ArgumentError, "upstream #{name}: weight must be an Integer from 1 to 100, got #{weight.inspect}"
+        end
+        @weights << weight
         unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.ip_port?(addr))
           raise ArgumentError, "upstream #{name}: server must be \"IP:port\" or \"unix:/path\", got #{s.inspect}"
         end
@@ -150,8 +162,20 @@ module Gateway
       unless keepalive.is_a?(Integer) && keepalive >= 0
         raise ArgumentError, "upstream #{name}: keepalive must be an Integer >= 0, got #{keepalive.inspect}"
       end
+      raise ArgumentError, "upstream #{name}: balance must be one of #{BALANCE.inspect}" unless BALANCE.include?(balance)
+      unless max_fails.is_a?(Integer) && max_fails >= 0
+        raise ArgumentError, "upstream #{name}: max_fails must be an Integer >= 0 (0: never mark a server down)"
+      end
+      { fail_timeout: fail_timeout, connect_timeout: connect_timeout, timeout: timeout }.each do |k, v|
+        raise ArgumentError, "upstream #{name}: #{k} must be a positive number of seconds" unless v.is_a?(Numeric) && v > 0
+      end
       @name = name.to_s
       @keepalive = keepalive
+      @balance = balance
+      @max_fails = max_fails
+      @fail_timeout = fail_timeout
+      @connect_timeout = connect_timeout
+      @timeout = timeout
     end
 
     def self.ip_port?(addr)
@@ -177,11 +201,17 @@ def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, &block)
   srv
 end
 
-# upstream :app, servers: ["127.0.0.1:9001", "127.0.0.1:9002"], keepalive: 128
+# upstream :app, servers: ["127.0.0.1:9001", {address: "127.0.0.1:9002", weight: 3}, "unix:/run/app.sock"],
+#          keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
+#          connect_timeout: 5, timeout: 60
 # keepalive: idle connections kept per server (default 128: more than a
 # typical client concurrency, so a burst of 100 does not reopen connections).
-def upstream(name, servers:, keepalive: 128)
-  up = Gateway::Upstream.new(name, servers, keepalive)
+# balance: :round_robin (weighted), :least_conn, or :hash (on the hash_key:
+# given to req.proxy_pass). A server that fails max_fails times (connect
+# errors, timeouts) is skipped for fail_timeout seconds.
+def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
+             connect_timeout: 5, timeout: 60)
+  up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
   cfg.upstreams[up.name] = up

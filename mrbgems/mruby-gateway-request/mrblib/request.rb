@@ -108,6 +108,16 @@ module Gateway
       self
     end
 
+    # Hands the request to an upstream once the handler returns:
+    #   req.proxy_pass "http://app"                        (an upstream group)
+    #   req.proxy_pass "http://127.0.0.1:9001/v2"          (prefix replaced, as proxy_pass:)
+    #   req.proxy_pass "http://app", hash_key: req.headers["x-user"]
+    # Output written by the handler is discarded; the upstream's response is sent.
+    def proxy_pass(url, hash_key: nil)
+      raise ArgumentError, "proxy_pass: url must be a String" unless url.is_a?(String)
+      _proxy_pass(url, hash_key.nil? ? nil : hash_key.to_s)
+    end
+
     # ngx_mruby-style names.
     alias uri path
     alias args query

@@ -1,6 +1,7 @@
 /* request.c - natives of Gateway::Request: reading the request, writing the
  * response, and the runner's failure hook. */
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <mruby.h>
@@ -150,6 +151,22 @@ static mrb_value req_replace_response_body(mrb_state *mrb, mrb_value self)
   return s;
 }
 
+/* req._proxy_pass(url, key_or_nil): the upstream answers this request once
+ * the handler returns. */
+static mrb_value req_proxy_pass(mrb_state *mrb, mrb_value self)
+{
+  char *url, *key;
+  mrb_get_args(mrb, "zz!", &url, &key);
+  gw_request_t *r = REQ(self);
+  if (strncmp(url, "http://", 7) != 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "proxy_pass: need an http:// URL (\"http://127.0.0.1:8080/path\" or \"http://GROUP/\"), got %s", url);
+  free(r->proxy_url);
+  free(r->proxy_key);
+  r->proxy_url = strdup(url);
+  r->proxy_key = key ? strdup(key) : NULL;
+  return mrb_nil_value();
+}
+
 static mrb_value req_current(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -200,6 +217,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_set_header", req_set_header, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_proxy_pass", req_proxy_pass, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
