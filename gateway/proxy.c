@@ -40,12 +40,17 @@ typedef struct {
 /* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
 static int is_hop_by_hop(const gw_header_t *h)
 {
-  if (h->name_len < 2 || h->name_len > 19) return 0;
-  static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "te", "trailer",
-                                      "transfer-encoding", "upgrade", "proxy-authenticate", "proxy-authorization"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (strcasecmp(h->name, names[i]) == 0) return 1;
-  return 0;
+  const char *n = h->name;
+  switch (h->name_len) {
+  case 2: return strcasecmp(n, "te") == 0;
+  case 7: return strcasecmp(n, "trailer") == 0 || strcasecmp(n, "upgrade") == 0;
+  case 10: return strcasecmp(n, "connection") == 0 || strcasecmp(n, "keep-alive") == 0;
+  case 16: return strcasecmp(n, "proxy-connection") == 0;
+  case 17: return strcasecmp(n, "transfer-encoding") == 0;
+  case 18: return strcasecmp(n, "proxy-authenticate") == 0;
+  case 19: return strcasecmp(n, "proxy-authorization") == 0;
+  default: return 0;
+  }
 }
 
 /* Also hop-by-hop: any field the Connection header names. */
