@@ -23,6 +23,7 @@
 #include "config.h"
 #include "gw_mruby.h"
 #include "router.h"
+#include "stats.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -90,6 +91,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->proxy_pass = mrb_nil_p(pp) ? NULL : dup_str(mrb, pp);
       l->body_filter = iv(mrb, loc, "@body_filter");
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
+      l->status = mrb_test(iv(mrb, loc, "@status"));
     }
     gw_router_sort(s->locations, s->nlocations);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
@@ -300,6 +302,12 @@ fail:
 
 int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen)
 {
+  /* The stats table is shared by every worker: map it, like the sockets,
+   * before any worker is forked. */
+  if (gw_stats_init() < 0) {
+    snprintf(err, errlen, "cannot map the stats table: %s", strerror(errno));
+    return -1;
+  }
   for (size_t i = 0; i < cfg->nservers; i++) {
     gw_server_t *s = &cfg->servers[i];
     for (size_t j = 0; old && j < old->nservers; j++) {

@@ -27,6 +27,7 @@ typedef struct {
   char *proxy_pass;     /* owned URL, or NULL */
   mrb_value body_filter;/* Proc or nil */
   int pass_host;        /* proxy: send the client's Host header upstream */
+  int status;           /* the status page (status.c) */
 } gw_location_t;
 
 typedef struct {

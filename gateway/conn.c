@@ -29,6 +29,7 @@
 #include "conn.h"
 #include "log.h"
 #include "response.h"
+#include "stats.h"
 #include "worker.h"
 
 #define SHARED_BUF_SIZE (64 * 1024)
@@ -382,6 +383,7 @@ static void reject_request(gw_conn_t *c, int status)
   r->http_minor = 1;
   gw_request_simple_response(r, status, NULL);
   gw_response_write(r, c->out, c->worker, 0);
+  gw_stats_self->responses[status / 100]++;
   gw_request_reset(r);
   c->close_after = 1;
   c->state = GW_CONN_BUSY; /* stop parsing */
@@ -408,6 +410,7 @@ static void conn_process(gw_conn_t *c)
       c->req_ready = 0;
       c->state = GW_CONN_BUSY;
       set_timer(c, 0);
+      gw_stats_self->requests++;
       gw_request_start(&c->req); /* may finish (conn_on_finish) before returning */
       continue;
     }
@@ -570,8 +573,10 @@ static void conn_on_finish(gw_request_t *req)
   gw_conn_t *c = req->conn;
   int keepalive = req->keepalive && !c->worker->stopping;
   size_t before = evbuffer_get_length(c->out);
+  int status = req->status ? req->status : 200;
   gw_response_write(req, c->out, c->worker, keepalive);
-  gw_access_log_write(req, req->status ? req->status : 200, evbuffer_get_length(c->out) - before);
+  gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
+  gw_access_log_write(req, status, evbuffer_get_length(c->out) - before);
   c->requests++;
   gw_request_reset(req);
   llhttp_resume(&c->parser);

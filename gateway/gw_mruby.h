@@ -12,7 +12,9 @@
 #include <event2/event.h>
 #include <mruby.h>
 
+#include "proxy.h"
 #include "request.h"
+#include "stats.h"
 #include "subrequest.h"
 
 /* A VM with every gem of build_config.rb loaded. NULL with err set on failure. */
@@ -31,6 +33,9 @@ gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj);
 
 /* The event loop of this worker (NULL in the master / at config time). */
 struct event_base *gw_mrb_event_base(void);
+/* Refreshes this worker's gauges in the shared stats table (no-op outside a worker). */
+void gw_mrb_publish_stats(void);
+
 /* Index of this worker within its server's pool; -1 in the master. */
 int gw_mrb_worker_index(void);
 

@@ -316,6 +316,11 @@ struct event_base *gw_mrb_event_base(void)
   return gw_worker ? gw_worker->base : NULL;
 }
 
+void gw_mrb_publish_stats(void)
+{
+  if (gw_worker) gw_worker_publish_stats(gw_worker);
+}
+
 int gw_mrb_worker_index(void)
 {
   return gw_worker ? gw_worker->index : -1;

@@ -19,6 +19,7 @@
 #include "handler.h"
 #include "log.h"
 #include "proxy.h"
+#include "stats.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -70,6 +71,13 @@ static int named_in_connection(const gw_header_t *conn, const gw_header_t *h)
 
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
 {
+  memset(u, 0, sizeof(*u));
+  if (strncmp(url, "unix:/", 6) == 0) {
+    u->unix_path = url + 5;
+    u->path = "";
+    snprintf(u->hostport, sizeof(u->hostport), "localhost");
+    return strlen(u->unix_path) < 108 ? 0 : -1; /* sun_path */
+  }
   if (strncmp(url, "http://", 7) != 0) return -1;
   const char *h = url + 7;
   const char *end = h + strcspn(h, "/?");
@@ -88,7 +96,11 @@ int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
   if (hl == 0 || hl >= sizeof(u->host)) return -1;
   memcpy(u->host, h, hl);
   u->host[hl] = '\0';
-  u->port = port ? atoi(port) : 80;
+  u->port = 80;
+  if (port) {
+    if (port == end || (size_t)(end - port) > 5 || strspn(port, "0123456789") != (size_t)(end - port)) return -1;
+    u->port = atoi(port);
+  }
   if (u->port <= 0 || u->port > 65535) return -1;
   u->path = end;
   snprintf(u->hostport, sizeof(u->hostport), u->port == 80 ? "%s" : "%s:%d", u->host, u->port);
@@ -152,7 +164,8 @@ static void note_result(proxy_op_t *op, int failed)
     s->fails = 0;
     return;
   }
-  if (op->group->max_fails > 0 && ++s->fails >= op->group->max_fails) {
+  /* As nginx: a group's only server is never marked down (there is no other). */
+  if (op->group->max_fails > 0 && op->group->nservers > 1 && ++s->fails >= op->group->max_fails) {
     s->down_until_ms = gw_now_ms() + op->group->fail_timeout_ms;
     s->fails = 0;
     gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, s->label, op->group->fail_timeout_ms);
@@ -231,6 +244,7 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
   }
   op_free(op);
   if (err) {
+    gw_stats_self->upstream_failures++;
     gw_log_error("proxy %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
   } else {
@@ -246,6 +260,8 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     }
     evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
     evbuffer_add_buffer(req->resp_body, res->body);
+    const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
+    if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
     req->inline_body = NULL;
     req->text_plain = 0;
     if (req->location && mrb_test(req->location->body_filter)) {
@@ -289,7 +305,8 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
     gw_headers_add(hs, "Host", 4, client_host->value, client_host->value_len);
   else
     gw_headers_add(hs, "Host", 4, host, strlen(host));
-  const gw_header_t *xff = NULL;
+  /* X-Forwarded-For: every line the client sent, joined, then its address. */
+  struct evbuffer *xff = evbuffer_new();
   const gw_header_t *conn = gw_headers_find(&req->headers, "connection");
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *h = &req->headers.items[i];
@@ -298,17 +315,19 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
       continue;
     if (strcasecmp(h->name, "x-forwarded-for") == 0) {
-      xff = h;
+      if (evbuffer_get_length(xff)) evbuffer_add(xff, ", ", 2);
+      evbuffer_add(xff, h->value, h->value_len);
       continue;
     }
     gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
   if (req->remote_addr[0]) {
-    char v[1024];
-    int n = xff ? snprintf(v, sizeof(v), "%s, %s", xff->value, req->remote_addr)
-                : snprintf(v, sizeof(v), "%s", req->remote_addr);
-    gw_headers_add(hs, "X-Forwarded-For", 15, v, (size_t)n < sizeof(v) ? (size_t)n : sizeof(v) - 1);
+    if (evbuffer_get_length(xff)) evbuffer_add(xff, ", ", 2);
+    evbuffer_add(xff, req->remote_addr, strlen(req->remote_addr));
   }
+  size_t xlen = evbuffer_get_length(xff);
+  if (xlen) gw_headers_add(hs, "X-Forwarded-For", 15, (const char *)evbuffer_pullup(xff, -1), xlen);
+  evbuffer_free(xff);
   gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }
@@ -329,7 +348,9 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
   }
   op->req = req;
   gw_headers_init(&op->headers);
-  if (!u.is_ip) { /* a named upstream group */
+  if (u.unix_path) {
+    snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u.unix_path);
+  } else if (!u.is_ip) { /* a named upstream group */
     op->group = gw_config_group(w->config, u.host, strlen(u.host));
     if (op->group == NULL) {
       gw_log_error("proxy_pass %s: no upstream group named \"%s\" (and host names are not resolved)", url, u.host);
@@ -354,7 +375,8 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
                    req->location && req->location->pass_host);
   size_t body_len = evbuffer_get_length(req->body);
   op->params = (gw_client_params_t){
-    .host = op->host,
+    .host = u.unix_path ? NULL : op->host,
+    .unix_path = u.unix_path,
     .port = u.port,
     .method = req->method,
     .target = op->target,

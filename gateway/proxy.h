@@ -10,9 +10,11 @@ typedef struct {
   const char *path;   /* points into the URL: "/x?y", or "" when it has none */
   char hostport[300]; /* for the Host header */
   int is_ip;          /* host is an IP literal */
+  const char *unix_path; /* "unix:/path.sock": points into the URL; else NULL */
 } gw_proxy_url_t;
 
-/* Splits "http://host[:port][/path]". Returns 0, or -1 for anything else. */
+/* Splits "http://host[:port][/path]" or "unix:/path.sock" (the request-target
+ * then passes unchanged). Returns 0, or -1 for anything else. */
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u);
 
 /* Forwards req to url ("http://IP:PORT/prefix" or "http://GROUP/prefix");

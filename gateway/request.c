@@ -11,6 +11,7 @@
 #include "request.h"
 #include "response.h"
 #include "router.h"
+#include "status.h"
 #include "worker.h"
 
 void gw_request_init(gw_request_t *req, gw_worker_t *w, const gw_server_t *server)
@@ -25,6 +26,7 @@ void gw_request_init(gw_request_t *req, gw_worker_t *w, const gw_server_t *serve
   req->resp_body = evbuffer_new();
   req->rb_req = mrb_nil_value();
   req->root_slot = -1;
+  req->head_length = -1;
   req->pending.next = req->pending.prev = &req->pending;
 }
 
@@ -43,6 +45,7 @@ void gw_request_reset(gw_request_t *req)
   req->inline_body = NULL;
   req->inline_len = 0;
   req->text_plain = 0;
+  req->head_length = -1;
   req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
   req->upstream_addr[0] = '\0';
@@ -102,6 +105,8 @@ void gw_request_start(gw_request_t *req)
   if (req->location == NULL) {
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);
+  } else if (req->location->status) {
+    gw_status_respond(req);
   } else if (req->location->proxy_pass) {
     gw_proxy_start(req, req->location->proxy_pass, NULL);
   } else {

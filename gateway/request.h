@@ -65,6 +65,7 @@ struct gw_request_s {
                                from a handler's String result until on_finish returns */
   size_t inline_len;
   int text_plain;           /* send Content-Type: text/plain; charset=utf-8 */
+  long long head_length;    /* HEAD: Content-Length to announce (an upstream's); -1: the body's */
 
   /* -- handler -- */
   const gw_location_t *location;

@@ -34,7 +34,7 @@ void gw_resolver_free(gw_resolver_t *r);
 
 /* Result: addr of family AF_INET or AF_INET6 with port set; err NULL on success,
  * else a static message ("host not found", "DNS server did not answer", "DNS server failure",
- * "invalid host name", "DNS lookup failed"). addr is valid only during the callback.
+ * "invalid host name", "invalid port", "DNS lookup failed"). addr is valid only during the callback.
  * The gw_resolve_t is freed by the resolver right after the callback returns. */
 typedef void (*gw_resolve_cb)(const char *err, const struct sockaddr *addr, socklen_t addrlen, void *arg);
 

@@ -125,7 +125,7 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
   size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
   if (!bodyless) {
     PUT_LIT(&head, "Content-Length: ");
-    put_uint(&head, body_len);
+    put_uint(&head, req->head && req->head_length >= 0 ? (size_t)req->head_length : body_len);
     PUT_LIT(&head, "\r\n");
   }
   if (!keepalive)

@@ -14,6 +14,7 @@
 
 #include "log.h"
 #include "proxy.h"
+#include "stats.h"
 #include "subrequest.h"
 #include "worker.h"
 
@@ -39,6 +40,7 @@ struct gw_subreq_s {
 
 static void subreq_free(gw_subreq_t *s)
 {
+  gw_stats_self->subrequests_in_flight--;
   event_del(&s->step_ev);
   event_del(&s->timeout_ev);
   if (s->client) gw_client_cancel(s->client);
@@ -179,6 +181,8 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
   gw_worker_t *w = parent->worker;
   gw_subreq_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return NULL;
+  gw_stats_self->subrequests++;
+  gw_stats_self->subrequests_in_flight++;
   s->parent = parent;
   s->cb = cb;
   s->arg = arg;

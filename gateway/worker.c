@@ -5,6 +5,7 @@
  * exits once every in-flight request is answered. */
 #include <errno.h>
 #include <sched.h>
+#include <sys/prctl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,9 +16,13 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
+#include <mruby.h>
+#include <mruby/array.h>
+
 #include "conn.h"
 #include "handler.h"
 #include "log.h"
+#include "stats.h"
 #include "worker.h"
 
 gw_worker_t *gw_worker;
@@ -35,6 +40,36 @@ const char *gw_worker_date(gw_worker_t *w)
     w->date_time = now;
   }
   return w->date;
+}
+
+void gw_worker_publish_stats(gw_worker_t *w)
+{
+  gw_worker_stats_t *st = gw_stats_self;
+  uint32_t idle = 0, reading = 0, writing = 0;
+  for (gw_conn_t *c = w->conns; c; c = c->next) {
+    if (c->state == GW_CONN_IDLE) idle++;
+    else if (c->state == GW_CONN_HEAD || c->state == GW_CONN_BODY) reading++;
+    else writing++;
+  }
+  st->connections_active = (uint32_t)w->nconns;
+  st->connections_idle = idle;
+  st->connections_reading = reading;
+  st->connections_writing = writing;
+  /* Every used root slot holds a parked fiber or a running sub-request task. */
+  st->fibers_parked = (uint32_t)(RARRAY_LEN(w->roots) - w->nfree);
+  gw_upstream_stats_t us;
+  gw_upstream_pool_stats(w->pool, &us);
+  st->upstream_opened = us.opened;
+  st->upstream_reused = us.reused;
+  st->upstream_retried = us.retried;
+  st->upstream_idle = (uint32_t)us.idle;
+}
+
+static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  gw_worker_publish_stats(arg);
 }
 
 static void worker_exit_if_done(gw_worker_t *w)
@@ -72,6 +107,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
       int one = 1;
       setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
+    gw_stats_self->connections_accepted++;
     if (gw_conn_new(w, cfd, (struct sockaddr *)&ss) == NULL) {
       gw_log_error("out of memory for a new connection");
       close(cfd);
@@ -120,6 +156,11 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   char role[32];
   snprintf(role, sizeof(role), "worker %d:%d", server->port, index);
   gw_log_set_role(role);
+
+  /* A master killed outright (SIGKILL) takes its workers with it. */
+  pid_t master = getppid();
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != master) _exit(0); /* it died before prctl() */
 
   /* Listening sockets of the other servers belong to their own workers. */
   for (size_t i = 0; i < cfg->nservers; i++)
@@ -175,6 +216,11 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
 
+  gw_stats_attach(server->port, index, 0);
+  w->stats_ev = event_new(w->base, -1, EV_PERSIST, on_stats_timer, w);
+  struct timeval one_second = {1, 0};
+  event_add(w->stats_ev, &one_second);
+
   w->listen_ev = event_new(w->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(w->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
@@ -193,6 +239,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   for (int i = 0; i < 3; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);
+  event_free(w->stats_ev);
+  gw_stats_detach();
   if (server->fd >= 0) close(server->fd);
   mrb_gc_unregister(w->mrb, w->roots);
   free(w->free_slots);

@@ -30,6 +30,7 @@ struct gw_worker_s {
 
   struct event *listen_ev;
   struct event *accept_pause_ev; /* re-enables accept after EMFILE */
+  struct event *stats_ev;   /* publishes the gauges every second */
   struct event *signal_evs[4];
   gw_conn_t *conns;         /* every open client connection (doubly linked) */
   size_t nconns;
@@ -47,6 +48,9 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index) __attribute
 
 /* Returns the cached "Date: ...\r\n" header line. */
 const char *gw_worker_date(gw_worker_t *w);
+
+/* Refreshes this worker's gauges in the shared stats table. */
+void gw_worker_publish_stats(gw_worker_t *w);
 
 /* Called by a connection when it closes, to let a stopping worker exit. */
 void gw_worker_conn_closed(gw_worker_t *w);

@@ -22,7 +22,7 @@ RSpec.describe 'gateway command line' do
   it '-h prints usage naming every option and exits 0' do
     r = run_gateway('-h')
     expect(r.exitstatus).to eq(0), r.output
-    %w[-f -t -v -h].each do |opt|
+    %w[-f -t -v -h --trace].each do |opt|
       expect(r.output).to match(/(^|\s)#{Regexp.escape(opt)}\b/), "usage lacks #{opt}:\n#{r.output}"
     end
   end

@@ -15,6 +15,26 @@ RSpec.describe 'examples/' do
       r = http_get(port, '/echo?x=1')
       expect([r.status, r['content-type'], r.body]).to eq([200, 'text/plain', "GET /echo?x=1\n"])
     end,
+    'routing.rb' => lambda do |ports|
+      front = ports.fetch(8080)
+      stable = ["stable-a /api/users\n", "stable-b /api/users\n"]
+      seen = 9.times.map do
+        r = http_get(front, '/api/users')
+        expect(r.status).to eq(200)
+        expect(stable).to include(r.body)
+        r.body
+      end
+      expect(seen.uniq.sort).to eq(stable), 'both stable servers should answer (weights 2:1)'
+      r = http_get(front, '/api/users', 'x-canary' => '1')
+      expect([r.status, r.body]).to eq([200, "canary /api/users\n"])
+      carts = 5.times.map { http_get(front, '/cart/', 'cookie' => 'a=1; user=42').body }
+      expect(carts.uniq.size).to eq(1), "user 42 went to several servers: #{carts.inspect}"
+      expect(carts.first).to match(%r{\Astable-[ab] /cart/\n\z})
+      r = http_get(front, '/static/app.css')
+      expect([r.status, r.body]).to eq([200, "stable-a /files/app.css\n"])
+      r = http_get(front, '/admin')
+      expect([r.status, r.body]).to eq([403, "forbidden\n"])
+    end,
     'async.rb' => lambda do |ports|
       backend = ports.fetch(48_080)
       front = ports.fetch(58_080)

@@ -579,13 +579,14 @@ module GatewaySpec
     # Starts `gateway -f CONFIG` and waits until every port in `ports`
     # accepts TCP connections and answers an HTTP request (any status; pass
     # `ready: false` to skip that, or a lambda taking the GatewayProcess that
-    # returns truthy once ready). Returns the GatewayProcess.
-    def start_gateway(config, ports: [], ready: true, timeout: 10, name: nil)
+    # returns truthy once ready). `args`: extra command-line arguments;
+    # `env`: extra environment variables. Returns the GatewayProcess.
+    def start_gateway(config, ports: [], ready: true, timeout: 10, name: nil, args: [], env: {})
       GatewaySpec.check_binary!
       ports = Array(ports)
       path = write_config(config, name)
       log_path = "#{path}.log"
-      pid = Process.spawn(GatewaySpec.sanitizer_env, BIN, '-f', path,
+      pid = Process.spawn(GatewaySpec.sanitizer_env.merge(env), BIN, *args, '-f', path,
                           in: File::NULL, out: log_path, err: [:child, :out],
                           pgroup: true, chdir: ROOT)
       gw = GatewayProcess.new(pid: pid, ports: ports, config_path: path, log_path: log_path)

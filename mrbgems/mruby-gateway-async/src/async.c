@@ -41,6 +41,7 @@ typedef struct {
 static void sleep_cancel(gw_pending_t *p)
 {
   sleep_op_t *op = (sleep_op_t *)p;
+  gw_stats_self->timers_pending--;
   event_del(&op->ev);
   free(op);
 }
@@ -68,6 +69,7 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
   gw_request_t *req = op->req;
   gw_request_pending_remove(&op->pending);
   free(op);
+  gw_stats_self->timers_pending--;
   gw_fiber_resume(req, mrb_nil_value());
 }
 
@@ -91,6 +93,7 @@ static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
   evtimer_assign(&op->ev, gw_mrb_event_base(), on_wake, op);
   arm(op, seconds);
   gw_request_pending_add(req, &op->pending, sleep_cancel);
+  gw_stats_self->timers_pending++;
   gw_trace_wait(req, "Async.sleep(%.6f) timer", seconds);
   return mrb_nil_value();
 }

@@ -46,14 +46,18 @@ module Gateway
         path = path[1..-1].lstrip
       end
       raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
-      if handler.nil? && proxy_pass.nil?
-        raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:"
+      if handler.nil? && proxy_pass.nil? && !status
+        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass: or status: true"
+      end
+      if status && (handler || proxy_pass)
+        raise ArgumentError, "location #{path.inspect}: status: true takes no handler block or proxy_pass:"
       end
       if handler && proxy_pass
         raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:, not both"
       end
-      if proxy_pass && !(proxy_pass.is_a?(String) && (proxy_pass.start_with?("http://") || proxy_pass.start_with?("unix:")))
-        raise ArgumentError, "location #{path.inspect}: proxy_pass must be a URL like \"http://127.0.0.1:8080/path\", got #{proxy_pass.inspect}"
+      if proxy_pass && !(proxy_pass.is_a?(String) && Gateway._proxy_url_valid?(proxy_pass))
+        raise ArgumentError, "location #{path.inspect}: proxy_pass must be a URL like \"http://127.0.0.1:8080/path\", " \
+                             "\"http://GROUP/path\" or \"unix:/path.sock\", got #{proxy_pass.inspect}"
       end
       if body_filter && !body_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
@@ -89,6 +93,8 @@ module Gateway
     # location "/p", proxy_pass: "http://127.0.0.1:8080/x"
     #   pass_host: true sends the client's Host header upstream (default: the
     #   upstream's host:port, or the group name, as nginx's proxy_pass does)
+    # location "/status", status: true       every worker's counters: JSON, or
+    #   Prometheus text with ?format=prometheus
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, &handler)
       loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }

@@ -2,6 +2,8 @@
 #include <unistd.h>
 
 #include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/hash.h>
 #include <mruby/string.h>
 
 #include "gw_mruby.h"
@@ -32,12 +34,55 @@ static mrb_value gw_mrb_worker_id(mrb_state *mrb, mrb_value self)
   return mrb_fixnum_value(gw_mrb_worker_index());
 }
 
+static void set(mrb_state *mrb, mrb_value h, const char *key, mrb_value v)
+{
+  mrb_hash_set(mrb, h, mrb_symbol_value(mrb_intern_cstr(mrb, key)), v);
+}
+
+/* Gateway.stats: every live worker's counters and gauges (the status page's
+ * numbers), as [{pid:, port:, index:, requests:, ...}, ...]. This worker's
+ * gauges are refreshed first; the others' are at most a second old. */
+static mrb_value gw_mrb_stats(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  gw_mrb_publish_stats();
+  mrb_value list = mrb_ary_new(mrb);
+  for (int i = 0; gw_stats_table && i < GW_STATS_SLOTS; i++) {
+    const gw_worker_stats_t *s = &gw_stats_table[i];
+    if (!gw_stats_live(s)) continue;
+    mrb_value h = mrb_hash_new(mrb);
+    set(mrb, h, "pid", mrb_fixnum_value(s->pid));
+    set(mrb, h, "port", mrb_fixnum_value(s->port));
+    set(mrb, h, "index", mrb_fixnum_value(s->index));
+    for (size_t f = 0; f < gw_stats_nfields; f++) {
+      const gw_stats_field_t *fd = &gw_stats_fields[f];
+      mrb_int v = fd->is_counter ? (mrb_int)gw_stats_counter(s, fd) : (mrb_int)gw_stats_gauge(s, fd);
+      set(mrb, h, fd->name, mrb_fixnum_value(v));
+    }
+    mrb_ary_push(mrb, list, h);
+  }
+  return list;
+}
+
+/* Gateway._proxy_url_valid?(url): the proxy's own URL parser, so the config
+ * DSL rejects exactly what the proxy could not use. */
+static mrb_value gw_mrb_proxy_url_valid(mrb_state *mrb, mrb_value self)
+{
+  char *url;
+  (void)self;
+  mrb_get_args(mrb, "z", &url);
+  gw_proxy_url_t u;
+  return mrb_bool_value(gw_proxy_parse_url(url, &u) == 0);
+}
+
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
   mrb_define_module_function(mrb, gw, "_gw_log", gw_mrb_log, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "pid", gw_mrb_pid, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "worker_id", gw_mrb_worker_id, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
 }
 
 void mrb_mruby_gateway_core_gem_final(mrb_state *mrb)

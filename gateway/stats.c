@@ -1,0 +1,88 @@
+/* stats.c - the shared stats table and the list of its fields. Each worker
+ * writes only its own slot (plain stores: a reader may see a slightly stale
+ * value, never a torn one for these aligned words). */
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "stats.h"
+
+gw_worker_stats_t *gw_stats_table;
+static gw_worker_stats_t private_slot;
+gw_worker_stats_t *gw_stats_self = &private_slot;
+
+#define COUNTER(f, h) {#f, offsetof(gw_worker_stats_t, f), 1, h}
+#define GAUGE(f, h) {#f, offsetof(gw_worker_stats_t, f), 0, h}
+
+const gw_stats_field_t gw_stats_fields[] = {
+  COUNTER(connections_accepted, "client connections accepted"),
+  COUNTER(requests, "client requests started"),
+  {"responses_1xx", offsetof(gw_worker_stats_t, responses[1]), 1, "responses sent with a 1xx status"},
+  {"responses_2xx", offsetof(gw_worker_stats_t, responses[2]), 1, "responses sent with a 2xx status"},
+  {"responses_3xx", offsetof(gw_worker_stats_t, responses[3]), 1, "responses sent with a 3xx status"},
+  {"responses_4xx", offsetof(gw_worker_stats_t, responses[4]), 1, "responses sent with a 4xx status"},
+  {"responses_5xx", offsetof(gw_worker_stats_t, responses[5]), 1, "responses sent with a 5xx status"},
+  COUNTER(subrequests, "sub-requests started"),
+  COUNTER(upstream_opened, "upstream connections opened"),
+  COUNTER(upstream_reused, "upstream requests sent on a pooled keep-alive connection"),
+  COUNTER(upstream_retried, "upstream requests retried after a stale pooled connection"),
+  COUNTER(upstream_failures, "proxied requests that failed (502/504)"),
+  COUNTER(dns_lookups, "DNS lookups"),
+  COUNTER(dns_cache_hits, "DNS answers served from the cache"),
+  COUNTER(dns_failures, "DNS lookups that failed"),
+  GAUGE(connections_active, "open client connections"),
+  GAUGE(connections_idle, "client connections waiting for a request (keep-alive)"),
+  GAUGE(connections_reading, "client connections reading a request"),
+  GAUGE(connections_writing, "client connections with a request in progress"),
+  GAUGE(fibers_parked, "handler fibers waiting for an event"),
+  GAUGE(timers_pending, "Async.sleep timers armed"),
+  GAUGE(subrequests_in_flight, "sub-requests in flight"),
+  GAUGE(upstream_idle, "idle pooled upstream connections"),
+  GAUGE(dns_cache_entries, "names in the DNS cache"),
+};
+const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
+
+int gw_stats_init(void)
+{
+  if (gw_stats_table) return 0;
+  void *p = mmap(NULL, GW_STATS_SLOTS * sizeof(gw_worker_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
+  if (p == MAP_FAILED) return -1;
+  gw_stats_table = p;
+  return 0;
+}
+
+int gw_stats_live(const gw_worker_stats_t *s)
+{
+  int32_t pid = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+  return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
+}
+
+void gw_stats_attach(int port, int index, int generation)
+{
+  if (gw_stats_table == NULL) return;
+  int32_t me = (int32_t)getpid();
+  for (int i = 0; i < GW_STATS_SLOTS; i++) {
+    gw_worker_stats_t *s = &gw_stats_table[i];
+    int32_t old = __atomic_load_n(&s->pid, __ATOMIC_ACQUIRE);
+    if (old != 0 && gw_stats_live(s)) continue;
+    /* Free, or left by a worker that died: claim it (another new worker
+     * may race for the same slot; the exchange settles it). */
+    if (!__atomic_compare_exchange_n(&s->pid, &old, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) continue;
+    memset((char *)s + sizeof(s->pid), 0, sizeof(*s) - sizeof(s->pid));
+    s->port = port;
+    s->index = index;
+    s->generation = generation;
+    gw_stats_self = s;
+    return;
+  }
+}
+
+void gw_stats_detach(void)
+{
+  if (gw_stats_self != &private_slot) __atomic_store_n(&gw_stats_self->pid, 0, __ATOMIC_RELEASE);
+  gw_stats_self = &private_slot;
+}

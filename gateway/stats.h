@@ -1,0 +1,68 @@
+/* stats.h - counters and gauges of every worker, in memory shared with the
+ * master, so that any worker's status page shows them all. */
+#ifndef GW_STATS_H
+#define GW_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define GW_STATS_SLOTS 1024
+
+typedef struct {
+  /* identity; pid 0: the slot is free */
+  int32_t pid;
+  int32_t port;        /* the server this worker serves */
+  int32_t index;       /* worker number within the server */
+  int32_t generation;  /* config generation (reloads) */
+  /* counters (only grow) */
+  uint64_t connections_accepted;
+  uint64_t requests;
+  uint64_t responses[6]; /* 1xx..5xx, [0]: other */
+  uint64_t subrequests;
+  uint64_t upstream_opened, upstream_reused, upstream_retried, upstream_failures;
+  uint64_t dns_lookups, dns_cache_hits, dns_failures;
+  /* gauges */
+  uint32_t connections_active, connections_idle, connections_reading, connections_writing;
+  uint32_t fibers_parked, timers_pending, subrequests_in_flight;
+  uint32_t upstream_idle, dns_cache_entries;
+} gw_worker_stats_t;
+
+/* One field, for the JSON, Prometheus and Ruby views alike. */
+typedef struct {
+  const char *name;
+  size_t offset;
+  int is_counter;      /* 1: uint64_t counter; 0: uint32_t gauge */
+  const char *help;
+} gw_stats_field_t;
+
+extern const gw_stats_field_t gw_stats_fields[];
+extern const size_t gw_stats_nfields;
+
+/* The shared table (GW_STATS_SLOTS entries), mapped by the master before any
+ * fork; NULL until gw_stats_init(). */
+extern gw_worker_stats_t *gw_stats_table;
+/* This worker's slot; points at a private dummy in the master and in tests,
+ * so counting code never checks for NULL. */
+extern gw_worker_stats_t *gw_stats_self;
+
+/* Maps the table (master, once). Returns 0 or -1. */
+int gw_stats_init(void);
+/* Worker start: claims a free slot (or one of a dead process) and zeroes it. */
+void gw_stats_attach(int port, int index, int generation);
+/* Worker exit: frees the slot. */
+void gw_stats_detach(void);
+/* 1 if the slot belongs to a live worker. */
+int gw_stats_live(const gw_worker_stats_t *s);
+
+static inline uint64_t gw_stats_counter(const gw_worker_stats_t *s, const gw_stats_field_t *f)
+{
+  return *(const uint64_t *)((const char *)s + f->offset);
+}
+
+static inline uint32_t gw_stats_gauge(const gw_worker_stats_t *s, const gw_stats_field_t *f)
+{
+  return *(const uint32_t *)((const char *)s + f->offset);
+}
+
+#endif

@@ -1,0 +1,83 @@
+/* status.c - renders the shared stats table (stats.c): JSON by default,
+ * Prometheus text exposition with ?format=prometheus. Field names, kinds and
+ * help texts all come from gw_stats_fields, so the views cannot drift. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "stats.h"
+#include "status.h"
+#include "worker.h"
+
+static void render_json(struct evbuffer *out, gw_worker_t *w)
+{
+  evbuffer_add_printf(out, "{\"served_by\":%d,\"workers\":[", (int)getpid());
+  int first = 1;
+  for (int i = 0; i < GW_STATS_SLOTS; i++) {
+    const gw_worker_stats_t *s = &gw_stats_table[i];
+    if (!gw_stats_live(s)) continue;
+    evbuffer_add_printf(out, "%s{\"pid\":%d,\"port\":%d,\"index\":%d,\"generation\":%d", first ? "" : ",", (int)s->pid,
+                        (int)s->port, (int)s->index, (int)s->generation);
+    for (size_t f = 0; f < gw_stats_nfields; f++) {
+      const gw_stats_field_t *fd = &gw_stats_fields[f];
+      if (fd->is_counter)
+        evbuffer_add_printf(out, ",\"%s\":%" PRIu64, fd->name, gw_stats_counter(s, fd));
+      else
+        evbuffer_add_printf(out, ",\"%s\":%" PRIu32, fd->name, gw_stats_gauge(s, fd));
+    }
+    evbuffer_add(out, "}", 1);
+    first = 0;
+  }
+  /* Upstream health as this worker sees it (each worker keeps its own). */
+  evbuffer_add(out, "],\"upstreams\":{", 15);
+  for (size_t g = 0; g < w->config->ngroups; g++) {
+    const gw_upstream_group_t *grp = &w->config->groups[g];
+    evbuffer_add_printf(out, "%s\"%s\":[", g ? "," : "", grp->name);
+    double now = gw_now_ms();
+    for (size_t j = 0; j < grp->nservers; j++) {
+      const gw_upstream_server_t *us = &grp->servers[j];
+      evbuffer_add_printf(out, "%s{\"server\":\"%s\",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"}",
+                          j ? "," : "", us->label, us->weight, us->active, us->fails,
+                          us->down_until_ms > now ? "down" : "up");
+    }
+    evbuffer_add(out, "]", 1);
+  }
+  evbuffer_add(out, "}}\n", 3);
+}
+
+static void render_prometheus(struct evbuffer *out)
+{
+  for (size_t f = 0; f < gw_stats_nfields; f++) {
+    const gw_stats_field_t *fd = &gw_stats_fields[f];
+    const char *suffix = fd->is_counter ? "_total" : "";
+    evbuffer_add_printf(out, "# HELP gateway_%s%s %s\n# TYPE gateway_%s%s %s\n", fd->name, suffix, fd->help, fd->name,
+                        suffix, fd->is_counter ? "counter" : "gauge");
+    for (int i = 0; i < GW_STATS_SLOTS; i++) {
+      const gw_worker_stats_t *s = &gw_stats_table[i];
+      if (!gw_stats_live(s)) continue;
+      uint64_t v = fd->is_counter ? gw_stats_counter(s, fd) : gw_stats_gauge(s, fd);
+      evbuffer_add_printf(out, "gateway_%s%s{port=\"%d\",worker=\"%d\",pid=\"%d\"} %" PRIu64 "\n", fd->name, suffix,
+                          (int)s->port, (int)s->index, (int)s->pid, v);
+    }
+  }
+}
+
+void gw_status_respond(gw_request_t *req)
+{
+  gw_worker_t *w = req->worker;
+  gw_worker_publish_stats(w);
+  req->status = 200;
+  const char *q = req->target + req->path_len;
+  int prometheus = strstr(q, "format=prometheus") != NULL;
+  if (prometheus) {
+    gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; version=0.0.4", 25);
+    render_prometheus(req->resp_body);
+  } else {
+    gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
+    render_json(req->resp_body, w);
+  }
+  gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
+  gw_request_finish(req);
+}
