@@ -10,7 +10,8 @@
 #   libraries:  mruby + libmruby-dev (mrbc, libmruby), libevent-dev,
 #               libc-ares-dev, node-llhttp (llhttp's C sources)
 #   driver:     ruby, rake, ruby-rspec (RSpec 3.12: the end-to-end specs)
-#   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps
+#   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
+#               dnsmasq-base (a real DNS server on a loopback port for the DNS specs)
 #   benchmark:  wrk, apache2-utils (ab)
 set -euo pipefail
 
@@ -18,7 +19,7 @@ packages=(
   build-essential pkg-config
   mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp
   ruby rake ruby-rspec
-  python3 iproute2 procps
+  python3 iproute2 procps dnsmasq-base
   wrk apache2-utils
 )
 

@@ -100,6 +100,13 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
 
   gw_settings_read(mrb, current, &cfg->settings);
 
+  mrb_value res = iv(mrb, current, "@resolver");
+  if (mrb_hash_p(res)) {
+    cfg->resolver_servers = dup_str(mrb, mrb_hash_get(mrb, res, mrb_symbol_value(mrb_intern_lit(mrb, "servers"))));
+    cfg->resolver_timeout_ms = limit_ms(mrb, res, "timeout");
+    cfg->resolver_tries = (int)limit_size(mrb, res, "tries");
+  }
+
   mrb_value groups = mrb_hash_values(mrb, iv(mrb, current, "@upstreams"));
   mrb_int ng = RARRAY_LEN(groups);
   cfg->groups = calloc((size_t)ng + 1, sizeof(gw_upstream_group_t));
@@ -352,6 +359,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
   }
   free(cfg->groups);
   gw_settings_dispose(&cfg->settings);
+  free(cfg->resolver_servers);
   if (cfg->mrb) mrb_close(cfg->mrb);
   free(cfg->path);
   free(cfg);

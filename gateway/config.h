@@ -77,6 +77,9 @@ typedef struct {
   gw_upstream_group_t *groups; /* owned array */
   size_t ngroups;
   gw_settings_t settings;  /* pid file, logs (settings.c) */
+  char *resolver_servers;  /* owned "ip:port,..." or NULL: /etc/resolv.conf */
+  int resolver_timeout_ms; /* 0: the resolver's default */
+  int resolver_tries;
 } gw_config_t;
 
 /* The group called name (len bytes), or NULL. */

@@ -20,13 +20,13 @@
 #include "log.h"
 #include "proxy.h"
 #include "stats.h"
-#include "upstream.h"
+#include "exchange.h"
 #include "worker.h"
 
 typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
   gw_request_t *req;
-  gw_client_req_t *client;
+  gw_exchange_t *client;   /* resolve + send */
   double sent_ms;
   gw_upstream_group_t *group; /* NULL for a literal address */
   gw_upstream_server_t *server; /* the group's server in use, or NULL */
@@ -184,7 +184,7 @@ static void op_free(proxy_op_t *op)
 static void cancel_op(gw_pending_t *p)
 {
   proxy_op_t *op = (proxy_op_t *)p;
-  gw_client_cancel(op->client);
+  gw_exchange_cancel(op->client);
   if (op->server) op->server->active--;
   op_free(op);
 }
@@ -205,7 +205,7 @@ static int send_op(proxy_op_t *op)
   }
   op->tries++;
   op->sent_ms = gw_now_ms();
-  op->client = gw_client_request(req->worker->pool, &op->params, on_upstream_done, op);
+  op->client = gw_exchange_start(req->worker->pool, req->worker->resolver, &op->params, on_upstream_done, op);
   if (op->client == NULL && op->server) op->server->active--;
   return op->client ? 0 : -1;
 }
@@ -213,20 +213,20 @@ static int send_op(proxy_op_t *op)
 static int is_connect_failure(const char *err)
 {
   return strcmp(err, "connection refused") == 0 || strcmp(err, "upstream connect timed out") == 0 ||
-         strcmp(err, "cannot connect to upstream") == 0;
+         strcmp(err, "cannot connect to upstream") == 0 || strcmp(err, "host not found") == 0;
 }
 
 static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
-  op->client = NULL; /* freed by the client after we return */
+  op->client = NULL; /* freed once we return */
   req->upstream_ms = gw_now_ms() - op->sent_ms;
   note_result(op, err != NULL && (is_connect_failure(err) || timed_out));
   if (err && op->group && is_connect_failure(err)) { /* nothing was sent: the next server */
     gw_upstream_server_t *next = pick_server(op->group, op->tried, NULL);
     if (next) {
-      gw_log_warn("proxy %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, req->upstream_addr,
+      gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, req->upstream_addr,
                   err, next->label);
       op->tried |= 1u << ((size_t)(next - op->group->servers) % 32);
       op->server = next;
@@ -245,7 +245,7 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
   op_free(op);
   if (err) {
     gw_stats_self->upstream_failures++;
-    gw_log_error("proxy %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
+    gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
   } else {
     req->upstream_status = res->status;
@@ -350,14 +350,7 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
   gw_headers_init(&op->headers);
   if (u.unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u.unix_path);
-  } else if (!u.is_ip) { /* a named upstream group */
-    op->group = gw_config_group(w->config, u.host, strlen(u.host));
-    if (op->group == NULL) {
-      gw_log_error("proxy_pass %s: no upstream group named \"%s\" (and host names are not resolved)", url, u.host);
-      op_free(op);
-      fail_now(req, 502);
-      return;
-    }
+  } else if (!u.is_ip && (op->group = gw_config_group(w->config, u.host, strlen(u.host))) != NULL) {
     op->server = pick_server(op->group, 0, key);
     if (op->server == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u.host);
@@ -366,7 +359,7 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
       return;
     }
     op->tried = 1u << ((size_t)(op->server - op->group->servers) % 32);
-  } else {
+  } else { /* an IP literal, or a host name resolved on the loop (exchange.c) */
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", u.hostport);
   }
   snprintf(op->host, sizeof(op->host), "%s", u.host);

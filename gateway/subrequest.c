@@ -13,6 +13,7 @@
 #include <event2/event_struct.h>
 
 #include "log.h"
+#include "exchange.h"
 #include "proxy.h"
 #include "stats.h"
 #include "subrequest.h"
@@ -24,7 +25,7 @@
 struct gw_subreq_s {
   gw_request_t *parent;
   gw_request_t *child;        /* internal target: the child request; else NULL */
-  gw_client_req_t *client;    /* URL target: the upstream exchange; else NULL */
+  gw_exchange_t *client;      /* URL target: the upstream exchange; else NULL */
   struct event step_ev;       /* starts the child / delivers the result */
   struct event timeout_ev;
   int has_timeout;
@@ -43,7 +44,7 @@ static void subreq_free(gw_subreq_t *s)
   gw_stats_self->subrequests_in_flight--;
   event_del(&s->step_ev);
   event_del(&s->timeout_ev);
-  if (s->client) gw_client_cancel(s->client);
+  if (s->client) gw_exchange_cancel(s->client);
   if (s->child) {
     if (s->child->running) gw_request_abort(s->child);
     gw_request_dispose(s->child);
@@ -109,7 +110,7 @@ static void on_start_child(evutil_socket_t fd, short what, void *arg)
 static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
 {
   gw_subreq_t *s = arg;
-  s->client = NULL; /* freed by the client after we return */
+  s->client = NULL; /* freed once we return */
   if (err) {
     s->err = err;
     s->timed_out = timed_out;
@@ -130,7 +131,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   if (s->client) {
-    gw_client_cancel(s->client);
+    gw_exchange_cancel(s->client);
     s->client = NULL;
   }
   if (s->child && s->child->running) gw_request_abort(s->child);
@@ -228,7 +229,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
       .body_len = p->body_len,
       .timeout_ms = p->timeout_ms,
     };
-    s->client = gw_client_request(w->pool, &cp, on_client_done, s);
+    s->client = gw_exchange_start(w->pool, w->resolver, &cp, on_client_done, s);
     gw_headers_dispose(&hs);
     if (s->client == NULL) {
       subreq_free(s);

@@ -63,6 +63,14 @@ void gw_worker_publish_stats(gw_worker_t *w)
   st->upstream_reused = us.reused;
   st->upstream_retried = us.retried;
   st->upstream_idle = (uint32_t)us.idle;
+  if (w->resolver) {
+    gw_resolver_stats_t rs;
+    gw_resolver_stats(w->resolver, &rs);
+    st->dns_lookups = rs.lookups;
+    st->dns_cache_hits = rs.cache_hits;
+    st->dns_failures = rs.failures;
+    st->dns_cache_entries = (uint32_t)rs.cache_entries;
+  }
 }
 
 static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
@@ -204,6 +212,14 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   for (size_t i = 0; i < cfg->ngroups; i++)
     if (cfg->groups[i].keepalive > keepalive) keepalive = cfg->groups[i].keepalive;
   w->pool = gw_upstream_pool_new(w->base, keepalive, 60000);
+  gw_resolver_config_t rc = {
+    .servers = cfg->resolver_servers,
+    .timeout_ms = cfg->resolver_timeout_ms,
+    .tries = cfg->resolver_tries,
+  };
+  char err[256];
+  w->resolver = gw_resolver_new(w->base, &rc, err, sizeof(err));
+  if (w->resolver == NULL) gw_log_error("DNS resolver: %s; host names will not resolve", err);
 
   int sigs[] = {SIGTERM, SIGINT, SIGQUIT};
   for (int i = 0; i < 3; i++) {
@@ -236,6 +252,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   }
   event_base_loop(w->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(w->pool);
+  if (w->resolver) gw_resolver_free(w->resolver);
   for (int i = 0; i < 3; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);

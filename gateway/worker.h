@@ -7,6 +7,7 @@
 
 #include "config.h"
 #include "request.h"
+#include "resolver.h"
 #include "upstream.h"
 
 struct gw_worker_s {
@@ -27,6 +28,7 @@ struct gw_worker_s {
   mrb_sym sym_new;
 
   gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */
+  gw_resolver_t *resolver;  /* c-ares on this loop; NULL if it could not start */
 
   struct event *listen_ev;
   struct event *accept_pause_ev; /* re-enables accept after EMFILE */

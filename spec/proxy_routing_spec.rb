@@ -20,7 +20,10 @@ RSpec.describe 'req.proxy_pass from a handler' do
 
   def gateway_with(locations, prelude = '')
     @port = free_port
+    # Names resolve against a closed loopback port (tests never query the
+    # machine's own DNS server): an unknown name fails at once.
     @gw = start_gateway(<<~RUBY, ports: [@port])
+      resolver "127.0.0.1:#{free_port}", timeout: 0.2, tries: 1
       #{prelude}
       server listen: "127.0.0.1:#{@port}", workers: 1 do
         location "/pid" do Gateway.pid.to_s end

@@ -15,9 +15,12 @@ module Gateway
       @current = Config.new
     end
 
+    attr_accessor :resolver
+
     def initialize
       @servers = []
       @upstreams = {}
+      @resolver = nil
     end
   end
 
@@ -160,8 +163,8 @@ module Gateway
           raise ArgumentError, "upstream #{name}: weight must be an Integer from 1 to 100, got #{weight.inspect}"
         end
         @weights << weight
-        unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.ip_port?(addr))
-          raise ArgumentError, "upstream #{name}: server must be \"IP:port\" or \"unix:/path\", got #{s.inspect}"
+        unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.host_port?(addr))
+          raise ArgumentError, "upstream #{name}: server must be \"host:port\" or \"unix:/path\", got #{s.inspect}"
         end
         addr
       end
@@ -184,14 +187,16 @@ module Gateway
       @timeout = timeout
     end
 
-    def self.ip_port?(addr)
+    # "IP:port", "[v6]:port" or "host.name:port" (resolved on the worker's
+    # loop with c-ares, honouring /etc/hosts and the answers' TTL).
+    def self.host_port?(addr)
       i = addr.rindex(":")
       return false unless i && i > 0
       port = addr[i + 1..-1]
-      return false if port.empty? || !port.bytes.all? { |b| b >= 48 && b <= 57 } || port.to_i > 65535
+      return false if port.empty? || !port.bytes.all? { |b| b >= 48 && b <= 57 } || port.to_i > 65535 || port.to_i == 0
       host = addr[0, i]
       host = host[1..-2] if host.start_with?("[") && host.end_with?("]")
-      host.bytes.all? { |b| (b >= 48 && b <= 57) || b == 46 || b == 58 || (b >= 97 && b <= 102) || (b >= 65 && b <= 70) }
+      host.bytes.all? { |b| (b >= 48 && b <= 58) || b == 45 || b == 46 || (b >= 97 && b <= 122) || (b >= 65 && b <= 90) }
     end
   end
 end
@@ -222,4 +227,18 @@ def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
   cfg.upstreams[up.name] = up
   up
+end
+
+# resolver "127.0.0.1:53", timeout: 2, tries: 2
+# The DNS servers for host names in proxy_pass URLs, upstream servers and URL
+# sub-requests (default: /etc/resolv.conf). /etc/hosts is read first. A try
+# waits `timeout` seconds (c-ares doubles it on each further round).
+def resolver(servers, timeout: 2, tries: 2)
+  list = servers.is_a?(Array) ? servers : [servers]
+  unless !list.empty? && list.all? { |x| x.is_a?(String) && !x.empty? && !x.include?(",") && !x.include?(" ") }
+    raise ArgumentError, "resolver: give \"IP[:port]\" or an Array of them, got #{servers.inspect}"
+  end
+  raise ArgumentError, "resolver: timeout must be a positive number of seconds" unless timeout.is_a?(Numeric) && timeout > 0
+  raise ArgumentError, "resolver: tries must be an Integer from 1 to 10" unless tries.is_a?(Integer) && tries >= 1 && tries <= 10
+  Gateway::Config.current.resolver = { servers: list.join(","), timeout: timeout, tries: tries }
 end

@@ -1,0 +1,126 @@
+/* exchange.c - resolve, then send: the glue between resolver.c and upstream.c
+ * for proxy_pass and URL sub-requests. While the name is being resolved the
+ * exchange keeps its own copy of what gw_client_request() needs; after that
+ * the upstream client owns the request and this struct only forwards the
+ * completion. */
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exchange.h"
+#include "log.h"
+
+struct gw_exchange_s {
+  gw_upstream_pool_t *pool;
+  gw_client_req_t *client;  /* the HTTP exchange, once started */
+  gw_resolve_t *lookup;     /* the DNS lookup in flight, or NULL */
+  gw_client_done_cb cb;
+  void *arg;
+  /* copies kept while resolving */
+  gw_client_params_t params;
+  char *host, *method, *target, *body;
+  gw_headers_t headers;
+};
+
+static void exchange_free(gw_exchange_t *x)
+{
+  free(x->host);
+  free(x->method);
+  free(x->target);
+  free(x->body);
+  gw_headers_dispose(&x->headers);
+  free(x);
+}
+
+static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+{
+  gw_exchange_t *x = arg;
+  gw_client_done_cb cb = x->cb;
+  void *cb_arg = x->arg;
+  exchange_free(x); /* the client frees its own request after we return */
+  cb(err, timed_out, res, cb_arg);
+}
+
+static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t addrlen, void *arg)
+{
+  gw_exchange_t *x = arg;
+  (void)addrlen;
+  x->lookup = NULL;
+  if (err) {
+    gw_log_error("cannot resolve upstream host \"%s\": %s", x->host, err);
+    gw_client_done_cb cb = x->cb;
+    void *cb_arg = x->arg;
+    int timed_out = strcmp(err, "DNS server did not answer") == 0;
+    exchange_free(x);
+    cb(err, timed_out, NULL, cb_arg);
+    return;
+  }
+  char ip[INET6_ADDRSTRLEN];
+  if (addr->sa_family == AF_INET6)
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, ip, sizeof(ip));
+  else
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, ip, sizeof(ip));
+  x->params.host = ip;
+  x->client = gw_client_request(x->pool, &x->params, on_client_done, x);
+  if (x->client == NULL) {
+    gw_client_done_cb cb = x->cb;
+    void *cb_arg = x->arg;
+    exchange_free(x);
+    cb("cannot connect to upstream", 0, NULL, cb_arg);
+  }
+}
+
+static int is_ip(const char *host)
+{
+  struct in6_addr a;
+  return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
+}
+
+gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *p,
+                                 gw_client_done_cb cb, void *arg)
+{
+  gw_exchange_t *x = calloc(1, sizeof(*x));
+  if (x == NULL) return NULL;
+  x->pool = pool;
+  x->cb = cb;
+  x->arg = arg;
+  gw_headers_init(&x->headers);
+  if (p->unix_path || is_ip(p->host) || resolver == NULL) {
+    x->client = gw_client_request(pool, p, on_client_done, x);
+    if (x->client == NULL) {
+      exchange_free(x);
+      return NULL;
+    }
+    return x;
+  }
+  /* Keep copies until the name is resolved. */
+  x->params = *p;
+  x->host = strdup(p->host);
+  x->method = strdup(p->method);
+  x->target = strdup(p->target);
+  x->body = p->body_len ? malloc(p->body_len) : NULL;
+  int oom = !x->host || !x->method || !x->target || (p->body_len && !x->body);
+  if (!oom && p->body_len) memcpy(x->body, p->body, p->body_len);
+  for (size_t i = 0; !oom && p->headers && i < p->headers->count; i++) {
+    const gw_header_t *h = &p->headers->items[i];
+    oom = gw_headers_add(&x->headers, h->name, h->name_len, h->value, h->value_len) != 0;
+  }
+  x->params.method = x->method;
+  x->params.target = x->target;
+  x->params.body = x->body;
+  x->params.headers = &x->headers;
+  if (!oom) x->lookup = gw_resolve(resolver, x->host, p->port, on_resolved, x);
+  if (oom || x->lookup == NULL) {
+    exchange_free(x);
+    return NULL;
+  }
+  return x;
+}
+
+void gw_exchange_cancel(gw_exchange_t *x)
+{
+  if (x == NULL) return;
+  if (x->lookup) gw_resolve_cancel(x->lookup);
+  if (x->client) gw_client_cancel(x->client);
+  exchange_free(x);
+}

@@ -1,0 +1,21 @@
+/* exchange.h - one request to an upstream that may be named by a host name:
+ * resolved on the worker's loop (resolver.c), then sent (upstream.c). */
+#ifndef GW_EXCHANGE_H
+#define GW_EXCHANGE_H
+
+#include "resolver.h"
+#include "upstream.h"
+
+typedef struct gw_exchange_s gw_exchange_t;
+
+/* As gw_client_request(), except that params->host may be a host name: it is
+ * resolved first with `resolver` (IP literals and unix paths skip that). A
+ * failed lookup completes with err "host not found", "DNS server did not
+ * answer" (timed_out = 1), ...; the host name is logged. NULL when out of memory. */
+gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *params,
+                                 gw_client_done_cb cb, void *arg);
+
+/* Abandons it (lookup or exchange): no callback afterwards. */
+void gw_exchange_cancel(gw_exchange_t *x);
+
+#endif
