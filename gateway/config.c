@@ -100,6 +100,9 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
 
   gw_settings_read(mrb, current, &cfg->settings);
 
+  mrb_value limit = iv(mrb, current, "@vm_memory_limit");
+  if (!mrb_nil_p(limit)) gw_vm_set_memory_limit(mrb, (size_t)mrb_as_float(mrb, limit));
+
   mrb_value res = iv(mrb, current, "@resolver");
   if (mrb_hash_p(res)) {
     cfg->resolver_servers = dup_str(mrb, mrb_hash_get(mrb, res, mrb_symbol_value(mrb_intern_lit(mrb, "servers"))));
@@ -360,7 +363,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
   free(cfg->groups);
   gw_settings_dispose(&cfg->settings);
   free(cfg->resolver_servers);
-  if (cfg->mrb) mrb_close(cfg->mrb);
+  if (cfg->mrb) gw_vm_close(cfg->mrb);
   free(cfg->path);
   free(cfg);
 }

@@ -17,8 +17,13 @@
 #include "stats.h"
 #include "subrequest.h"
 
-/* A VM with every gem of build_config.rb loaded. NULL with err set on failure. */
+/* A VM with every gem of build_config.rb loaded, its memory capped at
+ * GW_VM_MEMORY_LIMIT until gw_vm_set_memory_limit(). NULL with err set on
+ * failure. Closed with gw_vm_close(). */
+#define GW_VM_MEMORY_LIMIT ((size_t)512 << 20)
 mrb_state *gw_vm_open(char *err, size_t errlen);
+void gw_vm_set_memory_limit(mrb_state *mrb, size_t bytes);
+void gw_vm_close(mrb_state *mrb);
 
 /* The request whose handler fiber is running; raises if called outside a
  * handler (e.g. at config time). */

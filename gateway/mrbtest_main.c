@@ -73,6 +73,6 @@ int main(int argc, char **argv)
   mrb_int passed = mrb_integer(mrb_gv_get(mrb, mrb_intern_lit(mrb, "$gw_passed")));
   mrb_int failed = mrb_integer(mrb_gv_get(mrb, mrb_intern_lit(mrb, "$gw_failed")));
   printf("mrbtest: %d passed, %d failed\n", (int)passed, (int)(failed + broken));
-  mrb_close(mrb);
+  gw_vm_close(mrb);
   return failed || broken ? 1 : 0;
 }

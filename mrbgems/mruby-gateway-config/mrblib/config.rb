@@ -15,7 +15,7 @@ module Gateway
       @current = Config.new
     end
 
-    attr_accessor :resolver
+    attr_accessor :resolver, :vm_memory_limit
 
     def initialize
       @servers = []
@@ -241,4 +241,15 @@ def resolver(servers, timeout: 2, tries: 2)
   raise ArgumentError, "resolver: timeout must be a positive number of seconds" unless timeout.is_a?(Numeric) && timeout > 0
   raise ArgumentError, "resolver: tries must be an Integer from 1 to 10" unless tries.is_a?(Integer) && tries >= 1 && tries <= 10
   Gateway::Config.current.resolver = { servers: list.join(","), timeout: timeout, tries: tries }
+end
+
+# vm_memory_limit 256 * 1024 * 1024
+# Caps the memory of each worker's mruby VM (default 512 MiB). A handler that
+# allocates past it gets NoMemoryError: a 500 for that request, the worker
+# and every other request carry on.
+def vm_memory_limit(bytes)
+  unless bytes.is_a?(Integer) && bytes >= 16 * 1024 * 1024
+    raise ArgumentError, "vm_memory_limit: bytes must be an Integer of at least 16 MiB, got #{bytes.inspect}"
+  end
+  Gateway::Config.current.vm_memory_limit = bytes
 end

@@ -186,11 +186,14 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
   mrb_value text = mrb_str_new_cstr(mrb, "");
-  if (mrb_array_p(bt))
-    for (mrb_int i = 0; i < RARRAY_LEN(bt); i++) {
+  if (mrb_array_p(bt)) { /* the first frames tell; a SystemStackError has thousands */
+    mrb_int n = RARRAY_LEN(bt), shown = n > 16 ? 16 : n;
+    for (mrb_int i = 0; i < shown; i++) {
       mrb_str_cat_lit(mrb, text, "\n    from ");
       mrb_str_cat_str(mrb, text, mrb_obj_as_string(mrb, mrb_ary_ref(mrb, bt, i)));
     }
+    if (n > shown) mrb_str_cat_str(mrb, text, mrb_format(mrb, "\n    ... %i more frames", n - shown));
+  }
   gw_log_error("handler for %s %.*s raised %s: %s%s", r->method, (int)r->path_len, r->target,
                mrb_obj_classname(mrb, exc), mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?",
                mrb_string_cstr(mrb, text));
