@@ -36,6 +36,7 @@
 #define OWN_BUF_MIN (16 * 1024)
 #define OUT_HIGH_WATER (256 * 1024) /* stop taking pipelined requests above this */
 #define LINGER_MS 2000
+#define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
 
@@ -593,9 +594,16 @@ static void conn_on_finish(gw_request_t *req)
 
 void gw_conn_shutdown(gw_conn_t *c, int graceful)
 {
-  if (!graceful || (c->state == GW_CONN_IDLE && c->len == c->pos)) {
+  if (!graceful) {
     conn_close(c);
-    return;
+  } else if (c->state == GW_CONN_IDLE) {
+    /* Closing an idle keep-alive connection now races with a request the
+     * client may be sending this instant (it would see a reset). Give it a
+     * moment instead: a request that comes is answered with Connection:
+     * close (the worker is stopping), an idle client is closed after it. */
+    int ms = c->server->limits.keepalive_timeout_ms;
+    set_timer(c, ms < GW_DRAIN_IDLE_MS ? ms : GW_DRAIN_IDLE_MS);
+  } else {
+    c->close_after = 1; /* answered, then closed */
   }
-  c->close_after = 1; /* answered, then closed */
 }
