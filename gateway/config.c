@@ -250,7 +250,8 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
     return NULL;
   }
   mrb_bool failed = FALSE;
-  mrb_protect_error(mrb, read_config, cfg, &failed);
+  mrb_value res = mrb_protect_error(mrb, read_config, cfg, &failed);
+  if (failed && mrb->exc == NULL && mrb_exception_p(res)) mrb->exc = mrb_obj_ptr(res); /* raised in C */
   if (failed || mrb->exc) {
     format_error(mrb, path, err, errlen);
     gw_config_free(cfg, NULL);

@@ -80,6 +80,7 @@ typedef struct {
   char *resolver_servers;  /* owned "ip:port,..." or NULL: /etc/resolv.conf */
   int resolver_timeout_ms; /* 0: the resolver's default */
   int resolver_tries;
+  int generation;          /* 0 at start, +1 per reload (set by the master) */
 } gw_config_t;
 
 /* The group called name (len bytes), or NULL. */

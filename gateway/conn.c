@@ -82,6 +82,7 @@ static int on_message_begin(llhttp_t *p)
   c->hname_len = c->hvalue_len = 0;
   c->req.target_len = 0;
   c->req.start_ms = gw_now_ms();
+  c->req.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
     if (c->requests > 0) set_timer(c, c->server->limits.header_timeout_ms);
@@ -93,6 +94,7 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
   gw_request_t *r = &c->req;
+  if (r->target_len == 0) r->method = llhttp_method_name(p->method); /* for the access log of a rejected head */
   if (r->target_len + n > c->server->limits.max_request_line) return reject(c, 414);
   c->head_bytes += n;
   return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
@@ -383,8 +385,10 @@ static void reject_request(gw_conn_t *c, int status)
   r->head = 0;
   r->http_minor = 1;
   gw_request_simple_response(r, status, NULL);
+  size_t before = evbuffer_get_length(c->out);
   gw_response_write(r, c->out, c->worker, 0);
   gw_stats_self->responses[status / 100]++;
+  gw_access_log_write(r, status, evbuffer_get_length(c->out) - before);
   gw_request_reset(r);
   c->close_after = 1;
   c->state = GW_CONN_BUSY; /* stop parsing */
@@ -502,9 +506,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
       return;
     }
     /* EOF or error. A client that leaves mid-request is logged (nginx's 499). */
-    if (c->state == GW_CONN_BUSY && c->req.running)
+    if (c->state == GW_CONN_BUSY && c->req.running) {
       gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->req.remote_addr,
                   c->req.method, (int)c->req.path_len, c->req.target);
+      gw_access_log_write(&c->req, 499, 0); /* nginx's 499: nothing was sent */
+    }
     conn_close(c);
     conn_leave(c);
     return;

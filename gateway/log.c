@@ -1,16 +1,24 @@
 /* log.c - the error log. Every line: timestamp, level, process role, message.
- * Writes go straight to fd 2 in one write(2) so lines from the master and the
- * workers never interleave mid-line. */
+ * Writes go straight to the log's fd (stderr, or a file opened O_APPEND) in
+ * one write(2), so lines from the master and the workers never interleave
+ * mid-line. The master opens the file; workers inherit the descriptor. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "log.h"
 
 gw_log_level_t gw_log_min_level = GW_LOG_NOTICE;
+
+static int log_fd = STDERR_FILENO;
+static char *log_path; /* owned; NULL: stderr */
 
 static char role[32] = "master";
 
@@ -59,6 +67,43 @@ void gw_log(gw_log_level_t level, const char *fmt, ...)
   n += m;
   if (n > (int)sizeof(line) - 2) n = (int)sizeof(line) - 2;
   line[n++] = '\n';
-  ssize_t w = write(STDERR_FILENO, line, (size_t)n);
+  ssize_t w = write(log_fd, line, (size_t)n);
   (void)w;
+}
+
+int gw_log_file_open(const char *path, char *err, size_t errlen)
+{
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0644);
+  if (fd < 0) snprintf(err, errlen, "%s: %s", path, strerror(errno));
+  return fd;
+}
+
+void gw_log_use(int fd, const char *path, gw_log_level_t level)
+{
+  char *copy = path ? strdup(path) : NULL;
+  if (log_fd != STDERR_FILENO) close(log_fd);
+  free(log_path);
+  if (path && copy == NULL) { /* out of memory: stay on stderr */
+    close(fd);
+    fd = STDERR_FILENO;
+  }
+  log_fd = path ? fd : STDERR_FILENO;
+  log_path = copy;
+  gw_log_min_level = level;
+}
+
+void gw_log_reopen(void)
+{
+  if (log_path) {
+    char err[512];
+    int fd = gw_log_file_open(log_path, err, sizeof(err));
+    if (fd < 0) {
+      gw_log_error("reopening the error log: %s", err);
+    } else {
+      /* dup3 swaps the file under the same descriptor number in one step. */
+      dup3(fd, log_fd, O_CLOEXEC);
+      close(fd);
+    }
+  }
+  gw_access_log_reopen();
 }

@@ -2,6 +2,8 @@
 #ifndef GW_LOG_H
 #define GW_LOG_H
 
+#include <stddef.h>
+
 typedef enum {
   GW_LOG_DEBUG = 0,
   GW_LOG_INFO,
@@ -22,6 +24,20 @@ int gw_log_level_from_name(const char *name);
 const char *gw_log_level_name(gw_log_level_t level);
 
 void gw_log(gw_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Opens path for appending (created 0644; O_CLOEXEC). Returns the fd, or -1
+ * with err set to "PATH: reason". Shared by the error and access logs. */
+int gw_log_file_open(const char *path, char *err, size_t errlen);
+
+/* Makes this process log to fd (from gw_log_file_open, owned from now on)
+ * or, when path is NULL, to stderr (fd ignored); lines below level are
+ * dropped. The previous log file is closed. Workers inherit it on fork. */
+void gw_log_use(int fd, const char *path, gw_log_level_t level);
+
+/* SIGUSR1 (logrotate): reopens every log file of this process at its path,
+ * the error log and the access log; a file renamed away stops receiving
+ * lines. Failures are logged and the old file is kept. */
+void gw_log_reopen(void);
 
 #define gw_log_crit(...) gw_log(GW_LOG_CRIT, __VA_ARGS__)
 #define gw_log_error(...) gw_log(GW_LOG_ERROR, __VA_ARGS__)

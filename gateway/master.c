@@ -6,10 +6,18 @@
  *                 workers (listening sockets are kept) and let the old drain
  *   SIGQUIT       graceful stop: workers finish in-flight requests, then exit
  *   SIGTERM/INT   fast stop
+ *   SIGUSR1       reopen the log files (logrotate), then have every worker
+ *                 reopen its own
  *
  * Signals are blocked and taken synchronously with sigwaitinfo(), so no
- * handler ever runs in the middle of the master's own work. */
+ * handler ever runs in the middle of the master's own work.
+ *
+ * The master also owns the pid file (written at start, moved when a reload
+ * changes `pid`, removed at exit) and opens the error and access logs, which
+ * the workers inherit; gw_master_signal() is the other end: `gateway -s`. */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "access_log.h"
 #include "config.h"
 #include "log.h"
 #include "master.h"
@@ -38,6 +47,102 @@ typedef struct {
 static worker_slot_t workers[MAX_WORKERS];
 static int generation;
 static gw_config_t *config;
+
+/* -- pid file ----------------------------------------------------------------- */
+
+/* Writes "PID\n" to a temporary file next to path and renames it over path:
+ * readers never see a half-written file, and a symlink planted at path is
+ * replaced, not followed. */
+static int pid_file_write(const char *path, char *err, size_t errlen)
+{
+  char tmp[PATH_MAX + 32];
+  char buf[32];
+  int n = snprintf(buf, sizeof(buf), "%d\n", (int)getpid());
+  snprintf(tmp, sizeof(tmp), "%s.%d.tmp", path, (int)getpid());
+  unlink(tmp);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) goto fail;
+  if (write(fd, buf, (size_t)n) != n) {
+    int e = errno;
+    close(fd);
+    unlink(tmp);
+    errno = e;
+    goto fail;
+  }
+  close(fd);
+  if (rename(tmp, path) < 0) {
+    int e = errno;
+    unlink(tmp);
+    errno = e;
+    goto fail;
+  }
+  return 0;
+fail:
+  snprintf(err, errlen, "pid file %s: %s", path, strerror(errno));
+  return -1;
+}
+
+/* The pid in the file at path, or -1 (missing: errno ENOENT; garbage: 0 with EINVAL). */
+static long pid_file_read(const char *path)
+{
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) return -1;
+  long pid = 0;
+  char extra;
+  int ok = fscanf(fp, "%ld", &pid) == 1 && pid > 0 && fscanf(fp, " %c", &extra) != 1;
+  fclose(fp);
+  if (!ok) {
+    errno = EINVAL;
+    return 0;
+  }
+  return pid;
+}
+
+/* Removes the pid file if it still names this process (another master may
+ * have taken the path over). */
+static void pid_file_remove(const char *path)
+{
+  if (pid_file_read(path) == (long)getpid()) unlink(path);
+}
+
+/* -- logs --------------------------------------------------------------------- */
+
+typedef struct {
+  int error_fd;               /* -1: stderr */
+  gw_access_log_t *access;    /* NULL: off */
+} logs_t;
+
+/* Opens the log files that s names; nothing changes on failure. */
+static int logs_open(const gw_settings_t *s, logs_t *l, char *err, size_t errlen)
+{
+  char why[768];
+  l->error_fd = -1;
+  l->access = NULL;
+  if (s->error_log == GW_LOG_TO_FILE && (l->error_fd = gw_log_file_open(s->error_log_path, why, sizeof(why))) < 0) {
+    snprintf(err, errlen, "error_log %s", why);
+    return -1;
+  }
+  if (gw_access_log_new(s, &l->access, why, sizeof(why)) < 0) {
+    snprintf(err, errlen, "access_log %s", why);
+    if (l->error_fd >= 0) close(l->error_fd);
+    l->error_fd = -1;
+    return -1;
+  }
+  return 0;
+}
+
+static void logs_close(logs_t *l)
+{
+  if (l->error_fd >= 0) close(l->error_fd);
+  gw_access_log_free(l->access);
+}
+
+/* Makes the logs opened by logs_open() this process's (and future workers'). */
+static void logs_use(const gw_settings_t *s, logs_t *l)
+{
+  gw_log_use(l->error_fd, l->error_fd >= 0 ? s->error_log_path : NULL, (gw_log_level_t)s->error_log_level);
+  gw_access_log_use(l->access);
+}
 
 static double since(const struct timespec *t)
 {
@@ -60,7 +165,11 @@ static int spawn(size_t server, int index)
     gw_log_error("fork: %s", strerror(errno));
     return -1;
   }
-  if (pid == 0) gw_worker_run(config, &config->servers[server], index);
+  if (pid == 0) {
+    /* Until the worker's loop takes SIGUSR1 (reopen), it must not kill it. */
+    signal(SIGUSR1, SIG_IGN);
+    gw_worker_run(config, &config->servers[server], index);
+  }
   slot->pid = pid;
   slot->generation = generation;
   slot->server = server;
@@ -130,20 +239,31 @@ static void reload(void)
   char err[1024];
   gw_log_notice("reloading %s", config->path);
   gw_config_t *next = gw_config_load(config->path, err, sizeof(err));
-  if (next == NULL || gw_config_listen(next, config, err, sizeof(err)) < 0) {
-    gw_log_error("reload failed, keeping the running configuration: %s", err);
-    gw_config_free(next, config);
-    return;
+  logs_t logs;
+  if (next == NULL || gw_settings_resolve(&next->settings, next->path, err, sizeof(err)) < 0 ||
+      gw_config_listen(next, config, err, sizeof(err)) < 0)
+    goto fail;
+  if (logs_open(&next->settings, &logs, err, sizeof(err)) < 0) goto fail;
+  int pid_moved = strcmp(next->settings.pid_path, config->settings.pid_path) != 0;
+  if (pid_moved && pid_file_write(next->settings.pid_path, err, sizeof(err)) < 0) {
+    logs_close(&logs);
+    goto fail;
   }
+  if (pid_moved) pid_file_remove(config->settings.pid_path);
+  logs_use(&next->settings, &logs);
   int old_generation = generation;
   /* Close the old config's own sockets first, or the new workers would
    * inherit them and keep a port open that the new config dropped. */
   gw_config_free(config, next);
   config = next;
-  generation++;
+  config->generation = ++generation;
   spawn_all();
   signal_workers(SIGQUIT, old_generation); /* old workers drain and exit */
   gw_log_notice("reloaded: generation %d", generation);
+  return;
+fail:
+  gw_log_error("reload failed, keeping the running configuration: %s", err);
+  gw_config_free(next, config);
 }
 
 static void stop(int graceful)
@@ -180,6 +300,19 @@ int gw_master_run(gw_config_t *cfg)
   sigprocmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
 
+  /* Signals are blocked already: a `gateway -s` that reads the pid file the
+   * moment it appears is queued, not fatal. */
+  char err[1024];
+  logs_t logs;
+  int opened = logs_open(&config->settings, &logs, err, sizeof(err)) == 0;
+  if (!opened || pid_file_write(config->settings.pid_path, err, sizeof(err)) < 0) {
+    if (opened) logs_close(&logs);
+    fprintf(stderr, "%s: %s\n", config->path, err);
+    gw_config_free(config, NULL);
+    return 1;
+  }
+  logs_use(&config->settings, &logs);
+
   spawn_all();
   gw_log_notice("ready: %zu server(s), master pid %d", config->nservers, (int)getpid());
 
@@ -198,11 +331,87 @@ int gw_master_run(gw_config_t *cfg)
     case SIGTERM:
     case SIGINT:
       stop(sig == SIGQUIT);
+      pid_file_remove(config->settings.pid_path);
       gw_config_free(config, NULL);
       gw_log_notice("exit");
+      gw_log_use(-1, NULL, gw_log_min_level); /* close the files: a clean exit for leak checkers */
+      gw_access_log_use(NULL);
       return 0;
+    case SIGUSR1:
+      gw_log_reopen();
+      gw_log_notice("reopened the log files");
+      signal_workers(SIGUSR1, -1);
+      break;
     default:
       break;
     }
   }
+}
+
+/* -- gateway -s ---------------------------------------------------------------- */
+
+static const struct {
+  const char *action;
+  int sig;
+} actions[] = {{"reload", SIGHUP}, {"stop", SIGTERM}, {"quit", SIGQUIT}, {"reopen", SIGUSR1}};
+
+int gw_master_signal_number(const char *action)
+{
+  for (size_t i = 0; i < sizeof(actions) / sizeof(actions[0]); i++)
+    if (strcmp(actions[i].action, action) == 0) return actions[i].sig;
+  return -1;
+}
+
+/* The command name of process pid ("gateway"), or "" when unknown. */
+static void comm_of(const char *pid, char *buf, size_t len)
+{
+  char path[64];
+  snprintf(path, sizeof(path), "/proc/%s/comm", pid);
+  buf[0] = '\0';
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) return;
+  if (fgets(buf, (int)len, fp) == NULL) buf[0] = '\0';
+  buf[strcspn(buf, "\n")] = '\0';
+  fclose(fp);
+}
+
+int gw_master_signal(const gw_config_t *cfg, const char *action)
+{
+  int sig = gw_master_signal_number(action);
+  const char *path = cfg->settings.pid_path;
+  if (sig < 0) {
+    fprintf(stderr, "gateway: unknown signal \"%s\" (use reload, stop, quit or reopen)\n", action);
+    return 1;
+  }
+  errno = 0;
+  long pid = pid_file_read(path);
+  if (pid < 0) {
+    fprintf(stderr, "gateway: cannot %s: pid file %s: %s (is the gateway of %s running?)\n", action, path,
+            strerror(errno), cfg->path);
+    return 1;
+  }
+  if (pid == 0) {
+    fprintf(stderr, "gateway: cannot %s: pid file %s does not hold a process id\n", action, path);
+    return 1;
+  }
+  /* A pid file left by a killed master may name a process that reused the
+   * number: signal it only if it runs the same program as we do. */
+  char spid[24], mine[64], theirs[64];
+  snprintf(spid, sizeof(spid), "%ld", pid);
+  comm_of("self", mine, sizeof(mine));
+  comm_of(spid, theirs, sizeof(theirs));
+  if (mine[0] && theirs[0] && strcmp(mine, theirs) != 0) {
+    fprintf(stderr, "gateway: cannot %s: pid file %s names process %ld (%s), not a gateway: a stale pid file?\n",
+            action, path, pid, theirs);
+    return 1;
+  }
+  if (kill((pid_t)pid, sig) < 0) {
+    if (errno == ESRCH)
+      fprintf(stderr, "gateway: cannot %s: process %ld from pid file %s is not running: a stale pid file?\n", action,
+              pid, path);
+    else
+      fprintf(stderr, "gateway: cannot %s: kill %ld: %s\n", action, pid, strerror(errno));
+    return 1;
+  }
+  return 0;
 }

@@ -11,6 +11,22 @@
 #include "status.h"
 #include "worker.h"
 
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void put_json_string(struct evbuffer *out, const char *s)
+{
+  evbuffer_add(out, "\"", 1);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      evbuffer_add_printf(out, "\\%c", c);
+    else if (c < 0x20)
+      evbuffer_add_printf(out, "\\u%04x", c);
+    else
+      evbuffer_add(out, s, 1);
+  }
+  evbuffer_add(out, "\"", 1);
+}
+
 static void render_json(struct evbuffer *out, gw_worker_t *w)
 {
   evbuffer_add_printf(out, "{\"served_by\":%d,\"workers\":[", (int)getpid());
@@ -34,13 +50,16 @@ static void render_json(struct evbuffer *out, gw_worker_t *w)
   evbuffer_add(out, "],\"upstreams\":{", 15);
   for (size_t g = 0; g < w->config->ngroups; g++) {
     const gw_upstream_group_t *grp = &w->config->groups[g];
-    evbuffer_add_printf(out, "%s\"%s\":[", g ? "," : "", grp->name);
+    if (g) evbuffer_add(out, ",", 1);
+    put_json_string(out, grp->name);
+    evbuffer_add(out, ":[", 2);
     double now = gw_now_ms();
     for (size_t j = 0; j < grp->nservers; j++) {
       const gw_upstream_server_t *us = &grp->servers[j];
-      evbuffer_add_printf(out, "%s{\"server\":\"%s\",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"}",
-                          j ? "," : "", us->label, us->weight, us->active, us->fails,
-                          us->down_until_ms > now ? "down" : "up");
+      evbuffer_add(out, j ? ",{\"server\":" : "{\"server\":", j ? 11 : 10);
+      put_json_string(out, us->label);
+      evbuffer_add_printf(out, ",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"}", us->weight, us->active,
+                          us->fails, us->down_until_ms > now ? "down" : "up");
     }
     evbuffer_add(out, "]", 1);
   }

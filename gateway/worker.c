@@ -143,6 +143,10 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
   gw_worker_t *w = arg;
   (void)what;
+  if (sig == SIGUSR1) { /* logrotate: the master forwards its SIGUSR1 */
+    gw_log_reopen();
+    return;
+  }
   int graceful = sig == SIGQUIT;
   if (w->stopping && graceful) return;
   w->stopping = 1;
@@ -221,8 +225,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   w->resolver = gw_resolver_new(w->base, &rc, err, sizeof(err));
   if (w->resolver == NULL) gw_log_error("DNS resolver: %s; host names will not resolve", err);
 
-  int sigs[] = {SIGTERM, SIGINT, SIGQUIT};
-  for (int i = 0; i < 3; i++) {
+  int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGUSR1};
+  for (int i = 0; i < 4; i++) {
     w->signal_evs[i] = evsignal_new(w->base, sigs[i], on_signal, w);
     event_add(w->signal_evs[i], NULL);
   }
@@ -232,7 +236,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
 
-  gw_stats_attach(server->port, index, 0);
+  gw_stats_attach(server->port, index, cfg->generation);
   w->stats_ev = event_new(w->base, -1, EV_PERSIST, on_stats_timer, w);
   struct timeval one_second = {1, 0};
   event_add(w->stats_ev, &one_second);
@@ -253,7 +257,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   event_base_loop(w->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(w->pool);
   if (w->resolver) gw_resolver_free(w->resolver);
-  for (int i = 0; i < 3; i++) event_free(w->signal_evs[i]);
+  for (int i = 0; i < 4; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);
   event_free(w->stats_ev);

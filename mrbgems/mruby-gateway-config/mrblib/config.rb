@@ -128,6 +128,10 @@ module Gateway
       [host, port]
     end
 
+    def self.port_string?(s)
+      !s.empty? && s.bytes.all? { |b| b >= 48 && b <= 57 } && s.to_i >= 1 && s.to_i <= 65535
+    end
+
     def self.merge_limits(limits)
       raise ArgumentError, "server: limits must be a Hash, got #{limits.inspect}" unless limits.is_a?(Hash)
       merged = DEFAULT_LIMITS.dup
@@ -235,8 +239,20 @@ end
 # waits `timeout` seconds (c-ares doubles it on each further round).
 def resolver(servers, timeout: 2, tries: 2)
   list = servers.is_a?(Array) ? servers : [servers]
-  unless !list.empty? && list.all? { |x| x.is_a?(String) && !x.empty? && !x.include?(",") && !x.include?(" ") }
-    raise ArgumentError, "resolver: give \"IP[:port]\" or an Array of them, got #{servers.inspect}"
+  ip_port = lambda do |x|
+    next false unless x.is_a?(String) && !x.empty?
+    next Gateway._ip?(x) if Gateway._ip?(x)          # 10.0.0.1, ::1
+    if x.start_with?("[")                            # [::1]:53
+      close = x.index("]")
+      next false unless close && Gateway._ip?(x[1...close])
+      rest = x[close + 1..-1]
+      next rest.empty? || (rest.start_with?(":") && Gateway::Server.port_string?(rest[1..-1]))
+    end
+    i = x.rindex(":")                                # 127.0.0.1:5353
+    i && Gateway._ip?(x[0, i]) && Gateway::Server.port_string?(x[i + 1..-1])
+  end
+  unless !list.empty? && list.all? { |x| ip_port.call(x) }
+    raise ArgumentError, "resolver: give \"IP[:port]\" or an Array of them (addresses, not names), got #{servers.inspect}"
   end
   raise ArgumentError, "resolver: timeout must be a positive number of seconds" unless timeout.is_a?(Numeric) && timeout > 0
   raise ArgumentError, "resolver: tries must be an Integer from 1 to 10" unless tries.is_a?(Integer) && tries >= 1 && tries <= 10

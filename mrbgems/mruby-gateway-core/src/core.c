@@ -1,4 +1,5 @@
 /* core.c - natives of the Gateway module: logging and process facts. */
+#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <mruby.h>
@@ -75,6 +76,16 @@ static mrb_value gw_mrb_proxy_url_valid(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_proxy_parse_url(url, &u) == 0);
 }
 
+/* Gateway._ip?(host): an IPv4 or IPv6 literal (no brackets). */
+static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
+{
+  char *host;
+  (void)self;
+  mrb_get_args(mrb, "z", &host);
+  struct in6_addr a;
+  return mrb_bool_value(inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1);
+}
+
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
@@ -82,6 +93,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "pid", gw_mrb_pid, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "worker_id", gw_mrb_worker_id, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
 }
 
