@@ -34,7 +34,8 @@
 
 #define SHARED_BUF_SIZE (64 * 1024)
 #define OWN_BUF_MIN (16 * 1024)
-#define OUT_HIGH_WATER (256 * 1024) /* stop taking pipelined requests above this */
+#define OUT_HIGH_WATER (256 * 1024) /* stop taking pipelined requests / pause a stream above this */
+#define OUT_LOW_WATER (64 * 1024)   /* a paused stream goes on below this */
 #define LINGER_MS 2000
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 
@@ -532,6 +533,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_close(c);
   } else if (conn_flush(c) == 0 && c->state != GW_CONN_CLOSING && c->state != GW_CONN_BUSY) {
     conn_process(c); /* pipelined requests waiting for output room */
+  } else if (!c->dead && c->req.streaming && c->req.on_drain && evbuffer_get_length(c->out) < OUT_LOW_WATER) {
+    c->req.on_drain(&c->req); /* room again: the producer may go on */
   }
   conn_leave(c);
 }
@@ -574,16 +577,14 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   conn_leave(c);
 }
 
-/* The request's response is complete: queue it, then go on with the next. */
-static void conn_on_finish(gw_request_t *req)
+/* A response is queued whole (or its last piece): count and log it, then get
+ * ready for the next request on this connection. */
+static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent)
 {
-  gw_conn_t *c = req->conn;
-  int keepalive = req->keepalive && !c->worker->stopping;
-  size_t before = evbuffer_get_length(c->out);
+  gw_request_t *req = &c->req;
   int status = req->status ? req->status : 200;
-  gw_response_write(req, c->out, c->worker, keepalive);
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
-  gw_access_log_write(req, status, evbuffer_get_length(c->out) - before);
+  gw_access_log_write(req, status, bytes_sent);
   c->requests++;
   gw_request_reset(req);
   llhttp_resume(&c->parser);
@@ -596,6 +597,74 @@ static void conn_on_finish(gw_request_t *req)
     conn_process(c);
     conn_leave(c);
   }
+}
+
+/* The request's response is complete: queue it, then go on with the next. */
+static void conn_on_finish(gw_request_t *req)
+{
+  gw_conn_t *c = req->conn;
+  int keepalive = req->keepalive && !c->worker->stopping;
+  size_t before = evbuffer_get_length(c->out);
+  gw_response_write(req, c->out, c->worker, keepalive);
+  response_done(c, keepalive, evbuffer_get_length(c->out) - before);
+}
+
+/* -- streamed responses (proxy_pass): the head first, the body as it comes -- */
+
+void gw_conn_stream_head(gw_conn_t *c, long long content_length)
+{
+  gw_request_t *req = &c->req;
+  int keepalive = req->keepalive && !c->worker->stopping;
+  long long length = content_length;
+  c->stream_chunked = 0;
+  if (!req->head && !gw_response_bodyless(req) && length < 0) {
+    if (req->http_minor >= 1) {
+      length = GW_LENGTH_CHUNKED;
+      c->stream_chunked = 1;
+    } else { /* an HTTP/1.0 client: the body ends when we close */
+      length = GW_LENGTH_CLOSE;
+      keepalive = 0;
+    }
+  }
+  c->stream_keepalive = keepalive;
+  size_t before = evbuffer_get_length(c->out);
+  gw_response_write_head(req, c->out, c->worker, keepalive, length);
+  c->stream_bytes = evbuffer_get_length(c->out) - before;
+  req->streaming = 1;
+}
+
+int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
+{
+  if (c->dead) return -1;
+  if (c->stream_chunked) {
+    char size[24];
+    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
+    evbuffer_add(c->out, size, (size_t)n);
+    evbuffer_add(c->out, data, len);
+    evbuffer_add(c->out, "\r\n", 2);
+    c->stream_bytes += (size_t)n + len + 2;
+  } else {
+    evbuffer_add(c->out, data, len);
+    c->stream_bytes += len;
+  }
+  if (evbuffer_get_length(c->out) >= OWN_BUF_MIN * 4 && conn_flush(c) < 0) return -1;
+  return evbuffer_get_length(c->out) > OUT_HIGH_WATER;
+}
+
+void gw_conn_stream_end(gw_conn_t *c, int complete)
+{
+  gw_request_t *req = &c->req;
+  if (c->dead) return;
+  req->streaming = 0;
+  req->on_drain = NULL;
+  if (complete && c->stream_chunked) {
+    evbuffer_add(c->out, "0\r\n\r\n", 5);
+    c->stream_bytes += 5;
+  }
+  /* Cut short: close after what was sent, so the client sees the body end
+   * early (before its length, or without the last chunk), never a fake
+   * complete response. */
+  response_done(c, complete && c->stream_keepalive, c->stream_bytes);
 }
 
 void gw_conn_shutdown(gw_conn_t *c, int graceful)

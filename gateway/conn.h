@@ -49,12 +49,26 @@ struct gw_conn_s {
   int in_callback;          /* depth of conn code on the stack: defer the free */
   int dead;                 /* closed; free when in_callback drops to 0 */
   unsigned requests;        /* requests served on this connection */
+  int stream_chunked;       /* the streamed response is chunk-encoded */
+  int stream_keepalive;     /* ... and announced keep-alive */
+  size_t stream_bytes;      /* bytes of it queued so far (access log) */
 
   gw_conn_t *next, *prev;   /* worker's connection list */
 };
 
 /* Takes ownership of a freshly accepted socket. */
 gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer);
+
+/* A streamed response (gw_request_stream_*): the head, announcing
+ * content_length or, when it is < 0, chunked (HTTP/1.1 clients) or
+ * close-delimited (HTTP/1.0) framing. */
+void gw_conn_stream_head(gw_conn_t *c, long long content_length);
+/* Queues a piece of the body. Returns 0, 1 when the output is over its high
+ * water mark (pause the producer until req->on_drain), or -1 when the
+ * connection closed (the request was aborted: stop touching it). */
+int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len);
+/* The last piece: complete, or cut short (then the connection closes). */
+void gw_conn_stream_end(gw_conn_t *c, int complete);
 
 /* Worker stop: close now (fast) or once the current request is answered (graceful). */
 void gw_conn_shutdown(gw_conn_t *c, int graceful);

@@ -15,7 +15,10 @@ struct gw_exchange_s {
   gw_client_req_t *client;  /* the HTTP exchange, once started */
   gw_resolve_t *lookup;     /* the DNS lookup in flight, or NULL */
   gw_client_done_cb cb;
+  gw_client_head_cb on_head; /* the caller's streaming callbacks (NULL: buffered) */
+  gw_client_body_cb on_body;
   void *arg;
+  int paused;               /* paused before the exchange started (while resolving) */
   /* copies kept while resolving */
   gw_client_params_t params;
   char *host, *method, *target, *body;
@@ -30,6 +33,19 @@ static void exchange_free(gw_exchange_t *x)
   free(x->body);
   gw_headers_dispose(&x->headers);
   free(x);
+}
+
+/* The client calls these with our struct; the caller wants its own arg. */
+static void on_client_head(gw_client_response_t *res, void *arg)
+{
+  gw_exchange_t *x = arg;
+  x->on_head(res, x->arg);
+}
+
+static void on_client_body(const char *data, size_t len, void *arg)
+{
+  gw_exchange_t *x = arg;
+  if (x->on_body) x->on_body(data, len, x->arg);
 }
 
 static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
@@ -62,6 +78,7 @@ static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t 
     inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, ip, sizeof(ip));
   x->params.host = ip;
   x->client = gw_client_request(x->pool, &x->params, on_client_done, x);
+  if (x->client && x->paused) gw_client_pause(x->client);
   if (x->client == NULL) {
     gw_client_done_cb cb = x->cb;
     void *cb_arg = x->arg;
@@ -84,9 +101,16 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
   x->pool = pool;
   x->cb = cb;
   x->arg = arg;
+  x->on_head = p->on_head;
+  x->on_body = p->on_body;
   gw_headers_init(&x->headers);
+  gw_client_params_t direct = *p;
+  if (p->on_head) { /* route the streaming callbacks through us, like done */
+    direct.on_head = on_client_head;
+    direct.on_body = on_client_body;
+  }
   if (p->unix_path || is_ip(p->host) || resolver == NULL) {
-    x->client = gw_client_request(pool, p, on_client_done, x);
+    x->client = gw_client_request(pool, &direct, on_client_done, x);
     if (x->client == NULL) {
       exchange_free(x);
       return NULL;
@@ -94,7 +118,7 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
     return x;
   }
   /* Keep copies until the name is resolved. */
-  x->params = *p;
+  x->params = direct;
   x->host = strdup(p->host);
   x->method = strdup(p->method);
   x->target = strdup(p->target);
@@ -115,6 +139,18 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
     return NULL;
   }
   return x;
+}
+
+void gw_exchange_pause(gw_exchange_t *x)
+{
+  x->paused = 1;
+  if (x->client) gw_client_pause(x->client);
+}
+
+void gw_exchange_resume(gw_exchange_t *x)
+{
+  x->paused = 0;
+  if (x->client) gw_client_resume(x->client);
 }
 
 void gw_exchange_cancel(gw_exchange_t *x)

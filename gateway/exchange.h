@@ -15,6 +15,10 @@ typedef struct gw_exchange_s gw_exchange_t;
 gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *params,
                                  gw_client_done_cb cb, void *arg);
 
+/* Back-pressure for streamed responses (gw_client_pause/resume). */
+void gw_exchange_pause(gw_exchange_t *x);
+void gw_exchange_resume(gw_exchange_t *x);
+
 /* Abandons it (lookup or exchange): no callback afterwards. */
 void gw_exchange_cancel(gw_exchange_t *x);
 

@@ -33,6 +33,7 @@ typedef struct {
   unsigned tried;         /* bitmask of group servers tried (first 32) */
   int tries;
   gw_client_params_t params; /* target and headers owned below */
+  int streaming;          /* the response head went to the client; the body follows */
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -191,6 +192,52 @@ static void cancel_op(gw_pending_t *p)
 
 static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg);
 
+/* The upstream's status and headers become the response's, minus hop-by-hop. */
+static void take_head(gw_request_t *req, gw_client_response_t *res)
+{
+  req->upstream_status = res->status;
+  req->upstream_reused = res->reused;
+  req->status = res->status;
+  gw_headers_clear(&req->resp_headers);
+  const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
+  for (size_t i = 0; i < res->headers.count; i++) {
+    const gw_header_t *h = &res->headers.items[i];
+    if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
+  }
+  req->inline_body = NULL;
+  req->text_plain = 0;
+}
+
+/* Streaming: the client's output drained; read from the upstream again. */
+static void on_client_drain(gw_request_t *req)
+{
+  proxy_op_t *op = req->drain_arg;
+  gw_exchange_resume(op->client);
+}
+
+static void on_upstream_head(gw_client_response_t *res, void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_t *req = op->req;
+  take_head(req, res);
+  const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
+  long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
+  if (req->head) req->head_length = length;
+  req->on_drain = on_client_drain;
+  req->drain_arg = op;
+  op->streaming = 1;
+  gw_request_stream_begin(req, length);
+}
+
+static void on_upstream_body(const char *data, size_t len, void *arg)
+{
+  proxy_op_t *op = arg;
+  int full = gw_request_stream_data(op->req, data, len);
+  if (full < 0) return; /* the client left: the request was aborted and op freed */
+  if (full) gw_exchange_pause(op->client); /* back-pressure: resumed by on_client_drain */
+}
+
 /* Sends op to its server (or literal address). Returns 0, or -1. */
 static int send_op(proxy_op_t *op)
 {
@@ -234,6 +281,16 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     }
   }
   gw_request_pending_remove(&op->pending);
+  if (op->streaming) { /* the head is out: end the body, whole or cut short */
+    op_free(op);
+    if (err) {
+      gw_stats_self->upstream_failures++;
+      gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; closing the client connection", req->method,
+                   (int)req->path_len, req->target, req->upstream_addr, err);
+    }
+    gw_request_stream_end(req, err == NULL);
+    return;
+  }
   if (gw_trace) {
     char ev[128];
     if (err)
@@ -248,22 +305,11 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
     gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
   } else {
-    req->upstream_status = res->status;
-    req->upstream_reused = res->reused;
-    req->status = res->status;
-    gw_headers_clear(&req->resp_headers);
-    const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
-    for (size_t i = 0; i < res->headers.count; i++) {
-      const gw_header_t *h = &res->headers.items[i];
-      if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
-      gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
-    }
+    take_head(req, res);
     evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
-    req->inline_body = NULL;
-    req->text_plain = 0;
     if (req->location && mrb_test(req->location->body_filter)) {
       gw_handler_filter_body(req, req->location->body_filter);
       return;
@@ -379,6 +425,12 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
     .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
   };
+  /* Stream the body to the client as it comes, with back-pressure, unless a
+   * body filter needs it whole or there is no client (a sub-request). */
+  if (gw_request_can_stream(req) && !(req->location && mrb_test(req->location->body_filter))) {
+    op->params.on_head = on_upstream_head;
+    op->params.on_body = on_upstream_body;
+  }
   if (op->target == NULL || send_op(op) < 0) {
     op_free(op);
     fail_now(req, 500);

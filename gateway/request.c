@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "conn.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
@@ -46,6 +47,8 @@ void gw_request_reset(gw_request_t *req)
   req->inline_len = 0;
   req->text_plain = 0;
   req->head_length = -1;
+  req->streaming = 0;
+  req->on_drain = NULL;
   req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
   req->upstream_addr[0] = '\0';
@@ -119,6 +122,28 @@ void gw_request_finish(gw_request_t *req)
   req->running = 0;
   gw_handler_release(req);
   req->on_finish(req);
+}
+
+int gw_request_can_stream(const gw_request_t *req)
+{
+  return req->conn != NULL;
+}
+
+void gw_request_stream_begin(gw_request_t *req, long long content_length)
+{
+  gw_conn_stream_head(req->conn, content_length);
+}
+
+int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
+{
+  return gw_conn_stream_body(req->conn, data, len);
+}
+
+void gw_request_stream_end(gw_request_t *req, int complete)
+{
+  req->running = 0;
+  gw_handler_release(req);
+  gw_conn_stream_end(req->conn, complete);
 }
 
 void gw_request_abort(gw_request_t *req)

@@ -75,6 +75,11 @@ struct gw_request_s {
   int failed;               /* the handler raised; the response is 500 */
   int running;              /* between start and finish */
   int filtering;            /* the fiber runs the location's body filter */
+  int streaming;            /* its head is sent; the body follows in pieces */
+  /* Set by a streaming producer: called when the client's output drained
+   * below the low water mark after gw_request_stream_data() returned 1. */
+  void (*on_drain)(gw_request_t *req);
+  void *drain_arg;
   /* trace mode (--trace): what the parked fiber waits for, and when it began */
   unsigned long id;
   double t_start_ms;
@@ -106,6 +111,17 @@ void gw_request_simple_response(gw_request_t *req, int status, const char *body)
 /* The client went away (or the worker stops): cancels every pending
  * operation; no fiber is resumed afterwards; on_finish is not called. */
 void gw_request_abort(gw_request_t *req);
+
+/* Streaming a response to the client instead of finishing it whole (client
+ * requests only: gw_request_can_stream()). begin sends the head (status and
+ * resp_headers as set) announcing content_length, or -1 for unknown; data
+ * returns 0, 1 (pause until on_drain) or -1 (the client is gone and the
+ * request was aborted: touch nothing of it); end finishes the request,
+ * complete or cut short. */
+int gw_request_can_stream(const gw_request_t *req);
+void gw_request_stream_begin(gw_request_t *req, long long content_length);
+int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
+void gw_request_stream_end(gw_request_t *req, int complete);
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *));
 void gw_request_pending_remove(gw_pending_t *p);

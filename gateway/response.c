@@ -95,44 +95,71 @@ static void put_uint(head_t *h, size_t v)
   put(h, tmp + i, sizeof(tmp) - (size_t)i);
 }
 
-void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
+/* Status line and headers into head; `length` is the Content-Length to
+ * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
+static void put_head(head_t *head, gw_request_t *req, gw_worker_t *w, int keepalive, long long length)
 {
   int status = req->status ? req->status : 200;
-  head_t head;
-  head.len = 0;
-  head.out = out;
-  PUT_LIT(&head, "HTTP/1.1 ");
-  put_uint(&head, (size_t)status);
-  PUT_LIT(&head, " ");
+  PUT_LIT(head, "HTTP/1.1 ");
+  put_uint(head, (size_t)status);
+  PUT_LIT(head, " ");
   const char *reason = gw_response_reason(status);
-  put(&head, reason, strlen(reason));
-  PUT_LIT(&head, "\r\n");
+  put(head, reason, strlen(reason));
+  PUT_LIT(head, "\r\n");
   int has_server = 0;
   for (size_t i = 0; i < req->resp_headers.count; i++) {
     const gw_header_t *h = &req->resp_headers.items[i];
     if (is_managed(h)) continue;
     if (h->name_len == 6 && strcasecmp(h->name, "server") == 0) has_server = 1;
-    put(&head, h->name, h->name_len);
-    PUT_LIT(&head, ": ");
-    put(&head, h->value, h->value_len);
-    PUT_LIT(&head, "\r\n");
+    put(head, h->name, h->name_len);
+    PUT_LIT(head, ": ");
+    put(head, h->value, h->value_len);
+    PUT_LIT(head, "\r\n");
   }
-  if (!has_server) PUT_LIT(&head, "Server: gateway\r\n");
-  if (req->text_plain) PUT_LIT(&head, "Content-Type: text/plain; charset=utf-8\r\n");
+  if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
+  if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   const char *date = gw_worker_date(w);
-  put(&head, date, strlen(date));
-  int bodyless = status == 204 || status == 304 || (status >= 100 && status < 200);
-  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
-  if (!bodyless) {
-    PUT_LIT(&head, "Content-Length: ");
-    put_uint(&head, req->head && req->head_length >= 0 ? (size_t)req->head_length : body_len);
-    PUT_LIT(&head, "\r\n");
+  put(head, date, strlen(date));
+  if (length == GW_LENGTH_CHUNKED) {
+    PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
+  } else if (length >= 0) {
+    PUT_LIT(head, "Content-Length: ");
+    put_uint(head, (size_t)length);
+    PUT_LIT(head, "\r\n");
   }
   if (!keepalive)
-    PUT_LIT(&head, "Connection: close\r\n");
+    PUT_LIT(head, "Connection: close\r\n");
   else if (req->http_minor == 0)
-    PUT_LIT(&head, "Connection: keep-alive\r\n");
-  PUT_LIT(&head, "\r\n");
+    PUT_LIT(head, "Connection: keep-alive\r\n");
+  PUT_LIT(head, "\r\n");
+}
+
+int gw_response_bodyless(const gw_request_t *req)
+{
+  int status = req->status ? req->status : 200;
+  return status == 204 || status == 304 || (status >= 100 && status < 200);
+}
+
+void gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length)
+{
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  put_head(&head, req, w, keepalive, gw_response_bodyless(req) ? GW_LENGTH_CLOSE : length);
+  evbuffer_add(out, head.buf, head.len);
+}
+
+void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
+{
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  int bodyless = gw_response_bodyless(req);
+  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+  long long length = bodyless ? GW_LENGTH_CLOSE
+                     : req->head && req->head_length >= 0 ? req->head_length
+                                                          : (long long)body_len;
+  put_head(&head, req, w, keepalive, length);
   if (bodyless || req->head) {
     evbuffer_add(out, head.buf, head.len);
     if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);

@@ -5,7 +5,17 @@
  * with send(2) straight from there, and the response is read into one
  * per-pool buffer and fed to the connection's llhttp parser; nothing else is
  * buffered on the input side because a connection is only ever reused when
- * the response ended exactly at the end of what was read.
+ * the response ended exactly at the end of what was read. The one exception
+ * is a streamed response paused from inside on_head/on_body: the bytes of
+ * that read not parsed yet are copied into the connection (the "stash") and
+ * parsed first once resumed.
+ *
+ * Buffered mode collects the body into an evbuffer. Streaming mode (on_head
+ * set) pauses llhttp (HPE_PAUSED) at the end of the header block and at the
+ * end of every body span, calls the user back after llhttp_execute() has
+ * returned, then resumes the parser and continues from where it stopped; a
+ * pause requested by the user leaves the rest in the stash. Reading stops
+ * while paused (read event and timer deleted).
  *
  * Connections are pooled per destination address (the key is the binary
  * sockaddr, so "::1" and "0::1" share a pool). A key lives as long as some
@@ -13,10 +23,15 @@
  * armed: any readiness while idle means EOF, an error or stray bytes, and the
  * connection is dropped.
  *
- * Re-entrancy rules: the user callback is only ever invoked from req_finish(),
+ * Re-entrancy rules: the done callback is only ever invoked from req_finish(),
  * which is the last thing any code path does; it never runs inside
  * gw_client_request() (failures there are deferred through the request's own
- * event, which gw_client_cancel() deletes) nor inside an llhttp callback. */
+ * event, which gw_client_cancel() deletes) nor inside an llhttp callback.
+ * on_head/on_body run from conn_parse() between two llhttp_execute() calls,
+ * with req->in_cb set: gw_client_cancel() then only marks the request, and
+ * conn_parse() reports PARSE_CANCELLED once the callback has returned; the
+ * pool read buffer stays valid during them because nothing reads
+ * synchronously (gw_client_resume() defers to the loop). */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -58,6 +73,7 @@ static const char ERR_TIMEOUT[] = "upstream timed out";
 static const char ERR_INVALID[] = "invalid upstream response";
 static const char ERR_TOO_LARGE[] = "upstream response too large";
 static const char ERR_CONNECT[] = "cannot connect to upstream";
+static const char ERR_NOMEM[] = "out of memory";
 
 typedef union {
   struct sockaddr sa;
@@ -91,11 +107,15 @@ struct upstream_conn_s {
   unsigned served : 1;         /* has completed a request: a reused connection */
   unsigned wev_added : 1;
   unsigned rev_added : 1;
+  unsigned kick : 1;           /* streaming, paused mid-read: parse the stash (maybe
+                                  empty: the parser may still owe message-complete) */
   struct event rev, wev, tev;
   llhttp_t parser;
   const char *chunk;           /* start of the data given to llhttp_execute */
   char *field;                 /* header name then value, accumulated across reads */
   size_t field_cap, name_len, value_len;
+  char *stash;                 /* unparsed bytes kept across a pause: [stash_off, stash_len) */
+  size_t stash_off, stash_len, stash_cap;
 };
 
 struct gw_client_req_s {
@@ -103,7 +123,11 @@ struct gw_client_req_s {
   upstream_key_t *key;
   upstream_conn_t *conn;
   gw_client_done_cb cb;
+  gw_client_head_cb on_head;   /* non-NULL: streaming mode */
+  gw_client_body_cb on_body;
   void *arg;
+  const char *span;            /* streaming: body span stashed by on_body for delivery */
+  size_t span_len;
   struct event dev;            /* deferred failure from inside gw_client_request */
   const char *err;
   int timed_out;
@@ -121,6 +145,11 @@ struct gw_client_req_s {
   unsigned headers_done : 1;   /* final (non-1xx) header block parsed */
   unsigned interim : 1;        /* the message being parsed is a 1xx */
   unsigned msg_done : 1;
+  unsigned head_pending : 1;   /* streaming: llhttp paused at headers-complete */
+  unsigned head_sent : 1;      /* streaming: on_head was called */
+  unsigned paused : 1;         /* gw_client_pause() in effect */
+  unsigned in_cb : 1;          /* inside on_head/on_body */
+  unsigned cancelled : 1;      /* gw_client_cancel() from inside on_head/on_body */
   gw_client_response_t res;
   size_t wire_len, wire_off;
   char wire[];                 /* serialised request: head + body */
@@ -244,7 +273,26 @@ static void conn_close(upstream_conn_t *c)
   close(c->fd);
   key_put(pool, c->key);
   free(c->field);
+  free(c->stash);
   free(c);
+}
+
+/* Streaming back-pressure: stop/start watching the socket for the response. */
+static void conn_read_off(upstream_conn_t *c)
+{
+  if (c->rev_added) {
+    event_del(&c->rev);
+    c->rev_added = 0;
+  }
+  event_del(&c->tev);
+}
+
+static void conn_read_on(upstream_conn_t *c)
+{
+  if (!c->rev_added) {
+    event_add(&c->rev, NULL);
+    c->rev_added = 1;
+  }
 }
 
 static void conn_want_write(upstream_conn_t *c, int on)
@@ -269,6 +317,11 @@ static void conn_park(upstream_conn_t *c)
     return;
   }
   conn_want_write(c, 0);
+  conn_read_on(c); /* a paused streamed HEAD/204/304 may have turned it off */
+  free(c->stash);
+  c->stash = NULL;
+  c->stash_off = c->stash_len = c->stash_cap = 0;
+  c->kick = 0;
   c->state = CONN_IDLE;
   c->served = 1;
   c->prev = NULL;
@@ -301,6 +354,8 @@ static void req_reset_response(gw_client_req_t *r)
   r->res.http_minor = 0;
   r->body_bytes = r->hdr_bytes = 0;
   r->got_bytes = r->headers_done = r->interim = r->msg_done = 0;
+  r->head_pending = r->head_sent = 0;
+  r->span = NULL;
 }
 
 static void req_free(gw_client_req_t *r)
@@ -412,15 +467,15 @@ static void conn_attach(upstream_conn_t *c, gw_client_req_t *r)
   c->state = CONN_ACTIVE;
   c->name_len = c->value_len = 0;
   llhttp_reset(&c->parser);
-  conn_set_timer(c, r->timeout_ms);
+  if (r->paused) conn_read_off(c); /* a retry of a request paused early */
+  else conn_set_timer(c, r->timeout_ms);
 }
 
 static void conn_connected(upstream_conn_t *c)
 {
   c->pool->stats.opened++;
   conn_want_write(c, 0);
-  event_add(&c->rev, NULL);
-  c->rev_added = 1;
+  if (!c->req->paused) conn_read_on(c);
   conn_attach(c, c->req);
   conn_send(c);
 }
@@ -578,7 +633,7 @@ static int on_headers_complete(llhttp_t *p)
     r->err = ERR_INVALID;
     return -1;
   }
-  if ((p->flags & F_CONTENT_LENGTH) && !r->is_head && status != 204 && status != 304 &&
+  if ((p->flags & F_CONTENT_LENGTH) && !r->is_head && status != 204 && status != 304 && r->on_head == NULL &&
       p->content_length > r->max_body) {
     r->err = ERR_TOO_LARGE;
     return -1;
@@ -588,7 +643,12 @@ static int on_headers_complete(llhttp_t *p)
   r->res.reused = r->conn->served;
   r->headers_done = 1;
   /* llhttp 8.1 would read a Content-Length body after a 304 (or 204). */
-  return r->is_head || status == 204 || status == 304 ? 1 : 0;
+  if (r->is_head || status == 204 || status == 304) return 1;
+  if (r->on_head != NULL) {
+    r->head_pending = 1; /* on_head from conn_parse; a body-less one at message end */
+    return HPE_PAUSED;
+  }
+  return 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
@@ -596,6 +656,13 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
   upstream_conn_t *c = p->data;
   gw_client_req_t *r = c->req;
   r->body_bytes += len;
+  if (r->on_head != NULL) {
+    /* llhttp may report empty spans (a span restarted at the end of a read) */
+    if (len == 0 || r->on_body == NULL) return 0;
+    r->span = at;
+    r->span_len = len;
+    return HPE_PAUSED; /* delivered by conn_parse once llhttp_execute returned */
+  }
   if (r->body_bytes > r->max_body || evbuffer_add(r->res.body, at, len) < 0) {
     r->err = ERR_TOO_LARGE;
     return -1;
@@ -620,16 +687,38 @@ static const llhttp_settings_t parser_settings = {
   .on_message_complete = on_message_complete,
 };
 
-enum { PARSE_MORE, PARSE_DONE, PARSE_ERROR };
+enum { PARSE_MORE, PARSE_DONE, PARSE_ERROR, PARSE_PAUSED, PARSE_CANCELLED };
 
-/* Feeds one read to the parser, skipping 1xx interim responses. On PARSE_DONE
- * *leftover is the number of bytes after the final response. */
+/* Streaming: calls on_head, or on_body with the span on_body stashed. */
+static void stream_deliver(gw_client_req_t *r, int head)
+{
+  gw_upstream_pool_t *pool = r->pool;
+  pool->cb_depth++;
+  r->in_cb = 1;
+  if (head) {
+    r->head_sent = 1;
+    r->on_head(&r->res, r->arg);
+  } else {
+    const char *at = r->span;
+    r->span = NULL;
+    r->on_body(at, r->span_len, r->arg);
+  }
+  r->in_cb = 0;
+  pool->cb_depth--;
+}
+
+/* Feeds one read to the parser, skipping 1xx interim responses and, in
+ * streaming mode, calling on_head/on_body whenever llhttp paused for them.
+ * *leftover is the number of bytes not parsed: after the final response on
+ * PARSE_DONE, the tail kept across a user pause on PARSE_PAUSED. */
 static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *leftover)
 {
   gw_client_req_t *r = c->req;
-  /* Each round consumes a whole 1xx message; their total size is bounded by
-   * the header limit, the round count bounds the loop regardless. */
-  for (int round = 0; round < 1024; round++) {
+  /* Each interim round consumes a whole 1xx message; their total size is
+   * bounded by the header limit, the round count bounds the loop regardless.
+   * Each streaming pause consumes at least one byte (on_head happens once). */
+  int rounds = 0;
+  for (size_t guard = 0, max = len + 4; guard < max; guard++) {
     c->chunk = data;
     llhttp_errno_t e = llhttp_execute(&c->parser, data, len);
     if (e == HPE_OK) {
@@ -639,12 +728,32 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
       }
       return PARSE_MORE;
     }
-    if (e != HPE_PAUSED || !r->msg_done) break;
+    if (e != HPE_PAUSED) break;
     size_t used = (size_t)(llhttp_get_error_pos(&c->parser) - data);
+    if (r->head_pending || r->span != NULL) {
+      int head = r->head_pending;
+      r->head_pending = 0;
+      llhttp_resume(&c->parser);
+      data += used;
+      len -= used;
+      stream_deliver(r, head);
+      if (r->cancelled) return PARSE_CANCELLED;
+      if (r->paused) {
+        *leftover = len;
+        return PARSE_PAUSED;
+      }
+      continue; /* even with len == 0: message-complete may be due */
+    }
+    if (!r->msg_done) break;
     if (!r->interim) {
       *leftover = len - used;
+      if (r->on_head != NULL && !r->head_sent) { /* HEAD, 204, 304 */
+        stream_deliver(r, 1);
+        if (r->cancelled) return PARSE_CANCELLED;
+      }
       return PARSE_DONE;
     }
+    if (++rounds > 1024) break;
     r->hdr_bytes += used;
     gw_headers_clear(&r->res.headers);
     r->interim = r->msg_done = 0;
@@ -656,6 +765,63 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
   }
   if (r->err == NULL) r->err = ERR_INVALID;
   return PARSE_ERROR;
+}
+
+/* Abandons the request: no callback, connection closed, memory freed. */
+static void req_abandon(gw_client_req_t *r)
+{
+  gw_upstream_pool_t *pool = r->pool;
+  if (r->conn != NULL) {
+    upstream_conn_t *c = r->conn;
+    r->conn = NULL;
+    c->req = NULL;
+    conn_close(c);
+  }
+  event_del(&r->dev);
+  req_free(r);
+  if (pool->free_pending && pool->cb_depth == 0) pool_destroy(pool);
+}
+
+/* Acts on a conn_parse() result; returns 1 if reading should go on. data/len
+ * is what was parsed: the pool buffer, or (from_stash) the connection's stash. */
+static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *data, size_t len, size_t leftover)
+{
+  gw_client_req_t *r = c->req;
+  switch (rc) {
+  case PARSE_DONE:
+    req_finish(r, NULL, 0,
+               leftover == 0 && r->wire_off == r->wire_len && !r->no_keepalive &&
+                   llhttp_should_keep_alive(&c->parser));
+    return 0;
+  case PARSE_ERROR:
+    req_fail(r, r->err, 0);
+    return 0;
+  case PARSE_CANCELLED:
+    req_abandon(r);
+    return 0;
+  case PARSE_PAUSED:
+    if (from_stash) {
+      c->stash_off = c->stash_len - leftover;
+    } else {
+      /* the pool buffer is reused by the next read of any connection */
+      if (leftover > c->stash_cap) {
+        char *p = realloc(c->stash, leftover);
+        if (p == NULL) {
+          req_fail(r, ERR_NOMEM, 0);
+          return 0;
+        }
+        c->stash = p;
+        c->stash_cap = leftover;
+      }
+      if (leftover > 0) memcpy(c->stash, data + len - leftover, leftover);
+      c->stash_off = 0;
+      c->stash_len = leftover;
+    }
+    c->kick = 1;
+    return 0;
+  default:
+    return 1;
+  }
 }
 
 static void conn_eof(upstream_conn_t *c)
@@ -680,24 +846,23 @@ static void conn_eof(upstream_conn_t *c)
 static void conn_readable(upstream_conn_t *c)
 {
   gw_client_req_t *r = c->req;
+  if (c->kick) { /* resumed: what was read before the pause comes first */
+    c->kick = 0;
+    const char *data = c->stash_len > 0 ? c->stash + c->stash_off : "";
+    size_t len = c->stash_len - c->stash_off, leftover = 0;
+    int rc = conn_parse(c, data, len, &leftover);
+    if (!conn_parsed(c, rc, 1, data, len, leftover)) return;
+    c->stash_off = c->stash_len = 0;
+  }
   char *buf = c->pool->rbuf;
   for (int i = 0; i < GW_UPSTREAM_READS_PER_EVENT; i++) {
     ssize_t n = recv(c->fd, buf, GW_UPSTREAM_READ_SIZE, 0);
     if (n > 0) {
       size_t leftover = 0;
       r->got_bytes = 1;
-      switch (conn_parse(c, buf, (size_t)n, &leftover)) {
-      case PARSE_DONE:
-        req_finish(r, NULL, 0,
-                   leftover == 0 && r->wire_off == r->wire_len && !r->no_keepalive &&
-                       llhttp_should_keep_alive(&c->parser));
-        return;
-      case PARSE_ERROR:
-        req_fail(r, r->err, 0);
-        return;
-      default:
-        break;
-      }
+      if (r->on_head != NULL) conn_set_timer(c, r->timeout_ms); /* a read timeout */
+      int rc = conn_parse(c, buf, (size_t)n, &leftover);
+      if (!conn_parsed(c, rc, 0, buf, (size_t)n, leftover)) return;
       if ((size_t)n < GW_UPSTREAM_READ_SIZE) return;
       continue;
     }
@@ -928,6 +1093,8 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
                   method_is(method, mlen, "PUT") || method_is(method, mlen, "DELETE") ||
                   method_is(method, mlen, "TRACE");
   r->no_keepalive = no_keepalive;
+  r->on_head = params->on_head;
+  r->on_body = params->on_body;
   gw_headers_init(&r->res.headers);
   r->res.body = pool->nspare > 0 ? pool->spare_bodies[--pool->nspare] : evbuffer_new();
   if (r->res.body == NULL) {
@@ -998,12 +1165,31 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
 void gw_client_cancel(gw_client_req_t *r)
 {
   if (r == NULL) return;
-  if (r->conn != NULL) {
-    upstream_conn_t *c = r->conn;
-    r->conn = NULL;
-    c->req = NULL;
-    conn_close(c);
+  if (r->in_cb) {
+    r->cancelled = 1; /* conn_parse() abandons it once the callback returned */
+    return;
   }
-  event_del(&r->dev);
-  req_free(r);
+  req_abandon(r);
+}
+
+void gw_client_pause(gw_client_req_t *r)
+{
+  if (r == NULL || r->paused || r->cancelled) return;
+  r->paused = 1;
+  /* While connecting the connect timer keeps running; conn_connected() and
+   * conn_attach() leave reading off. */
+  if (r->conn != NULL && r->conn->state == CONN_ACTIVE) conn_read_off(r->conn);
+}
+
+void gw_client_resume(gw_client_req_t *r)
+{
+  if (r == NULL || !r->paused || r->cancelled) return;
+  r->paused = 0;
+  upstream_conn_t *c = r->conn;
+  if (c == NULL || c->state != CONN_ACTIVE) return;
+  conn_read_on(c);
+  conn_set_timer(c, r->timeout_ms);
+  /* Inside on_head/on_body conn_parse() just goes on; otherwise parse what
+   * was kept from the loop, never from inside this call. */
+  if (c->kick && !r->in_cb) event_active(&c->rev, EV_READ, 1);
 }

@@ -2,8 +2,10 @@
  *
  * Knows nothing of server-side requests or mruby: it sends one request to
  * host:port (or a unix socket) on a worker's event_base and calls back once
- * with the whole response (or an error). Idle keep-alive connections are kept
- * per (host, port) and reused. Used by proxy_pass and by URL sub-requests. */
+ * with the whole response (or an error), or, in streaming mode, hands over
+ * the head and then the body piece by piece with back-pressure (pause and
+ * resume). Idle keep-alive connections are kept per (host, port) and reused.
+ * Used by proxy_pass and by URL sub-requests. */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
 
@@ -20,6 +22,33 @@
 
 typedef struct gw_upstream_pool_s gw_upstream_pool_t;
 typedef struct gw_client_req_s gw_client_req_t;
+
+typedef struct {
+  int status;             /* e.g. 200 */
+  int http_minor;         /* 0 for HTTP/1.0 */
+  int reused;             /* sent on a pooled keep-alive connection */
+  gw_headers_t headers;   /* owned by the client request; valid during the callback
+                             (streaming: from on_head until done returns) */
+  struct evbuffer *body;  /* owned by the client request; the callback may move its
+                             contents out (evbuffer_remove_buffer). Always empty in
+                             streaming mode */
+} gw_client_response_t;
+
+/* Streaming mode (params.on_head set): the response body is not collected.
+ * on_head(res, arg): once, when the status line and headers are complete
+ *   (res->body is empty). For HEAD/204/304 the done callback follows.
+ * on_body(data, len, arg): each piece of the de-chunked body as it is parsed
+ *   (len > 0; data is only valid during the call). May be NULL: body dropped.
+ * Then the done callback: err NULL = the body is complete; err set = the
+ *   upstream failed before or in the middle of the body (timed_out as usual).
+ *   After on_head, an error means the response is truncated: abort the client
+ *   side rather than complete it. max_response_body does not apply.
+ * arg is the one given to gw_client_request(). Both may call gw_client_pause(),
+ * gw_client_resume() and gw_client_cancel() on their own request (cancel:
+ * no further callback at all, the connection is closed, memory is freed once
+ * the callback has returned), and may start other requests. */
+typedef void (*gw_client_head_cb)(gw_client_response_t *res, void *arg);
+typedef void (*gw_client_body_cb)(const char *data, size_t len, void *arg);
 
 /* One pool per worker. keepalive_max: idle connections kept per (host, port);
  * idle_timeout_ms: an idle pooled connection is closed after this long. */
@@ -39,18 +68,14 @@ typedef struct {
   const char *body;       /* may be NULL */
   size_t body_len;
   int connect_timeout_ms; /* 0 -> 5000 */
-  int timeout_ms;         /* whole exchange after connect; 0 -> 60000 */
-  size_t max_response_body; /* larger responses fail with err "upstream response too large"; 0 -> 64 MiB */
+  int timeout_ms;         /* 0 -> 60000. Buffered: the whole exchange after connect.
+                             Streaming: the longest wait for the next bytes (restarted
+                             by every read); it does not run while paused */
+  size_t max_response_body; /* buffered only: larger responses fail with err
+                               "upstream response too large"; 0 -> 64 MiB */
+  gw_client_head_cb on_head; /* non-NULL: streaming mode (see above) */
+  gw_client_body_cb on_body;
 } gw_client_params_t;
-
-typedef struct {
-  int status;             /* e.g. 200 */
-  int http_minor;         /* 0 for HTTP/1.0 */
-  int reused;             /* sent on a pooled keep-alive connection */
-  gw_headers_t headers;   /* owned by the client request; valid during the callback */
-  struct evbuffer *body;  /* owned by the client request; the callback may move its
-                             contents out (evbuffer_remove_buffer) */
-} gw_client_response_t;
 
 /* Called exactly once per gw_client_request() unless cancelled first.
  * err == NULL: res is the complete response.
@@ -68,8 +93,20 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
                                    gw_client_done_cb cb, void *arg);
 
 /* Abandons a request in flight: no callback will be made, its connection is
- * closed (never returned to the pool half-used), all memory is freed. */
+ * closed (never returned to the pool half-used), all memory is freed (after
+ * the callback returns when called from inside on_head or on_body). */
 void gw_client_cancel(gw_client_req_t *req);
+
+/* Back-pressure for streaming mode: pause stops reading from the upstream
+ * (no more on_body, no read timeout) until resume; either may be called from
+ * inside on_head/on_body or from anywhere else, repeatedly (no nesting count).
+ * Bytes already read are kept and delivered after resume, from the loop (never
+ * inside gw_client_resume). While paused the done callback can still come
+ * for a response without a body (HEAD/204/304, when paused in its on_head),
+ * or with an error if connecting or sending the request fails. Meant for
+ * streaming mode; in buffered mode resume restarts the whole-exchange timer. */
+void gw_client_pause(gw_client_req_t *req);
+void gw_client_resume(gw_client_req_t *req);
 
 /* Pool counters for scripts and status. */
 typedef struct {
