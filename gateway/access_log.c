@@ -86,12 +86,8 @@ static void put_str(const char *s)
 static void put_uint(unsigned long long v)
 {
   char tmp[24];
-  int i = (int)sizeof(tmp);
-  do {
-    tmp[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  put(tmp + i, sizeof(tmp) - (size_t)i);
+  char *first = gw_format_uint(tmp + sizeof(tmp), v);
+  put(first, (size_t)(tmp + sizeof(tmp) - first));
 }
 
 /* Milliseconds as seconds with three decimals: 12.4 -> "0.012". */

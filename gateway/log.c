@@ -41,6 +41,15 @@ const char *gw_log_level_name(gw_log_level_t level)
   return level_names[level];
 }
 
+char *gw_format_uint(char *end, unsigned long long v)
+{
+  do {
+    *--end = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  return end;
+}
+
 double gw_now_ms(void)
 {
   struct timespec ts;

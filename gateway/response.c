@@ -4,6 +4,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "log.h"
 #include "response.h"
 #include "worker.h"
 
@@ -83,16 +84,11 @@ static void put(head_t *h, const char *s, size_t len)
 
 #define PUT_LIT(h, s) put(h, s, sizeof(s) - 1)
 
-/* Decimal digits of v, without printf (this runs once per response). */
 static void put_uint(head_t *h, size_t v)
 {
   char tmp[24];
-  int i = (int)sizeof(tmp);
-  do {
-    tmp[--i] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  put(h, tmp + i, sizeof(tmp) - (size_t)i);
+  char *first = gw_format_uint(tmp + sizeof(tmp), v);
+  put(h, first, (size_t)(tmp + sizeof(tmp) - first));
 }
 
 /* Status line and headers into head; `length` is the Content-Length to

@@ -51,13 +51,18 @@ static mrb_value req_remote_addr(mrb_state *mrb, mrb_value self)
   return mrb_str_new_cstr(mrb, REQ(self)->remote_addr);
 }
 
+/* A String with a copy of what buf holds (buf is left as it is). */
+static mrb_value buffer_string(mrb_state *mrb, struct evbuffer *buf)
+{
+  size_t len = evbuffer_get_length(buf);
+  mrb_value s = mrb_str_new(mrb, NULL, (mrb_int)len);
+  evbuffer_copyout(buf, RSTRING_PTR(s), len);
+  return s;
+}
+
 static mrb_value req_body(mrb_state *mrb, mrb_value self)
 {
-  gw_request_t *r = REQ(self);
-  size_t len = evbuffer_get_length(r->body);
-  mrb_value s = mrb_str_new(mrb, NULL, (mrb_int)len);
-  evbuffer_copyout(r->body, RSTRING_PTR(s), len);
-  return s;
+  return buffer_string(mrb, REQ(self)->body);
 }
 
 /* Request headers as a Gateway::Headers (lower-case names, case-insensitive
@@ -134,11 +139,7 @@ static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
 
 static mrb_value req_response_body(mrb_state *mrb, mrb_value self)
 {
-  gw_request_t *r = REQ(self);
-  size_t len = evbuffer_get_length(r->resp_body);
-  mrb_value s = mrb_str_new(mrb, NULL, (mrb_int)len);
-  evbuffer_copyout(r->resp_body, RSTRING_PTR(s), len);
-  return s;
+  return buffer_string(mrb, REQ(self)->resp_body);
 }
 
 static mrb_value req_replace_response_body(mrb_state *mrb, mrb_value self)
