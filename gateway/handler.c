@@ -164,7 +164,6 @@ static void rack_response(gw_request_t *req, mrb_value result)
 /* The fiber returned `result`: build the response unless the handler did. */
 static void complete(gw_request_t *req, mrb_value result)
 {
-  mrb_state *mrb = req->worker->mrb;
   if (req->failed) {
     gw_request_simple_response(req, 500, NULL);
   } else if (req->filtering) {
@@ -186,7 +185,6 @@ static void complete(gw_request_t *req, mrb_value result)
   } else if (req->status == 0) {
     req->status = 200;
   }
-  (void)mrb;
   if (gw_trace) {
     char done[48];
     snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
