@@ -118,22 +118,6 @@ static void update_time(time_t now)
   cached_sec = now;
 }
 
-/* Body bytes of the response just queued: what follows the head's blank line
- * in the last bytes_sent bytes of the connection's output buffer. */
-static size_t body_bytes(const gw_request_t *req, size_t bytes_sent)
-{
-  if (req->conn == NULL) return bytes_sent;
-  struct evbuffer *out = req->conn->out;
-  size_t total = evbuffer_get_length(out);
-  if (bytes_sent > total) return bytes_sent;
-  struct evbuffer_ptr start;
-  if (evbuffer_ptr_set(out, &start, total - bytes_sent, EVBUFFER_PTR_SET) < 0) return bytes_sent;
-  struct evbuffer_ptr end = evbuffer_search(out, "\r\n\r\n", 4, &start);
-  if (end.pos < 0) return bytes_sent;
-  size_t head = (size_t)end.pos + 4 - (total - bytes_sent);
-  return head <= bytes_sent ? bytes_sent - head : 0;
-}
-
 static void put_header(const gw_headers_t *h, const char *name)
 {
   const gw_header_t *f = gw_headers_find(h, name);
@@ -141,7 +125,7 @@ static void put_header(const gw_headers_t *h, const char *name)
   else put_dash();
 }
 
-void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent)
+void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent, size_t body_bytes)
 {
   const gw_access_log_t *al = current;
   if (al == NULL) return;
@@ -183,7 +167,7 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent)
     case GW_ALV_SERVER_PORT: put_uint((unsigned long long)req->server->port); break;
     case GW_ALV_STATUS: put_uint((unsigned long long)status); break;
     case GW_ALV_BYTES_SENT: put_uint(bytes_sent); break;
-    case GW_ALV_BODY_BYTES_SENT: put_uint(body_bytes(req, bytes_sent)); break;
+    case GW_ALV_BODY_BYTES_SENT: put_uint(body_bytes); break;
     case GW_ALV_REQUEST_TIME: put_seconds(gw_now_ms() - req->start_ms); break;
     case GW_ALV_UPSTREAM_ADDR: put_str(req->upstream_addr); break;
     case GW_ALV_UPSTREAM_STATUS:

@@ -27,6 +27,6 @@ void gw_access_log_reopen(void);
 
 /* Called once per client request, right after its response was queued:
  * status as sent, bytes_sent the bytes of head and body queued. */
-void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent);
+void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent, size_t body_bytes);
 
 #endif

@@ -78,7 +78,7 @@ static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n
 static int on_message_begin(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  c->head_bytes = c->nheaders = c->ncontent_length = c->ntransfer_encoding = 0;
+  c->head_bytes = c->nheaders = c->ncontent_length = c->ntransfer_encoding = c->nhost = 0;
   c->last_cb = CB_NONE;
   c->hname_len = c->hvalue_len = 0;
   c->req.target_len = 0;
@@ -107,9 +107,13 @@ static int commit_header(gw_conn_t *c)
   if (++c->nheaders > lim->max_headers) return reject(c, 431);
   if (c->hname_len == 14 && strncasecmp(c->hname, "content-length", 14) == 0) c->ncontent_length++;
   if (c->hname_len == 17 && strncasecmp(c->hname, "transfer-encoding", 17) == 0) c->ntransfer_encoding++;
+  if (c->hname_len == 4 && strncasecmp(c->hname, "host", 4) == 0) c->nhost++;
   /* llhttp accepts these bytes in a value; nothing upstream should ever see them. */
   for (size_t i = 0; i < c->hvalue_len; i++)
     if (c->hvalue[i] == '\r' || c->hvalue[i] == '\n' || c->hvalue[i] == '\0') return reject(c, 400);
+  /* Trailing whitespace is not part of the value (RFC 9110 §5.5). */
+  while (c->hvalue_len > 0 && (c->hvalue[c->hvalue_len - 1] == ' ' || c->hvalue[c->hvalue_len - 1] == '\t'))
+    c->hvalue_len--;
   if (gw_headers_add(&c->req.headers, c->hname, c->hname_len, c->hvalue ? c->hvalue : "", c->hvalue_len))
     return reject(c, 500);
   c->hname_len = c->hvalue_len = 0;
@@ -160,6 +164,18 @@ static void split_target(gw_request_t *r)
   r->path_len = q ? (size_t)(q - r->target) : r->target_len;
 }
 
+/* uri-host [ ":" port ] (RFC 3986 reg-name or IP literal), or empty. */
+static int valid_host(const char *v, size_t len)
+{
+  for (size_t i = 0; i < len; i++) {
+    unsigned char ch = (unsigned char)v[i];
+    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+          strchr("-._~%!$&'()*+,;=:[]", ch)))
+      return 0;
+  }
+  return 1;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
@@ -174,7 +190,16 @@ static int on_headers_complete(llhttp_t *p)
   int chunked = (p->flags & F_CHUNKED) != 0;
   if (c->ncontent_length > 1) return reject(c, 400);
   if (c->ntransfer_encoding > 0 && (r->http_minor == 0 || c->ncontent_length > 0)) return reject(c, 400);
-  if (r->http_minor == 1 && gw_headers_find(&r->headers, "host") == NULL) return reject(c, 400);
+  /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
+  if (c->nhost > 1 || (r->http_minor == 1 && c->nhost == 0)) return reject(c, 400);
+  const gw_header_t *host = c->nhost ? gw_headers_find(&r->headers, "host") : NULL;
+  if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
+  /* The only transfer coding we decode is a lone "chunked"; anything else
+   * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
+  if (chunked) {
+    const gw_header_t *te = gw_headers_find(&r->headers, "transfer-encoding");
+    if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
+  }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
   if (!chunked && (p->flags & F_CONTENT_LENGTH) && p->content_length > c->server->limits.max_body)
     return reject(c, 413);
@@ -370,6 +395,7 @@ static const char *status_reason_for_log(int status)
   case 413: return "request body too large";
   case 414: return "request line too long";
   case 417: return "unsupported Expect";
+  case 501: return "unsupported transfer coding";
   case 431: return "request header block too large";
   case 505: return "unsupported HTTP version";
   default: return "cannot serve request";
@@ -387,14 +413,35 @@ static void reject_request(gw_conn_t *c, int status)
   r->http_minor = 1;
   gw_request_simple_response(r, status, NULL);
   size_t before = evbuffer_get_length(c->out);
-  gw_response_write(r, c->out, c->worker, 0);
+  size_t head = gw_response_write(r, c->out, c->worker, 0);
+  size_t sent = evbuffer_get_length(c->out) - before;
   gw_stats_self->responses[status / 100]++;
-  gw_access_log_write(r, status, evbuffer_get_length(c->out) - before);
+  gw_access_log_write(r, status, sent, sent - head);
   gw_request_reset(r);
   c->close_after = 1;
   c->state = GW_CONN_BUSY; /* stop parsing */
   set_reading(c, 0);
   set_timer(c, 0);
+}
+
+/* llhttp 8.1 takes "\r\n\n" as the end of a request head: a bare LF that
+ * a front proxy may read differently (smuggling). This scanner checks that
+ * every line of a head ends in CRLF, over each new piece of the head, and
+ * stops at the blank line (what follows is body). */
+enum { SCAN_LINE, SCAN_CR, SCAN_CRLF, SCAN_CRLFCR, SCAN_DONE };
+
+static int scan_head(gw_conn_t *c)
+{
+  for (size_t i = c->pos; i < c->len && c->head_scan != SCAN_DONE; i++) {
+    char b = c->buf[i];
+    switch (c->head_scan) {
+    case SCAN_LINE: c->head_scan = b == '\r' ? SCAN_CR : SCAN_LINE; if (b == '\n') return -1; break;
+    case SCAN_CR: if (b != '\n') return -1; c->head_scan = SCAN_CRLF; break;
+    case SCAN_CRLF: if (b == '\n') return -1; c->head_scan = b == '\r' ? SCAN_CRLFCR : SCAN_LINE; break;
+    case SCAN_CRLFCR: if (b != '\n') return -1; c->head_scan = SCAN_DONE; break;
+    }
+  }
+  return 0;
 }
 
 /* Parses and runs buffered requests until input runs out or a request waits. */
@@ -403,6 +450,10 @@ static void conn_process(gw_conn_t *c)
   while (!c->dead && !c->close_after && c->state != GW_CONN_BUSY) {
     if (c->pos == c->len) break;
     if (evbuffer_get_length(c->out) > OUT_HIGH_WATER) break;
+    if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) && scan_head(c) < 0) {
+      reject_request(c, 400);
+      break;
+    }
     const char *start = c->buf + c->pos;
     c->data_end = c->buf + c->len;
     llhttp_errno_t err = llhttp_execute(&c->parser, start, c->len - c->pos);
@@ -510,7 +561,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (c->state == GW_CONN_BUSY && c->req.running) {
       gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->req.remote_addr,
                   c->req.method, (int)c->req.path_len, c->req.target);
-      gw_access_log_write(&c->req, 499, 0); /* nginx's 499: nothing was sent */
+      gw_access_log_write(&c->req, 499, 0, 0); /* nginx's 499: nothing was sent */
     }
     conn_close(c);
     conn_leave(c);
@@ -579,16 +630,17 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 
 /* A response is queued whole (or its last piece): count and log it, then get
  * ready for the next request on this connection. */
-static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent)
+static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t head_bytes)
 {
   gw_request_t *req = &c->req;
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
-  gw_access_log_write(req, status, bytes_sent);
+  gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
   c->requests++;
   gw_request_reset(req);
   llhttp_resume(&c->parser);
   c->state = GW_CONN_IDLE;
+  c->head_scan = SCAN_LINE;
   c->error_status = 0;
   if (!keepalive) c->close_after = 1;
   set_timer(c, c->server->limits.keepalive_timeout_ms);
@@ -605,8 +657,8 @@ static void conn_on_finish(gw_request_t *req)
   gw_conn_t *c = req->conn;
   int keepalive = req->keepalive && !c->worker->stopping;
   size_t before = evbuffer_get_length(c->out);
-  gw_response_write(req, c->out, c->worker, keepalive);
-  response_done(c, keepalive, evbuffer_get_length(c->out) - before);
+  size_t head = gw_response_write(req, c->out, c->worker, keepalive);
+  response_done(c, keepalive, evbuffer_get_length(c->out) - before, head);
 }
 
 /* -- streamed responses (proxy_pass): the head first, the body as it comes -- */
@@ -627,10 +679,10 @@ void gw_conn_stream_head(gw_conn_t *c, long long content_length)
     }
   }
   c->stream_keepalive = keepalive;
-  size_t before = evbuffer_get_length(c->out);
-  gw_response_write_head(req, c->out, c->worker, keepalive, length);
-  c->stream_bytes = evbuffer_get_length(c->out) - before;
+  c->stream_head_bytes = gw_response_write_head(req, c->out, c->worker, keepalive, length);
+  c->stream_bytes = c->stream_head_bytes;
   req->streaming = 1;
+  conn_flush(c); /* the head goes out now, even if the body is slow to come */
 }
 
 int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
@@ -647,7 +699,7 @@ int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
     evbuffer_add(c->out, data, len);
     c->stream_bytes += len;
   }
-  if (evbuffer_get_length(c->out) >= OWN_BUF_MIN * 4 && conn_flush(c) < 0) return -1;
+  if (conn_flush(c) < 0) return -1; /* each piece goes out as it comes */
   return evbuffer_get_length(c->out) > OUT_HIGH_WATER;
 }
 
@@ -664,7 +716,7 @@ void gw_conn_stream_end(gw_conn_t *c, int complete)
   /* Cut short: close after what was sent, so the client sees the body end
    * early (before its length, or without the last chunk), never a fake
    * complete response. */
-  response_done(c, complete && c->stream_keepalive, c->stream_bytes);
+  response_done(c, complete && c->stream_keepalive, c->stream_bytes, c->stream_head_bytes);
 }
 
 void gw_conn_shutdown(gw_conn_t *c, int graceful)

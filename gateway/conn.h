@@ -38,7 +38,8 @@ struct gw_conn_s {
   gw_request_t req;         /* the request being parsed or handled */
   int req_ready;            /* req is parsed completely and not yet started */
   /* parse bookkeeping for the current request head */
-  size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding;
+  size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding, nhost;
+  int head_scan;            /* line-ending scanner state for the head (conn.c) */
   int last_cb;              /* which llhttp callback ran last (obs-fold detection) */
   const char *data_end;     /* end of the data given to llhttp_execute() */
   int value_at_data_end;    /* the last header-value span ended at data_end */
@@ -52,6 +53,7 @@ struct gw_conn_s {
   int stream_chunked;       /* the streamed response is chunk-encoded */
   int stream_keepalive;     /* ... and announced keep-alive */
   size_t stream_bytes;      /* bytes of it queued so far (access log) */
+  size_t stream_head_bytes; /* ... of which its head */
 
   gw_conn_t *next, *prev;   /* worker's connection list */
 };

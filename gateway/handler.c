@@ -70,6 +70,11 @@ static void give_slot(gw_worker_t *w, int slot)
   w->free_slots[w->nfree++] = slot;
 }
 
+static mrb_value fiber_of(gw_request_t *req)
+{
+  return mrb_ary_ref(req->worker->mrb, req->worker->roots, req->root_slot);
+}
+
 void gw_handler_release(gw_request_t *req)
 {
   if (!mrb_nil_p(req->rb_req)) {
@@ -77,7 +82,15 @@ void gw_handler_release(gw_request_t *req)
     req->rb_req = mrb_nil_value();
   }
   if (req->root_slot >= 0) {
-    give_slot(req->worker, req->root_slot);
+    gw_worker_t *w = req->worker;
+    /* A fiber still parked here was dropped by an abort. mruby's GC counts
+     * objects, not the stacks their contexts malloc'd, so thousands of
+     * dropped fibers can pile up before it runs: collect them now and then. */
+    if (mrb_test(mrb_fiber_alive_p(w->mrb, fiber_of(req))) && ++w->dropped_fibers >= GW_DROPPED_FIBERS_GC) {
+      w->dropped_fibers = 0;
+      event_active(w->gc_ev, EV_TIMEOUT, 0);
+    }
+    give_slot(w, req->root_slot);
     req->root_slot = -1;
   }
 }
@@ -94,11 +107,6 @@ static mrb_value do_resume(mrb_state *mrb, void *ud)
 {
   resume_args_t *a = ud;
   return mrb_fiber_resume(mrb, a->fiber, a->argc, a->argv);
-}
-
-static mrb_value fiber_of(gw_request_t *req)
-{
-  return mrb_ary_ref(req->worker->mrb, req->worker->roots, req->root_slot);
 }
 
 /* A handler failed outside the runner's own rescue (which logs for itself). */

@@ -136,17 +136,20 @@ int gw_response_bodyless(const gw_request_t *req)
   return status == 204 || status == 304 || (status >= 100 && status < 200);
 }
 
-void gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length)
+size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length)
 {
+  size_t before = evbuffer_get_length(out);
   head_t head;
   head.len = 0;
   head.out = out;
   put_head(&head, req, w, keepalive, gw_response_bodyless(req) ? GW_LENGTH_CLOSE : length);
   evbuffer_add(out, head.buf, head.len);
+  return evbuffer_get_length(out) - before;
 }
 
-void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
 {
+  size_t before = evbuffer_get_length(out);
   head_t head;
   head.len = 0;
   head.out = out;
@@ -156,6 +159,7 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
                      : req->head && req->head_length >= 0 ? req->head_length
                                                           : (long long)body_len;
   put_head(&head, req, w, keepalive, length);
+  size_t head_size = evbuffer_get_length(out) - before + head.len; /* head.buf may have been flushed to out */
   if (bodyless || req->head) {
     evbuffer_add(out, head.buf, head.len);
     if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);
@@ -169,4 +173,5 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
     evbuffer_add(out, head.buf, head.len);
     evbuffer_add_buffer(out, req->resp_body);
   }
+  return head_size;
 }

@@ -7,8 +7,9 @@
 #include "request.h"
 
 /* Appends status line, headers (Server, Date, Content-Length, Connection as
- * needed) and body to out. Moves the body out of req->resp_body. */
-void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive);
+ * needed) and body to out. Moves the body out of req->resp_body. Both
+ * writers return the size of the head. */
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive);
 
 /* Framing of a streamed response (gw_response_write_head). */
 #define GW_LENGTH_CHUNKED (-1LL) /* Transfer-Encoding: chunked */
@@ -16,7 +17,7 @@ void gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, 
 
 /* Only the head, for a body that follows in pieces: `length` is the
  * Content-Length, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
-void gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length);
+size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length);
 
 /* 1 for a status that never has a body (1xx, 204, 304). */
 int gw_response_bodyless(const gw_request_t *req);

@@ -73,6 +73,14 @@ void gw_worker_publish_stats(gw_worker_t *w)
   }
 }
 
+static void on_full_gc(evutil_socket_t fd, short what, void *arg)
+{
+  gw_worker_t *w = arg;
+  (void)fd;
+  (void)what;
+  mrb_full_gc(w->mrb); /* from the loop: no Ruby code is running */
+}
+
 static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
@@ -237,6 +245,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   gw_stats_attach(server->port, index, cfg->generation);
+  w->gc_ev = event_new(w->base, -1, 0, on_full_gc, w);
   w->stats_ev = event_new(w->base, -1, EV_PERSIST, on_stats_timer, w);
   struct timeval one_second = {1, 0};
   event_add(w->stats_ev, &one_second);
@@ -261,6 +270,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);
   event_free(w->stats_ev);
+  event_free(w->gc_ev);
   gw_stats_detach();
   if (server->fd >= 0) close(server->fd);
   mrb_gc_unregister(w->mrb, w->roots);

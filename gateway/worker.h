@@ -33,6 +33,8 @@ struct gw_worker_s {
   struct event *listen_ev;
   struct event *accept_pause_ev; /* re-enables accept after EMFILE */
   struct event *stats_ev;   /* publishes the gauges every second */
+  struct event *gc_ev;      /* a full GC, after many aborted fibers (handler.c) */
+  int dropped_fibers;
   struct event *signal_evs[4];
   gw_conn_t *conns;         /* every open client connection (doubly linked) */
   size_t nconns;
@@ -41,6 +43,9 @@ struct gw_worker_s {
   char date[40];            /* "Date: ...\r\n" cached per second */
   time_t date_time;
 };
+
+/* Aborted requests whose parked fibers trigger one full GC (see handler.c). */
+#define GW_DROPPED_FIBERS_GC 256
 
 /* The worker of this process (NULL in the master). */
 extern gw_worker_t *gw_worker;
