@@ -11,7 +11,8 @@
 #               libc-ares-dev, node-llhttp (llhttp's C sources)
 #   driver:     ruby, rake, ruby-rspec (RSpec 3.12: the end-to-end specs)
 #   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
-#               dnsmasq-base (a real DNS server on a loopback port for the DNS specs)
+#               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
+#               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab)
 set -euo pipefail
 
@@ -19,7 +20,7 @@ packages=(
   build-essential pkg-config
   mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp
   ruby rake ruby-rspec
-  python3 iproute2 procps dnsmasq-base
+  python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils
 )
 
