@@ -160,9 +160,12 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       put(req->http_minor ? " HTTP/1.1" : " HTTP/1.0", 9);
       break;
     case GW_ALV_METHOD: put_str(req->method); break;
-    case GW_ALV_URI: put_escaped(req->target, req->path_len ? req->path_len : req->target_len); break;
-    case GW_ALV_REQUEST_URI: put_escaped(req->target, req->target_len); break;
-    case GW_ALV_ARGS: put_escaped(req->target + req->path_len + 1, gw_request_query_len(req)); break;
+    case GW_ALV_URI: put_escaped(req->target, req->target ? req->path_len : 0); break;
+    case GW_ALV_REQUEST_URI: put_escaped(req->target, req->target ? req->target_len : 0); break;
+    case GW_ALV_ARGS:
+      if (req->target && gw_request_query_len(req)) put_escaped(req->target + req->path_len + 1, gw_request_query_len(req));
+      else put_dash();
+      break;
     case GW_ALV_SERVER_PROTOCOL: put(req->http_minor ? "HTTP/1.1" : "HTTP/1.0", 8); break;
     case GW_ALV_SERVER_PORT: put_uint((unsigned long long)req->server->port); break;
     case GW_ALV_STATUS: put_uint((unsigned long long)status); break;

@@ -105,6 +105,7 @@ static int commit_header(gw_conn_t *c)
 {
   const gw_limits_t *lim = &c->server->limits;
   if (++c->nheaders > lim->max_headers) return reject(c, 431);
+  if (c->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
   if (c->hname_len == 14 && strncasecmp(c->hname, "content-length", 14) == 0) c->ncontent_length++;
   if (c->hname_len == 17 && strncasecmp(c->hname, "transfer-encoding", 17) == 0) c->ntransfer_encoding++;
   if (c->hname_len == 4 && strncasecmp(c->hname, "host", 4) == 0) c->nhost++;
@@ -151,9 +152,7 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
 static int on_header_value_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  if (c->last_cb == CB_FIELD) { /* empty value: no value callback ran */
-    if (count_head(c, 4)) return -1;
-  }
+  if (count_head(c, 4)) return -1; /* ": " and CRLF, once per field however it was split */
   c->last_cb = CB_VALUE_DONE;
   return commit_header(c);
 }
@@ -411,6 +410,7 @@ static void reject_request(gw_conn_t *c, int status)
   r->keepalive = 0;
   r->head = 0;
   r->http_minor = 1;
+  if (r->target_len) split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
   size_t before = evbuffer_get_length(c->out);
   size_t head = gw_response_write(r, c->out, c->worker, 0);

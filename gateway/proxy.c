@@ -203,6 +203,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
   req->inline_body = NULL;

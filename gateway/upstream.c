@@ -561,6 +561,7 @@ static void conn_send(upstream_conn_t *c)
 
 static int field_append(upstream_conn_t *c, const char *at, size_t len)
 {
+  if (len == 0) return 0;
   size_t need = c->name_len + c->value_len + len;
   if (need > c->field_cap) {
     size_t cap = c->field_cap ? c->field_cap : 256;
@@ -611,7 +612,9 @@ static int on_header_value_complete(llhttp_t *p)
   upstream_conn_t *c = p->data;
   gw_client_req_t *r = c->req;
   if (r->headers_done) return 0;
-  int rc = gw_headers_add(&r->res.headers, c->field, c->name_len, c->field + c->name_len, c->value_len);
+  /* llhttp 8.1 accepts a line ": x": a field without a name is not HTTP. */
+  if (c->name_len == 0) return -1;
+  int rc = gw_headers_add(&r->res.headers, c->field, c->name_len, c->value_len ? c->field + c->name_len : "", c->value_len);
   c->name_len = c->value_len = 0;
   return rc;
 }
