@@ -23,7 +23,6 @@
 #include "config.h"
 #include "gw_mruby.h"
 #include "router.h"
-#include "stats.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -313,12 +312,6 @@ fail:
 
 int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen)
 {
-  /* The stats table is shared by every worker: map it, like the sockets,
-   * before any worker is forked. */
-  if (gw_stats_init() < 0) {
-    snprintf(err, errlen, "cannot map the stats table: %s", strerror(errno));
-    return -1;
-  }
   for (size_t i = 0; i < cfg->nservers; i++) {
     gw_server_t *s = &cfg->servers[i];
     for (size_t j = 0; old && j < old->nservers; j++) {

@@ -125,10 +125,7 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
   x->body = p->body_len ? malloc(p->body_len) : NULL;
   int oom = !x->host || !x->method || !x->target || (p->body_len && !x->body);
   if (!oom && p->body_len) memcpy(x->body, p->body, p->body_len);
-  for (size_t i = 0; !oom && p->headers && i < p->headers->count; i++) {
-    const gw_header_t *h = &p->headers->items[i];
-    oom = gw_headers_add(&x->headers, h->name, h->name_len, h->value, h->value_len) != 0;
-  }
+  if (!oom) oom = gw_headers_copy(&x->headers, p->headers) != 0;
   x->params.method = x->method;
   x->params.target = x->target;
   x->params.body = x->body;

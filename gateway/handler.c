@@ -75,12 +75,9 @@ static mrb_value fiber_of(gw_request_t *req)
   return mrb_ary_ref(req->worker->mrb, req->worker->roots, req->root_slot);
 }
 
-void gw_handler_release(gw_request_t *req)
+/* Unroots the request's fiber (if it has one). */
+static void drop_fiber(gw_request_t *req)
 {
-  if (!mrb_nil_p(req->rb_req)) {
-    DATA_PTR(req->rb_req) = NULL;
-    req->rb_req = mrb_nil_value();
-  }
   if (req->root_slot >= 0) {
     gw_worker_t *w = req->worker;
     /* A fiber still parked here was dropped by an abort. mruby's GC counts
@@ -93,6 +90,15 @@ void gw_handler_release(gw_request_t *req)
     give_slot(w, req->root_slot);
     req->root_slot = -1;
   }
+}
+
+void gw_handler_release(gw_request_t *req)
+{
+  if (!mrb_nil_p(req->rb_req)) {
+    DATA_PTR(req->rb_req) = NULL;
+    req->rb_req = mrb_nil_value();
+  }
+  drop_fiber(req);
 }
 
 /* -- running the fiber ------------------------------------------------------- */
@@ -177,8 +183,7 @@ static void complete(gw_request_t *req, mrb_value result)
   } else if (req->filtering) {
     /* a body filter changed the body, or left it */
   } else if (req->proxy_url) { /* req.proxy_pass(url): the upstream answers */
-    give_slot(req->worker, req->root_slot);
-    req->root_slot = -1;
+    drop_fiber(req);
     gw_proxy_start(req, req->proxy_url, req->proxy_key);
     return;
   } else if (!req->has_output && mrb_string_p(result)) {
@@ -240,10 +245,7 @@ static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
   int ai = mrb_gc_arena_save(mrb);
   mrb_value rbreq = gw_mrb_request_value(mrb, req);
   mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(w->fiber_class), w->sym_new, 0, NULL, mrb_obj_value(runner));
-  if (req->root_slot >= 0) { /* the handler's fiber, before its body filter's */
-    give_slot(w, req->root_slot);
-    req->root_slot = -1;
-  }
+  drop_fiber(req); /* the handler's fiber, before its body filter's */
   if (mrb->exc) { /* out of memory, in practice */
     fail_unexpectedly(req, mrb_obj_value(mrb->exc));
     mrb->exc = NULL;

@@ -51,6 +51,15 @@ int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const cha
   return 0;
 }
 
+int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src)
+{
+  for (size_t i = 0; src && i < src->count; i++) {
+    const gw_header_t *h = &src->items[i];
+    if (gw_headers_add(dst, h->name, h->name_len, h->value, h->value_len)) return -1;
+  }
+  return 0;
+}
+
 gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name)
 {
   size_t len = strlen(name);

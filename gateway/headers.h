@@ -25,6 +25,9 @@ void gw_headers_dispose(gw_headers_t *h);
 void gw_headers_clear(gw_headers_t *h);
 /* Appends a copy of name/value. Returns 0, or -1 when out of memory. */
 int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len);
+/* Appends a copy of every field of src (NULL: none). Returns 0, or -1 when
+ * out of memory. */
+int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src);
 /* First field whose name matches case-insensitively, or NULL. */
 gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name);
 /* Removes every field whose name matches case-insensitively. */

@@ -30,6 +30,7 @@
 #include "config.h"
 #include "log.h"
 #include "master.h"
+#include "stats.h"
 #include "worker.h"
 
 #define MAX_WORKERS 1024
@@ -304,6 +305,12 @@ int gw_master_run(gw_config_t *cfg)
    * moment it appears is queued, not fatal. */
   char err[1024];
   logs_t logs;
+  /* The stats table is shared by every worker: mapped before any fork. */
+  if (gw_stats_init() < 0) {
+    fprintf(stderr, "%s: cannot map the stats table: %s\n", config->path, strerror(errno));
+    gw_config_free(config, NULL);
+    return 1;
+  }
   int opened = logs_open(&config->settings, &logs, err, sizeof(err)) == 0;
   if (!opened || pid_file_write(config->settings.pid_path, err, sizeof(err)) < 0) {
     if (opened) logs_close(&logs);

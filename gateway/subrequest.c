@@ -87,10 +87,7 @@ static void on_child_finish(gw_request_t *child)
 {
   gw_subreq_t *s = child->finish_arg;
   s->status = child->status ? child->status : 200;
-  for (size_t i = 0; i < child->resp_headers.count; i++) {
-    const gw_header_t *h = &child->resp_headers.items[i];
-    gw_headers_add(&s->headers, h->name, h->name_len, h->value, h->value_len);
-  }
+  gw_headers_copy(&s->headers, &child->resp_headers);
   if (child->text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
   if (child->inline_body)
     evbuffer_add(s->body, child->inline_body, child->inline_len);
@@ -116,10 +113,7 @@ static void on_client_done(const char *err, int timed_out, gw_client_response_t 
     s->timed_out = timed_out;
   } else {
     s->status = res->status;
-    for (size_t i = 0; i < res->headers.count; i++) {
-      const gw_header_t *h = &res->headers.items[i];
-      gw_headers_add(&s->headers, h->name, h->name_len, h->value, h->value_len);
-    }
+    gw_headers_copy(&s->headers, &res->headers);
     evbuffer_add_buffer(s->body, res->body);
   }
   deliver_later(s);
@@ -163,11 +157,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   char *q = strchr(c->target, '?');
   c->path_len = q ? (size_t)(q - c->target) : c->target_len;
   memcpy(c->remote_addr, parent->remote_addr, sizeof(c->remote_addr));
-  if (p->headers)
-    for (size_t i = 0; i < p->headers->count; i++) {
-      const gw_header_t *h = &p->headers->items[i];
-      gw_headers_add(&c->headers, h->name, h->name_len, h->value, h->value_len);
-    }
+  gw_headers_copy(&c->headers, p->headers);
   if (gw_headers_find(&c->headers, "host") == NULL) {
     const gw_header_t *host = gw_headers_find(&parent->headers, "host");
     if (host) gw_headers_add(&c->headers, "Host", 4, host->value, host->value_len);
@@ -213,11 +203,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     }
     gw_headers_t hs;
     gw_headers_init(&hs);
-    if (p->headers)
-      for (size_t i = 0; i < p->headers->count; i++) {
-        const gw_header_t *h = &p->headers->items[i];
-        gw_headers_add(&hs, h->name, h->name_len, h->value, h->value_len);
-      }
+    gw_headers_copy(&hs, p->headers);
     if (gw_headers_find(&hs, "host") == NULL) gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
     gw_client_params_t cp = {
       .host = u.host,

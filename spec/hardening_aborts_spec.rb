@@ -15,21 +15,6 @@ RSpec.describe 'hardening: 2000 aborts' do
   HARDENING_ABORTS = 2000
   HARDENING_ABORT_TIME = 25 # seconds, at most, for one loop of aborts
 
-  def rss_kib(pid)
-    File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
-  end
-
-  def open_fds(pid)
-    Dir.children("/proc/#{pid}/fd").size
-  end
-
-  # Under ASan freed memory sits in a 256 MiB quarantine and would look like
-  # growth: memory measurements run without it.
-  def rss_env
-    env = GatewaySpec.sanitizer_env
-    env.empty? ? {} : { 'ASAN_OPTIONS' => "#{env['ASAN_OPTIONS']}:quarantine_size_mb=0" }
-  end
-
   # A UDP socket that receives DNS queries and never answers (never read).
   def silent_udp_port
     @silent = UDPSocket.new

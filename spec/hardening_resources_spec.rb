@@ -20,21 +20,6 @@ RSpec.describe 'hardening: resources' do
     (f[11].to_i + f[12].to_i) / 100.0 # utime, stime (fields 14, 15) in USER_HZ = 100 ticks
   end
 
-  def rss_kib(pid)
-    File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
-  end
-
-  def open_fds(pid)
-    Dir.children("/proc/#{pid}/fd").size
-  end
-
-  # Under ASan freed memory sits in a 256 MiB quarantine and would look like
-  # growth: memory measurements run without it.
-  def rss_env
-    env = GatewaySpec.sanitizer_env
-    env.empty? ? {} : { 'ASAN_OPTIONS' => "#{env['ASAN_OPTIONS']}:quarantine_size_mb=0" }
-  end
-
   def start_res_gateway(upstream_port: nil, env: {})
     @port = free_port
     up = upstream_port ? %(location "/stream", proxy_pass: "http://127.0.0.1:#{upstream_port}") : ''

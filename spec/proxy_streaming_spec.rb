@@ -59,17 +59,6 @@ RSpec.describe 'streaming proxy_pass responses' do
     end
   end
 
-  def rss_kib(pid)
-    File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
-  end
-
-  # Under ASan, freed memory sits in a quarantine (256 MiB) and would show as
-  # RSS growth: these memory measurements run without it.
-  def rss_env
-    env = GatewaySpec.sanitizer_env
-    env.empty? ? {} : { 'ASAN_OPTIONS' => "#{env['ASAN_OPTIONS']}:quarantine_size_mb=0" }
-  end
-
   def gateway_for(up)
     @port = free_port
     @gw = start_gateway(<<~RUBY, ports: [@port], env: rss_env)

@@ -549,6 +549,23 @@ module GatewaySpec
       BIN
     end
 
+    # Resident memory of a process, in KiB.
+    def rss_kib(pid)
+      File.read("/proc/#{pid}/status")[/VmRSS:\s+(\d+)/, 1].to_i
+    end
+
+    # Open file descriptors of a process.
+    def open_fds(pid)
+      Dir.children("/proc/#{pid}/fd").size
+    end
+
+    # start_gateway(env:) for specs that measure memory: under ASan freed
+    # memory sits in a 256 MiB quarantine and would look like growth.
+    def rss_env
+      env = GatewaySpec.sanitizer_env
+      env.empty? ? {} : { 'ASAN_OPTIONS' => "#{env['ASAN_OPTIONS']}:quarantine_size_mb=0" }
+    end
+
     def free_port
       s = TCPServer.new('127.0.0.1', 0)
       s.addr[1]

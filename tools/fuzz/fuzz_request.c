@@ -58,23 +58,8 @@ extern unsigned long gw_fuzz_conns_closed; /* stubs.c */
 #define HDR 5
 #define MAX_BYTE_SLICES 512
 
-#define FAIL(...)                                 \
-  do {                                            \
-    fprintf(stderr, "fuzz_request: invariant: "); \
-    fprintf(stderr, __VA_ARGS__);                 \
-    fputc('\n', stderr);                          \
-    abort();                                      \
-  } while (0)
-
-/* UBSan: fatal, except what tools/fuzz/ubsan.supp lists (known findings). */
-#ifndef FUZZ_UBSAN_SUPP
-#define FUZZ_UBSAN_SUPP "tools/fuzz/ubsan.supp"
-#endif
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-  return "print_stacktrace=1:halt_on_error=1:suppressions=" FUZZ_UBSAN_SUPP;
-}
+#define FUZZ_NAME "fuzz_request"
+#include "fuzz_common.h"
 
 /* -- the world: one worker, one server, an access log we can read back ------- */
 

@@ -58,23 +58,8 @@
 #define MAX_FDS 16
 #define MAX_BYTE_SLICES 512
 
-#define FAIL(...)                                  \
-  do {                                             \
-    fprintf(stderr, "fuzz_upstream: invariant: "); \
-    fprintf(stderr, __VA_ARGS__);                  \
-    fputc('\n', stderr);                           \
-    abort();                                       \
-  } while (0)
-
-/* UBSan: fatal, except what tools/fuzz/ubsan.supp lists (known findings). */
-#ifndef FUZZ_UBSAN_SUPP
-#define FUZZ_UBSAN_SUPP "tools/fuzz/ubsan.supp"
-#endif
-const char *__ubsan_default_options(void);
-const char *__ubsan_default_options(void)
-{
-  return "print_stacktrace=1:halt_on_error=1:suppressions=" FUZZ_UBSAN_SUPP;
-}
+#define FUZZ_NAME "fuzz_upstream"
+#include "fuzz_common.h"
 
 static struct event_base *base;
 static int listen_fd = -1;
