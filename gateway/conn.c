@@ -157,12 +157,6 @@ static int on_header_value_complete(llhttp_t *p)
   return commit_header(c);
 }
 
-static void split_target(gw_request_t *r)
-{
-  char *q = memchr(r->target, '?', r->target_len);
-  r->path_len = q ? (size_t)(q - r->target) : r->target_len;
-}
-
 /* uri-host [ ":" port ] (RFC 3986 reg-name or IP literal), or empty. */
 static int valid_host(const char *v, size_t len)
 {
@@ -185,7 +179,7 @@ static int on_headers_complete(llhttp_t *p)
   r->method = llhttp_method_name(p->method);
   r->head = p->method == HTTP_HEAD;
   if (r->target_len == 0) return reject(c, 400);
-  split_target(r);
+  gw_request_split_target(r);
   int chunked = (p->flags & F_CHUNKED) != 0;
   if (c->ncontent_length > 1) return reject(c, 400);
   if (c->ntransfer_encoding > 0 && (r->http_minor == 0 || c->ncontent_length > 0)) return reject(c, 400);
@@ -410,7 +404,7 @@ static void reject_request(gw_conn_t *c, int status)
   r->keepalive = 0;
   r->head = 0;
   r->http_minor = 1;
-  if (r->target_len) split_target(r); /* for the access log's $uri and $args */
+  if (r->target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
   size_t before = evbuffer_get_length(c->out);
   size_t head = gw_response_write(r, c->out, c->worker, 0);

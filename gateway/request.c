@@ -100,6 +100,12 @@ void gw_request_simple_response(gw_request_t *req, int status, const char *body)
     evbuffer_add_printf(req->resp_body, "%d %s\n", status, gw_response_reason(status));
 }
 
+void gw_request_split_target(gw_request_t *req)
+{
+  const char *q = memchr(req->target, '?', req->target_len);
+  req->path_len = q ? (size_t)(q - req->target) : req->target_len;
+}
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;

@@ -130,6 +130,9 @@ void gw_request_pending_remove(gw_pending_t *p);
  * may not be sent (CR/LF/NUL, bad name). */
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen);
 
+/* Sets path_len: target[0, path_len) is the path, before any '?'. */
+void gw_request_split_target(gw_request_t *req);
+
 /* Path and query views. */
 static inline size_t gw_request_query_len(const gw_request_t *r)
 {

@@ -154,8 +154,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
     free(c);
     return NULL;
   }
-  char *q = strchr(c->target, '?');
-  c->path_len = q ? (size_t)(q - c->target) : c->target_len;
+  gw_request_split_target(c);
   memcpy(c->remote_addr, parent->remote_addr, sizeof(c->remote_addr));
   gw_headers_copy(&c->headers, p->headers);
   if (gw_headers_find(&c->headers, "host") == NULL) {
