@@ -91,6 +91,9 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->body_filter = iv(mrb, loc, "@body_filter");
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       l->status = mrb_test(iv(mrb, loc, "@status"));
+      mrb_value max_body = iv(mrb, loc, "@max_body");
+      l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
+      l->stream_body = l->proxy_pass != NULL && !mrb_test(iv(mrb, loc, "@request_buffering"));
     }
     gw_router_sort(s->locations, s->nlocations);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");

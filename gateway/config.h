@@ -27,6 +27,8 @@ typedef struct {
   char *proxy_pass;     /* owned URL, or NULL */
   mrb_value body_filter;/* Proc or nil */
   int pass_host;        /* proxy: send the client's Host header upstream */
+  size_t max_body;      /* request body limit here (the server's unless set) */
+  int stream_body;      /* proxy: send a request body upstream as it arrives */
   int status;           /* the status page (status.c) */
 } gw_location_t;
 

@@ -29,6 +29,7 @@
 #include "conn.h"
 #include "log.h"
 #include "response.h"
+#include "router.h"
 #include "stats.h"
 #include "worker.h"
 
@@ -36,6 +37,8 @@
 #define OWN_BUF_MIN (16 * 1024)
 #define OUT_HIGH_WATER (256 * 1024) /* stop taking pipelined requests / pause a stream above this */
 #define OUT_LOW_WATER (64 * 1024)   /* a paused stream goes on below this */
+#define BODY_HIGH_WATER (256 * 1024) /* a streamed request body not taken yet: stop reading */
+#define BODY_LOW_WATER (64 * 1024)   /* ... and read again below this */
 #define LINGER_MS 2000
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 
@@ -83,6 +86,7 @@ static int on_message_begin(llhttp_t *p)
   c->hname_len = c->hvalue_len = 0;
   c->req.target_len = 0;
   c->req.start_ms = gw_now_ms();
+  c->body_bytes = 0;
   c->req.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
@@ -194,18 +198,24 @@ static int on_headers_complete(llhttp_t *p)
     if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
-  if (!chunked && (p->flags & F_CONTENT_LENGTH) && p->content_length > c->server->limits.max_body)
-    return reject(c, 413);
   r->keepalive = llhttp_should_keep_alive(p);
   int has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
-  if (has_body) {
-    gw_header_t *expect = gw_headers_find(&r->headers, "expect");
-    if (expect && r->http_minor == 1) {
-      if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
-      evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
-    }
-    c->state = GW_CONN_BODY;
-    set_timer(c, c->server->limits.body_timeout_ms);
+  if (!has_body) return 0;
+  /* The location decides the body limit, and whether the body streams. */
+  const gw_location_t *loc = gw_router_match(c->server, r->target, r->path_len);
+  c->max_body = loc ? loc->max_body : c->server->limits.max_body;
+  if (!chunked && p->content_length > c->max_body) return reject(c, 413);
+  gw_header_t *expect = gw_headers_find(&r->headers, "expect");
+  if (expect && r->http_minor == 1) {
+    if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
+    evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+  }
+  c->state = GW_CONN_BODY;
+  set_timer(c, c->server->limits.body_timeout_ms);
+  if (loc && loc->stream_body) { /* start now; conn_process() feeds the body as it comes */
+    r->body_streaming = 1;
+    r->body_length = chunked ? -1 : (long long)p->content_length;
+    return HPE_PAUSED;
   }
   return 0;
 }
@@ -214,7 +224,9 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
   gw_request_t *r = &c->req;
-  if (evbuffer_get_length(r->body) + n > c->server->limits.max_body) return reject(c, 413);
+  c->body_bytes += n;
+  if (c->body_bytes > c->max_body) return reject(c, 413);
+  set_timer(c, c->server->limits.body_timeout_ms); /* a gap between reads */
   return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
 }
 
@@ -398,6 +410,15 @@ static const char *status_reason_for_log(int status)
 /* Answers a request that failed to parse, then closes. */
 static void reject_request(gw_conn_t *c, int status)
 {
+  if (c->req.running) { /* a streamed body went wrong while its request ran */
+    gw_request_abort(&c->req);
+    if (c->req.streaming) { /* the response has begun: all we can do is close */
+      gw_log_info("%s: %d %s in a streamed request body; closing", c->req.remote_addr, status,
+                  status_reason_for_log(status));
+      conn_close(c);
+      return;
+    }
+  }
   gw_log_info("%s: %d %s (%s)", c->req.remote_addr, status, status_reason_for_log(status),
               llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser) : "");
   gw_request_t *r = &c->req;
@@ -438,11 +459,23 @@ static int scan_head(gw_conn_t *c)
   return 0;
 }
 
-/* Parses and runs buffered requests until input runs out or a request waits. */
+static int body_full(const gw_conn_t *c)
+{
+  return c->req.body_streaming && evbuffer_get_length(c->req.body) >= BODY_HIGH_WATER;
+}
+
+/* A streamed request body grew or ended: tell its consumer. */
+static void body_arrived(gw_conn_t *c)
+{
+  if (c->req.on_body_more != NULL) c->req.on_body_more(&c->req);
+}
+
+/* Parses and runs buffered requests until input runs out or a request waits;
+ * also parses the body of a running request that streams it. */
 static void conn_process(gw_conn_t *c)
 {
-  while (!c->dead && !c->close_after && c->state != GW_CONN_BUSY) {
-    if (c->pos == c->len) break;
+  while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->req.body_streaming)) {
+    if (c->pos == c->len || body_full(c)) break;
     if (evbuffer_get_length(c->out) > OUT_HIGH_WATER) break;
     if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) && scan_head(c) < 0) {
       reject_request(c, 400);
@@ -450,17 +483,27 @@ static void conn_process(gw_conn_t *c)
     }
     const char *start = c->buf + c->pos;
     c->data_end = c->buf + c->len;
+    size_t body_before = c->body_bytes;
     llhttp_errno_t err = llhttp_execute(&c->parser, start, c->len - c->pos);
     if (err == HPE_OK) {
       c->pos = c->len;
+      if (c->req.body_streaming && c->body_bytes > body_before) body_arrived(c);
       break;
     }
     if (err == HPE_PAUSED) {
       c->pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->buf);
       llhttp_resume(&c->parser);
+      if (c->req_ready && c->req.body_streaming) { /* the last of a streamed body */
+        c->req_ready = 0;
+        c->req.body_streaming = 0;
+        set_timer(c, 0);
+        body_arrived(c);
+        continue;
+      }
+      /* The request is complete, or (streaming its body) its head is. */
       c->req_ready = 0;
       c->state = GW_CONN_BUSY;
-      set_timer(c, 0);
+      set_timer(c, c->req.body_streaming ? c->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
       gw_request_start(&c->req); /* may finish (conn_on_finish) before returning */
       continue;
@@ -479,8 +522,14 @@ static void conn_process(gw_conn_t *c)
   }
   if (conn_flush(c) < 0) return;
   if (c->state == GW_CONN_CLOSING) return;
-  /* Read more unless the unparsed backlog is already large. */
-  set_reading(c, !(c->state == GW_CONN_BUSY && c->len - c->pos >= OWN_BUF_MIN));
+  /* Read more unless the unparsed backlog is already large, or a streamed
+   * body waits for its consumer (back-pressure: no body timeout meanwhile). */
+  if (body_full(c)) {
+    set_timer(c, 0);
+    set_reading(c, 0);
+    return;
+  }
+  set_reading(c, !(c->state == GW_CONN_BUSY && !c->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
 /* Moves unparsed bytes out of the shared buffer before it is reused. */
@@ -562,7 +611,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     return;
   }
   c->len += (size_t)n;
-  if (c->state != GW_CONN_BUSY) conn_process(c);
+  if (c->state != GW_CONN_BUSY || c->req.body_streaming) conn_process(c);
   else if (c->buf == shared_buf) keep_leftover(c);
   conn_leave(c);
 }
@@ -603,6 +652,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   }
   c->deadline = 0;
   conn_enter(c);
+  if (c->state == GW_CONN_BUSY && c->req.body_streaming) c->state = GW_CONN_BODY; /* still reading it */
   switch (c->state) {
   case GW_CONN_HEAD:
   case GW_CONN_BODY:
@@ -627,6 +677,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t head_bytes)
 {
   gw_request_t *req = &c->req;
+  if (req->body_streaming) keepalive = 0; /* answered before its body ended: the lingering close drains it */
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
@@ -649,10 +700,22 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
 static void conn_on_finish(gw_request_t *req)
 {
   gw_conn_t *c = req->conn;
-  int keepalive = req->keepalive && !c->worker->stopping;
+  int keepalive = req->keepalive && !c->worker->stopping && !req->body_streaming;
   size_t before = evbuffer_get_length(c->out);
   size_t head = gw_response_write(req, c->out, c->worker, keepalive);
   response_done(c, keepalive, evbuffer_get_length(c->out) - before, head);
+}
+
+/* -- streamed request bodies (proxy_pass) -- */
+
+void gw_conn_body_taken(gw_conn_t *c)
+{
+  if (c->dead || !c->req.body_streaming || c->reading) return;
+  if (evbuffer_get_length(c->req.body) >= BODY_LOW_WATER) return;
+  conn_enter(c);
+  set_timer(c, c->server->limits.body_timeout_ms);
+  conn_process(c);
+  conn_leave(c);
 }
 
 /* -- streamed responses (proxy_pass): the head first, the body as it comes -- */
@@ -660,7 +723,7 @@ static void conn_on_finish(gw_request_t *req)
 void gw_conn_stream_head(gw_conn_t *c, long long content_length)
 {
   gw_request_t *req = &c->req;
-  int keepalive = req->keepalive && !c->worker->stopping;
+  int keepalive = req->keepalive && !c->worker->stopping && !req->body_streaming;
   long long length = content_length;
   c->stream_chunked = 0;
   if (!req->head && !gw_response_bodyless(req) && length < 0) {

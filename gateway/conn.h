@@ -45,6 +45,8 @@ struct gw_conn_s {
   int value_at_data_end;    /* the last header-value span ended at data_end */
   char *hname; size_t hname_len, hname_cap; /* header name being parsed */
   char *hvalue; size_t hvalue_len, hvalue_cap;
+  size_t max_body;          /* the request body limit of its location */
+  size_t body_bytes;        /* request body bytes parsed so far */
   int error_status;         /* set by a parser callback that rejects the request */
   int close_after;          /* close once `out` is flushed */
   int in_callback;          /* depth of conn code on the stack: defer the free */
@@ -71,6 +73,9 @@ void gw_conn_stream_head(gw_conn_t *c, long long content_length);
 int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len);
 /* The last piece: complete, or cut short (then the connection closes). */
 void gw_conn_stream_end(gw_conn_t *c, int complete);
+
+/* A streamed request body was taken from req.body: read more if paused. */
+void gw_conn_body_taken(gw_conn_t *c);
 
 /* Worker stop: close now (fast) or once the current request is answered (graceful). */
 void gw_conn_shutdown(gw_conn_t *c, int graceful);

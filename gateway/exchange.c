@@ -17,6 +17,7 @@ struct gw_exchange_s {
   gw_client_done_cb cb;
   gw_client_head_cb on_head; /* the caller's streaming callbacks (NULL: buffered) */
   gw_client_body_cb on_body;
+  void (*on_body_sent)(void *arg); /* the caller's, for a streamed request body */
   void *arg;
   int paused;               /* paused before the exchange started (while resolving) */
   /* copies kept while resolving */
@@ -46,6 +47,12 @@ static void on_client_body(const char *data, size_t len, void *arg)
 {
   gw_exchange_t *x = arg;
   if (x->on_body) x->on_body(data, len, x->arg);
+}
+
+static void on_client_body_sent(void *arg)
+{
+  gw_exchange_t *x = arg;
+  x->on_body_sent(x->arg);
 }
 
 static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
@@ -103,12 +110,14 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
   x->arg = arg;
   x->on_head = p->on_head;
   x->on_body = p->on_body;
+  x->on_body_sent = p->on_body_sent;
   gw_headers_init(&x->headers);
   gw_client_params_t direct = *p;
   if (p->on_head) { /* route the streaming callbacks through us, like done */
     direct.on_head = on_client_head;
     direct.on_body = on_client_body;
   }
+  if (p->on_body_sent) direct.on_body_sent = on_client_body_sent;
   if (p->unix_path || is_ip(p->host) || resolver == NULL) {
     x->client = gw_client_request(pool, &direct, on_client_done, x);
     if (x->client == NULL) {
@@ -148,6 +157,12 @@ void gw_exchange_resume(gw_exchange_t *x)
 {
   x->paused = 0;
   if (x->client) gw_client_resume(x->client);
+}
+
+void gw_exchange_body_more(gw_exchange_t *x, int complete)
+{
+  if (x->client) gw_client_body_more(x->client, complete);
+  else if (complete) x->params.body_complete = 1; /* resolving: the client starts with it */
 }
 
 void gw_exchange_cancel(gw_exchange_t *x)

@@ -19,6 +19,9 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
 void gw_exchange_pause(gw_exchange_t *x);
 void gw_exchange_resume(gw_exchange_t *x);
 
+/* A streamed request body grew or ended (gw_client_body_more). */
+void gw_exchange_body_more(gw_exchange_t *x, int complete);
+
 /* Abandons it (lookup or exchange): no callback afterwards. */
 void gw_exchange_cancel(gw_exchange_t *x);
 

@@ -177,6 +177,10 @@ static void note_result(proxy_op_t *op, int failed)
 
 static void op_free(proxy_op_t *op)
 {
+  if (op->req->body_arg == op) { /* a streamed request body: nobody takes it any more */
+    op->req->on_body_more = NULL;
+    op->req->body_arg = NULL;
+  }
   free(op->target);
   gw_headers_dispose(&op->headers);
   free(op);
@@ -239,10 +243,25 @@ static void on_upstream_body(const char *data, size_t len, void *arg)
   if (full) gw_exchange_pause(op->client); /* back-pressure: resumed by on_client_drain */
 }
 
+/* A streamed request body: more arrived from the client, or its end. */
+static void on_client_body_more(gw_request_t *req)
+{
+  proxy_op_t *op = req->body_arg;
+  if (op->client) gw_exchange_body_more(op->client, !req->body_streaming);
+}
+
+/* ... and the upstream client took some: the connection may read more. */
+static void on_upstream_body_sent(void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_body_taken(op->req);
+}
+
 /* Sends op to its server (or literal address). Returns 0, or -1. */
 static int send_op(proxy_op_t *op)
 {
   gw_request_t *req = op->req;
+  op->params.body_complete = !req->body_streaming; /* a retry starts with what is known now */
   if (op->server) {
     gw_upstream_server_t *s = op->server;
     op->params.unix_path = s->unix_path;
@@ -413,7 +432,7 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
   op->target = upstream_target(req, u.path);
   upstream_headers(req, &op->headers, op->group ? op->group->name : u.hostport,
                    req->location && req->location->pass_host);
-  size_t body_len = evbuffer_get_length(req->body);
+  size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
   op->params = (gw_client_params_t){
     .host = u.unix_path ? NULL : op->host,
     .unix_path = u.unix_path,
@@ -431,6 +450,14 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
   if (gw_request_can_stream(req) && !(req->location && mrb_test(req->location->body_filter))) {
     op->params.on_head = on_upstream_head;
     op->params.on_body = on_upstream_body;
+  }
+  /* A request body still arriving goes upstream as it comes (conn.c). */
+  if (req->body_streaming) {
+    op->params.body_source = req->body;
+    op->params.body_length = req->body_length;
+    op->params.on_body_sent = on_upstream_body_sent;
+    req->on_body_more = on_client_body_more;
+    req->body_arg = op;
   }
   if (op->target == NULL || send_op(op) < 0) {
     op_free(op);

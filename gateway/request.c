@@ -49,6 +49,10 @@ void gw_request_reset(gw_request_t *req)
   req->head_length = -1;
   req->streaming = 0;
   req->on_drain = NULL;
+  req->body_streaming = 0;
+  req->body_length = 0;
+  req->on_body_more = NULL;
+  req->body_arg = NULL;
   req->has_output = req->failed = req->head = req->filtering = 0;
   req->location = NULL;
   req->upstream_addr[0] = '\0';
@@ -150,6 +154,11 @@ void gw_request_stream_end(gw_request_t *req, int complete)
   req->running = 0;
   gw_handler_release(req);
   gw_conn_stream_end(req->conn, complete);
+}
+
+void gw_request_body_taken(gw_request_t *req)
+{
+  gw_conn_body_taken(req->conn);
 }
 
 void gw_request_abort(gw_request_t *req)

@@ -44,7 +44,14 @@ struct gw_request_s {
   int keepalive;            /* the client allows another request on this connection */
   int head;                 /* HEAD: no response body */
   gw_headers_t headers;     /* owned */
-  struct evbuffer *body;    /* owned request body */
+  struct evbuffer *body;    /* owned request body (streamed: what arrived and was not taken yet) */
+  /* A body streamed to proxy_pass: the request starts once its head is read
+   * and the body keeps arriving into `body` while it runs. */
+  int body_streaming;       /* more of the body is to come from the client */
+  long long body_length;    /* its Content-Length, or -1: chunked */
+  /* Set by the consumer: `body` grew, or the body ended (body_streaming 0). */
+  void (*on_body_more)(gw_request_t *req);
+  void *body_arg;
   char remote_addr[INET6_ADDRSTRLEN];
 
   /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
@@ -122,6 +129,10 @@ int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
 void gw_request_stream_end(gw_request_t *req, int complete);
+
+/* A streamed request body: the consumer took bytes out of req->body, so the
+ * connection may read more (back-pressure). */
+void gw_request_body_taken(gw_request_t *req);
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *));
 void gw_request_pending_remove(gw_pending_t *p);

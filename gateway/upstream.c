@@ -2,7 +2,9 @@
  *
  * One request at a time per connection. A request is serialised once into a
  * single buffer allocated with the request (so a retry can resend it), written
- * with send(2) straight from there, and the response is read into one
+ * with send(2) straight from there; a streamed request body follows the head
+ * from the caller's evbuffer, moved (framed) into the request's own and
+ * written as the socket and the caller allow. The response is read into one
  * per-pool buffer and fed to the connection's llhttp parser; nothing else is
  * buffered on the input side because a connection is only ever reused when
  * the response ended exactly at the end of what was read. The one exception
@@ -140,7 +142,8 @@ struct gw_client_req_s {
   unsigned idempotent : 1;
   unsigned no_keepalive : 1;
   unsigned retried : 1;
-  unsigned starting : 1;       /* inside gw_client_request: failures must be deferred */
+  unsigned starting : 1;       /* inside gw_client_request or gw_client_body_more:
+                                  failures must be deferred */
   unsigned got_bytes : 1;      /* some response byte arrived on this attempt */
   unsigned headers_done : 1;   /* final (non-1xx) header block parsed */
   unsigned interim : 1;        /* the message being parsed is a 1xx */
@@ -150,9 +153,19 @@ struct gw_client_req_s {
   unsigned paused : 1;         /* gw_client_pause() in effect */
   unsigned in_cb : 1;          /* inside on_head/on_body */
   unsigned cancelled : 1;      /* gw_client_cancel() from inside on_head/on_body */
+  unsigned send_stopped : 1;   /* the upstream stopped reading our request (answered early) */
+  /* a streamed request body (params.body_source) */
+  unsigned body_complete : 1;  /* the caller has put all of it into body_src */
+  unsigned body_taken : 1;     /* some of it left body_src: no retry */
+  unsigned body_ended : 1;     /* all of it is in body_out (chunked: with the last chunk) */
+  struct evbuffer *body_src;   /* borrowed from the caller */
+  struct evbuffer *body_out;   /* owned: taken from body_src, framed, not yet written */
+  long long body_left;         /* Content-Length bytes not taken yet; -1: chunked */
+  void (*on_body_sent)(void *arg);
+  struct event sent_ev;        /* calls on_body_sent from the loop */
   gw_client_response_t res;
   size_t wire_len, wire_off;
-  char wire[];                 /* serialised request: head + body */
+  char wire[];                 /* serialised request: head + body (unless streamed) */
 };
 
 typedef struct {
@@ -362,6 +375,10 @@ static void req_free(gw_client_req_t *r)
 {
   gw_upstream_pool_t *pool = r->pool;
   gw_headers_dispose(&r->res.headers);
+  if (r->body_out != NULL) {
+    event_del(&r->sent_ev);
+    evbuffer_free(r->body_out);
+  }
   if (pool->nspare < GW_UPSTREAM_SPARE_BODIES && !pool->free_pending) {
     evbuffer_drain(r->res.body, evbuffer_get_length(r->res.body));
     pool->spare_bodies[pool->nspare++] = r->res.body;
@@ -410,6 +427,15 @@ static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
   event_active(&r->dev, EV_TIMEOUT, 1);
 }
 
+/* Streamed request body: the caller may fill body_src again. */
+static void on_body_taken(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  gw_client_req_t *r = arg;
+  r->on_body_sent(r->arg);
+}
+
 static void on_req_deferred(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
@@ -433,7 +459,7 @@ static const char *errno_message(int e)
  * idempotent or nothing of the request was sent. */
 static int req_can_retry(const gw_client_req_t *r, const upstream_conn_t *c)
 {
-  return c->served && !r->retried && !r->got_bytes && (r->idempotent || r->wire_off == 0);
+  return c->served && !r->retried && !r->got_bytes && !r->body_taken && (r->idempotent || r->wire_off == 0);
 }
 
 static void req_retry(gw_client_req_t *r)
@@ -529,10 +555,79 @@ static void req_connect(gw_client_req_t *r)
   }
 }
 
+/* The upstream stopped reading (EPIPE/ECONNRESET) and the request cannot be
+ * resent: it may have answered early (e.g. a 413). Stop writing and let the
+ * read side, which the error has made readable, deliver that response or the
+ * error. */
+static void conn_stop_sending(upstream_conn_t *c)
+{
+  gw_client_req_t *r = c->req;
+  r->wire_off = r->wire_len;
+  r->send_stopped = 1;
+  r->no_keepalive = 1;
+  conn_want_write(c, 0);
+}
+
+/* Streamed request body: moves what body_src holds into body_out, framed. */
+static void body_take(gw_client_req_t *r)
+{
+  size_t n = evbuffer_get_length(r->body_src);
+  if (r->body_left >= 0 && (unsigned long long)r->body_left < n) n = (size_t)r->body_left;
+  if (n > 0) {
+    if (r->body_left < 0) evbuffer_add_printf(r->body_out, "%zx\r\n", n);
+    evbuffer_remove_buffer(r->body_src, r->body_out, n);
+    if (r->body_left < 0) evbuffer_add(r->body_out, "\r\n", 2);
+    else r->body_left -= (long long)n;
+    r->body_taken = 1;
+    if (r->on_body_sent != NULL) event_active(&r->sent_ev, EV_TIMEOUT, 1);
+  }
+  if (r->body_complete && evbuffer_get_length(r->body_src) == 0) {
+    if (r->body_left < 0) evbuffer_add(r->body_out, "0\r\n\r\n", 5);
+    r->body_ended = 1;
+  }
+}
+
+/* Writes the streamed body after the head, as far as the socket and the
+ * caller allow. */
+static void body_send(upstream_conn_t *c)
+{
+  gw_client_req_t *r = c->req;
+  for (int i = 0; i < 64; i++) {
+    if (evbuffer_get_length(r->body_out) == 0 && !r->body_ended) body_take(r);
+    if (evbuffer_get_length(r->body_out) == 0) break;
+    int n = evbuffer_write(r->body_out, c->fd);
+    if (n > 0) {
+      if (!r->paused) conn_set_timer(c, r->timeout_ms); /* progress: a send timeout */
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      conn_want_write(c, 1);
+      return;
+    }
+    int e = n < 0 ? errno : EPIPE;
+    if (e == EPIPE || e == ECONNRESET) conn_stop_sending(c);
+    else conn_io_failed(c, e);
+    return;
+  }
+  conn_want_write(c, evbuffer_get_length(r->body_out) > 0);
+}
+
+/* 1 when every byte of the request went out. */
+static int req_all_sent(const gw_client_req_t *r)
+{
+  return r->wire_off == r->wire_len && !r->send_stopped &&
+         (r->body_src == NULL || (r->body_ended && evbuffer_get_length(r->body_out) == 0));
+}
+
 /* Writes what is left of the request; arms the write event on EAGAIN. */
 static void conn_send(upstream_conn_t *c)
 {
   gw_client_req_t *r = c->req;
+  if (r->send_stopped) {
+    conn_want_write(c, 0);
+    return;
+  }
   for (int i = 0; i < 64 && r->wire_off < r->wire_len; i++) {
     ssize_t n = send(c->fd, r->wire + r->wire_off, r->wire_len - r->wire_off, MSG_NOSIGNAL);
     if (n > 0) {
@@ -543,18 +638,15 @@ static void conn_send(upstream_conn_t *c)
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
     int e = n < 0 ? errno : EPIPE;
     if ((e == EPIPE || e == ECONNRESET) && !req_can_retry(r, c)) {
-      /* The upstream may have answered early (e.g. a 413) and stopped
-       * reading: stop writing and let the read side, which the error has
-       * made readable, deliver that response or the error. */
-      r->wire_off = r->wire_len;
-      r->no_keepalive = 1;
-      conn_want_write(c, 0);
+      conn_stop_sending(c);
       return;
     }
     conn_io_failed(c, e);
     return;
   }
-  conn_want_write(c, r->wire_off < r->wire_len);
+  if (r->wire_off < r->wire_len) conn_want_write(c, 1);
+  else if (r->body_src != NULL) body_send(c);
+  else conn_want_write(c, 0);
 }
 
 /* ---- response parsing ---- */
@@ -793,8 +885,7 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
   switch (rc) {
   case PARSE_DONE:
     req_finish(r, NULL, 0,
-               leftover == 0 && r->wire_off == r->wire_len && !r->no_keepalive &&
-                   llhttp_should_keep_alive(&c->parser));
+               leftover == 0 && req_all_sent(r) && !r->no_keepalive && llhttp_should_keep_alive(&c->parser));
     return 0;
   case PARSE_ERROR:
     req_fail(r, r->err, 0);
@@ -1024,7 +1115,8 @@ static int header_is(const gw_header_t *h, const char *name)
 
 static int sendable_header(const gw_header_t *h)
 {
-  /* The body is always sent whole with our own Content-Length. */
+  /* We frame the body ourselves: Content-Length, or chunked for a streamed
+   * body of unknown length. */
   return !header_is(h, "content-length") && !header_is(h, "transfer-encoding") &&
          gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len);
 }
@@ -1054,12 +1146,20 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   for (size_t i = 0; i < tlen && bad == NULL; i++)
     if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] == 0x7f) bad = "bad request target";
 
-  int has_cl = params->body_len > 0 || method_is(method, mlen, "POST") || method_is(method, mlen, "PUT") ||
+  int streamed = params->body_source != NULL;
+  size_t body_len = streamed ? 0 : params->body_len;
+  int has_cl = body_len > 0 || method_is(method, mlen, "POST") || method_is(method, mlen, "PUT") ||
                method_is(method, mlen, "PATCH");
   int add_close = pool->keepalive_max <= 0;
   int no_keepalive = add_close;
   char cl[48];
-  size_t cl_len = has_cl ? (size_t)snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", params->body_len) : 0;
+  size_t cl_len = 0;
+  if (streamed && params->body_length < 0)
+    cl_len = (size_t)snprintf(cl, sizeof(cl), "Transfer-Encoding: chunked\r\n");
+  else if (streamed)
+    cl_len = (size_t)snprintf(cl, sizeof(cl), "Content-Length: %lld\r\n", params->body_length);
+  else if (has_cl)
+    cl_len = (size_t)snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", body_len);
 
   size_t size = 0;
   if (bad == NULL) {
@@ -1078,8 +1178,8 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
       size += h->name_len + h->value_len + 4;
     }
     if (add_close) size += sizeof("Connection: close\r\n") - 1;
-    if (params->body_len > SIZE_MAX - sizeof(gw_client_req_t) - size) return NULL;
-    size += params->body_len;
+    if (body_len > SIZE_MAX - sizeof(gw_client_req_t) - size) return NULL;
+    size += body_len;
   }
 
   gw_client_req_t *r = malloc(sizeof(*r) + size);
@@ -1104,13 +1204,20 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     free(r);
     return NULL;
   }
-  if (bad == NULL) {
-    r->key = key_get(pool, &addr, addrlen);
-    if (r->key == NULL) {
-      evbuffer_free(r->res.body);
-      free(r);
-      return NULL;
-    }
+  if (streamed) {
+    r->body_out = evbuffer_new();
+    r->body_src = params->body_source;
+    r->body_left = params->body_length;
+    r->body_complete = params->body_complete != 0;
+    r->on_body_sent = params->on_body_sent;
+    event_assign(&r->sent_ev, pool->base, -1, 0, on_body_taken, r);
+  }
+  if (bad == NULL && (!streamed || r->body_out != NULL)) r->key = key_get(pool, &addr, addrlen);
+  if (bad == NULL && r->key == NULL) {
+    if (r->body_out != NULL) evbuffer_free(r->body_out);
+    evbuffer_free(r->res.body);
+    free(r);
+    return NULL;
   }
   pool->live_reqs++;
   event_assign(&r->dev, pool->base, -1, 0, on_req_deferred, r);
@@ -1139,16 +1246,17 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   if (add_close) p = put(p, "Connection: close\r\n", sizeof("Connection: close\r\n") - 1);
   p = put(p, cl, cl_len);
   p = put(p, "\r\n", 2);
-  if (params->body_len > 0) p = put(p, params->body, params->body_len);
+  if (body_len > 0) p = put(p, params->body, body_len);
   r->wire_len = (size_t)(p - r->wire);
 
-  /* Most recently parked first; a request that cannot be retried checks for a
-   * connection that died unnoticed before trusting it. */
+  /* Most recently parked first; a request that cannot be retried (not
+   * idempotent, or a streamed body taken once) checks for a connection that
+   * died unnoticed before trusting it. */
   upstream_conn_t *c;
   while ((c = r->key->idle_head) != NULL) {
     idle_unlink(c);
     c->state = CONN_ACTIVE; /* off the idle list: conn_close must not unlink again */
-    if (!r->idempotent && conn_is_stale(c)) {
+    if ((!r->idempotent || streamed) && conn_is_stale(c)) {
       conn_close(c);
       continue;
     }
@@ -1173,6 +1281,17 @@ void gw_client_cancel(gw_client_req_t *r)
     return;
   }
   req_abandon(r);
+}
+
+void gw_client_body_more(gw_client_req_t *r, int complete)
+{
+  if (r == NULL || r->body_src == NULL || r->cancelled) return;
+  if (complete) r->body_complete = 1;
+  upstream_conn_t *c = r->conn;
+  if (c == NULL || c->state != CONN_ACTIVE || c->wev_added) return; /* sent when it can be */
+  r->starting = 1; /* a failure now is reported from the loop */
+  conn_send(c);
+  r->starting = 0;
 }
 
 void gw_client_pause(gw_client_req_t *r)

@@ -67,10 +67,24 @@ typedef struct {
                                   Content-Length when body_len > 0 or the method has a body) */
   const char *body;       /* may be NULL */
   size_t body_len;
+  /* A streamed request body instead (body/body_len unused): read from
+   * body_source, an evbuffer the caller owns and fills as the body arrives
+   * (it must live until the done callback or gw_client_cancel), framed with
+   * Content-Length: body_length when >= 0, else chunked. body_complete: all
+   * of it is in body_source already; otherwise the caller reports more (and
+   * the end) with gw_client_body_more(). on_body_sent(arg), when set, is
+   * called from the loop after bytes were taken out of body_source, so the
+   * caller may read more. A request whose body was partly taken is never
+   * retried. */
+  struct evbuffer *body_source;
+  long long body_length;
+  int body_complete;
+  void (*on_body_sent)(void *arg);
   int connect_timeout_ms; /* 0 -> 5000 */
   int timeout_ms;         /* 0 -> 60000. Buffered: the whole exchange after connect.
                              Streaming: the longest wait for the next bytes (restarted
-                             by every read); it does not run while paused */
+                             by every read); it does not run while paused. Sending a
+                             streamed request body restarts it too */
   size_t max_response_body; /* buffered only: larger responses fail with err
                                "upstream response too large"; 0 -> 64 MiB */
   gw_client_head_cb on_head; /* non-NULL: streaming mode (see above) */
@@ -107,6 +121,11 @@ void gw_client_cancel(gw_client_req_t *req);
  * streaming mode; in buffered mode resume restarts the whole-exchange timer. */
 void gw_client_pause(gw_client_req_t *req);
 void gw_client_resume(gw_client_req_t *req);
+
+/* Streamed request body: more bytes are in params.body_source, or (complete)
+ * that was the last of them. May send right away; never calls back from
+ * inside (a failure is reported from the loop). */
+void gw_client_body_more(gw_client_req_t *req, int complete);
 
 /* Pool counters for scripts and status. */
 typedef struct {

@@ -13,10 +13,12 @@
 # answered out of what should have been body) means the gateway framed the
 # message differently from a strict peer: the ingredient of smuggling.
 #
-# The same grid runs through a proxy_pass location to a fake upstream that
-# records the raw bytes it receives: it must only ever see requests with one
-# Content-Length it can trust (never Transfer-Encoding, never both), bodies of
-# exactly that length, and no leftover bytes.
+# The same grid runs through proxy_pass locations to a fake upstream that
+# records the raw bytes it receives: it must only ever see requests framed in
+# one way it can trust, never both: one Content-Length and a body of exactly
+# that length, or (a streamed chunked body) the gateway's own canonical
+# chunked encoding (no extensions, no trailers); and no leftover bytes. With
+# request_buffering: true a body always arrives with a Content-Length.
 #
 # Then: Transfer-Encoding other than a final chunked, bad chunk sizes, Host
 # rules (RFC 9112 §3.2), absolute-form and asterisk-form targets.
@@ -68,8 +70,10 @@ RSpec.describe 'hardening: request framing' do
   # ---------------------------------------------------------------------------
   # A fake upstream that records every request it is sent, parsed strictly
   # from the raw bytes: each record is a Hash; every framing problem
-  # (Transfer-Encoding, several or bad Content-Length, leftover bytes) is
-  # recorded in `errors`. It answers "up:" + the body it read.
+  # (Transfer-Encoding other than a canonical chunked, both, several or bad
+  # Content-Length, leftover bytes) is recorded in `errors`; a request whose
+  # chunked body never ended (the gateway cut a streamed body it found
+  # malformed) is recorded in `cut`. It answers "up:" + the body it read.
   class RawRecordingUpstream
     attr_reader :port
 
@@ -79,6 +83,7 @@ RSpec.describe 'hardening: request framing' do
       @lock = Mutex.new
       @records = []
       @errors = []
+      @cut = []
       @threads = []
       @acceptor = Thread.new do
         loop do
@@ -101,10 +106,15 @@ RSpec.describe 'hardening: request framing' do
       @lock.synchronize { @errors.dup }
     end
 
+    def cut
+      @lock.synchronize { @cut.dup }
+    end
+
     def clear
       @lock.synchronize do
         @records.clear
         @errors.clear
+        @cut.clear
       end
     end
 
@@ -136,6 +146,36 @@ RSpec.describe 'hardening: request framing' do
       false
     end
 
+    # The gateway's chunked encoding, strictly: lower-case hex sizes without
+    # leading zeros or extensions, no trailers. nil when the connection ended
+    # first (recorded as cut) or the encoding is not that (an error).
+    def read_chunked(sock, buf, request_line)
+      body = +''.b
+      loop do
+        unless fill_until(sock, buf) { |b| b.include?("\r\n") }
+          @lock.synchronize { @cut << request_line }
+          return nil
+        end
+        size_line = buf.slice!(0, buf.index("\r\n") + 2).chomp("\r\n")
+        unless size_line =~ /\A(0|[1-9a-f][0-9a-f]*)\z/
+          error("non-canonical chunk size line #{size_line.inspect}")
+          return nil
+        end
+        size = size_line.to_i(16)
+        unless fill_until(sock, buf) { |b| b.bytesize >= size + 2 }
+          @lock.synchronize { @cut << request_line }
+          return nil
+        end
+        data = buf.slice!(0, size + 2)
+        unless data.end_with?("\r\n")
+          error("chunk of #{size} not followed by CRLF: #{data[-10..].inspect}")
+          return nil
+        end
+        return body if size.zero?
+        body << data[0, size]
+      end
+    end
+
     def serve(sock)
       buf = +''.b
       loop do
@@ -150,19 +190,25 @@ RSpec.describe 'hardening: request framing' do
         fields = lines.map { |l| l.split(':', 2).map(&:to_s) }
         bad = lines.reject { |l| l =~ /\A[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[ \t]*[^\r\n\x00]*\z/ }
         error("malformed head lines #{bad.inspect} in #{head.inspect}") unless bad.empty?
-        te = fields.select { |k, _| k.casecmp?('transfer-encoding') }
+        te = fields.select { |k, _| k.casecmp?('transfer-encoding') }.map { |_, v| v.strip }
         cl = fields.select { |k, _| k.casecmp?('content-length') }.map { |_, v| v.strip }
-        error("Transfer-Encoding sent upstream: #{head.inspect}") unless te.empty?
+        error("Transfer-Encoding other than one \"chunked\" sent upstream: #{head.inspect}") unless te.empty? || te == ['chunked']
+        error("both Transfer-Encoding and Content-Length sent upstream: #{head.inspect}") if !te.empty? && !cl.empty?
         error("#{cl.size} Content-Length fields: #{head.inspect}") if cl.size > 1
         error("bad Content-Length #{cl.first.inspect}: #{head.inspect}") if cl.size == 1 && cl.first !~ /\A\d+\z/
-        len = cl.size == 1 && cl.first =~ /\A\d+\z/ ? cl.first.to_i : 0
-        unless fill_until(sock, buf) { |b| b.bytesize >= len }
-          error("body shorter than its Content-Length #{len}: #{buf.inspect}")
-          return
+        if te == ['chunked']
+          body = read_chunked(sock, buf, request_line)
+          return if body.nil?
+        else
+          len = cl.size == 1 && cl.first =~ /\A\d+\z/ ? cl.first.to_i : 0
+          unless fill_until(sock, buf) { |b| b.bytesize >= len }
+            error("body shorter than its Content-Length #{len}: #{buf.inspect}")
+            return
+          end
+          body = buf.slice!(0, len)
         end
-        body = buf.slice!(0, len)
         @lock.synchronize do
-          @records << { line: request_line, head: head, content_length: cl.first, body: body }
+          @records << { line: request_line, head: head, content_length: te.empty? ? cl.first : 'chunked', body: body }
         end
         answer = "up:#{body}"
         sock.write("HTTP/1.1 200 OK\r\nContent-Length: #{answer.bytesize}\r\n\r\n#{answer}")
@@ -186,6 +232,7 @@ RSpec.describe 'hardening: request framing' do
         location "/echo" do |req| "echo:" + req.body end
         location "/hdr" do |req| [req.headers["x-a"], req.headers["content-length"]].inspect end
         location "/up/", proxy_pass: "http://127.0.0.1:#{@up.port}"
+        location "/upbuf/", proxy_pass: "http://127.0.0.1:#{@up.port}/up/", request_buffering: true
         location "/" do |req| "served \#{req.target}" end
       end
     RUBY
@@ -291,26 +338,32 @@ RSpec.describe 'hardening: request framing' do
     end
   end
 
-  describe 'control bytes around the framing headers (through proxy_pass: what the upstream receives)' do
-    HardeningFraming::FIELDS.each do |label, (name, value, wire_body)|
-      HardeningFraming::POSITIONS.each do |pos|
-        HardeningFraming::CONTROL_BYTES.each do |b|
-          legal = HardeningFraming.legal?(b, pos)
-          it "#{label}, #{HardeningFraming.byte_name(b)} #{pos.to_s.tr('_', ' ')}: upstream sees " \
-             "#{legal ? 'POST with Content-Length: 5 and GET, or nothing' : 'nothing'}" do
-            line = HardeningFraming.field_line(name, value, pos, b.chr)
-            bytes = "POST /up/echo HTTP/1.1\r\nHost: x\r\n#{line}\r\n\r\n#{wire_body}#{HardeningFraming::UP_AFTER}".b
-            responses, closed, raw = exchange(bytes)
-            got = "client got #{summary(responses)}, closed: #{closed}, raw #{raw[0, 300].inspect}"
-            seen = @up.records.map { |r| [r[:line], r[:content_length], r[:body]] }
-            expect(@up.errors).to eq([]), got
-            if rejected?(responses, closed)
-              expect(seen).to eq([]), "rejected with 400, yet forwarded: #{seen.inspect}"
-            else
-              expect(legal).to be(true), "#{line.inspect} must be rejected with 400 + close; #{got}; " \
-                                         "upstream saw #{seen.inspect}"
-              expect(seen).to eq([['POST /up/echo HTTP/1.1', '5', 'hello'], ['GET /up/after HTTP/1.1', nil, '']]), got
-              expect(summary(responses)).to eq(['200 "up:hello"', '200 "up:"']), got
+  { 'streamed' => '/up', 'request_buffering' => '/upbuf' }.each do |mode, prefix|
+    describe "control bytes around the framing headers (through proxy_pass, #{mode}: what the upstream receives)" do
+      HardeningFraming::FIELDS.each do |label, (name, value, wire_body)|
+        # A streamed chunked body goes on chunked (re-encoded); anything else with its length.
+        framing = prefix == '/up' && name == 'Transfer-Encoding' ? 'chunked' : '5'
+        HardeningFraming::POSITIONS.each do |pos|
+          HardeningFraming::CONTROL_BYTES.each do |b|
+            legal = HardeningFraming.legal?(b, pos)
+            it "#{label}, #{HardeningFraming.byte_name(b)} #{pos.to_s.tr('_', ' ')}: upstream sees " \
+               "#{legal ? "POST framed #{framing == '5' ? 'by Content-Length: 5' : 'chunked'} and GET, or nothing" : 'nothing'}" do
+              line = HardeningFraming.field_line(name, value, pos, b.chr)
+              bytes = "POST #{prefix}/echo HTTP/1.1\r\nHost: x\r\n#{line}\r\n\r\n#{wire_body}" \
+                      "GET #{prefix}/after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".b
+              responses, closed, raw = exchange(bytes)
+              got = "client got #{summary(responses)}, closed: #{closed}, raw #{raw[0, 300].inspect}"
+              seen = @up.records.map { |r| [r[:line], r[:content_length], r[:body]] }
+              expect(@up.errors).to eq([]), got
+              expect(@up.cut).to eq([]), got
+              if rejected?(responses, closed)
+                expect(seen).to eq([]), "rejected with 400, yet forwarded: #{seen.inspect}"
+              else
+                expect(legal).to be(true), "#{line.inspect} must be rejected with 400 + close; #{got}; " \
+                                           "upstream saw #{seen.inspect}"
+                expect(seen).to eq([['POST /up/echo HTTP/1.1', framing, 'hello'], ['GET /up/after HTTP/1.1', nil, '']]), got
+                expect(summary(responses)).to eq(['200 "up:hello"', '200 "up:"']), got
+              end
             end
           end
         end
@@ -360,7 +413,7 @@ RSpec.describe 'hardening: request framing' do
     end
   end
 
-  describe 'bad chunk sizes and chunk framing: 400, never forwarded' do
+  describe 'bad chunk sizes and chunk framing: 400, never forwarded whole' do
     {
       'a negative size (-1)' => "-1\r\nhello\r\n0\r\n\r\n",
       'a 0x prefix (0x5)' => "0x5\r\nhello\r\n0\r\n\r\n",
@@ -372,20 +425,34 @@ RSpec.describe 'hardening: request framing' do
       'a bare LF after the chunk size' => "5\nhello\r\n0\r\n\r\n",
       'a bare LF after the chunk data' => "5\r\nhello\n0\r\n\r\n"
     }.each do |label, body|
-      it label do
+      # Streamed, the head has gone upstream before the body turns out bad:
+      # the gateway cuts it there, so the upstream never sees it complete.
+      it "#{label} (streamed: the upstream sees it cut, never complete)" do
         responses, closed, = exchange("POST /up/chunks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n#{body}#{HardeningFraming::UP_AFTER}")
-        expect(@up.records).to eq([])
         expect(rejected?(responses, closed)).to be(true), "got #{summary(responses)}, closed: #{closed}"
+        expect(@up.records).to eq([])
+        expect(@up.errors).to eq([])
+      end
+
+      it "#{label} (request_buffering: the upstream hears nothing)" do
+        responses, closed, = exchange("POST /upbuf/chunks HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n#{body}#{HardeningFraming::UP_AFTER}")
+        expect(rejected?(responses, closed)).to be(true), "got #{summary(responses)}, closed: #{closed}"
+        sleep 0.1 # anything sent would have arrived by now
+        expect([@up.records, @up.cut, @up.errors]).to eq([[], [], []])
       end
     end
 
-    it 'control: leading zeros, an extension and a trailer field are a valid chunked body (forwarded as Content-Length: 5)' do
-      body = "0000000000000000000005;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n"
-      responses, = exchange("POST /up/ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n#{body}#{HardeningFraming::UP_AFTER}")
-      expect(summary(responses)).to eq(['200 "up:hello"', '200 "up:"'])
-      expect(@up.records.map { |r| [r[:line], r[:content_length], r[:body]] })
-        .to eq([['POST /up/ok HTTP/1.1', '5', 'hello'], ['GET /up/after HTTP/1.1', nil, '']])
-      expect(@up.errors).to eq([])
+    { '/up' => 'chunked', '/upbuf' => '5' }.each do |prefix, framing|
+      it "control: leading zeros, an extension and a trailer field are a valid chunked body (#{prefix}: forwarded " \
+         "#{framing == '5' ? 'with Content-Length: 5' : 'chunked, canonical'})" do
+        body = "0000000000000000000005;ext=1\r\nhello\r\n0\r\nX-Trailer: t\r\n\r\n"
+        responses, = exchange("POST #{prefix}/ok HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n#{body}" \
+                              "GET #{prefix}/after HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        expect(summary(responses)).to eq(['200 "up:hello"', '200 "up:"'])
+        expect(@up.records.map { |r| [r[:line], r[:content_length], r[:body]] })
+          .to eq([['POST /up/ok HTTP/1.1', framing, 'hello'], ['GET /up/after HTTP/1.1', nil, '']])
+        expect(@up.errors).to eq([])
+      end
     end
   end
 

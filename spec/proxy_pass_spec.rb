@@ -223,9 +223,23 @@ RSpec.describe 'proxy_pass' do
       expect(req.body == big).to be(true)
     end
 
-    it 'a chunked body from the client reaches the upstream de-chunked, with a Content-Length' do
+    it 'a chunked body from the client goes on re-chunked by the gateway (no extensions, no trailers)' do
       up = recording_upstream
       gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"))
+      c = connect(@port)
+      c.write("POST /p/up HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" \
+              "5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-Trailer: t\r\n\r\n")
+      expect(c.read_response.status).to eq(200)
+      req = upstream_request
+      expect(req['transfer-encoding']).to eq('chunked')
+      expect(req['content-length']).to be_nil
+      expect(req['x-trailer']).to be_nil
+      expect(req.body).to eq('hello world')
+    end
+
+    it 'with request_buffering: true a chunked body reaches the upstream de-chunked, with a Content-Length' do
+      up = recording_upstream
+      gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x", request_buffering: true))
       c = connect(@port)
       c.write("POST /p/up HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" \
               "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
@@ -254,13 +268,20 @@ RSpec.describe 'proxy_pass' do
       expect(req['x-kept']).to eq('kept')
     end
 
-    it 'Transfer-Encoding from the client does not reach the upstream' do
+    it 'Transfer-Encoding from the client is not relayed: the gateway frames the body itself' do
       up = recording_upstream
-      gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"))
-      c = connect(@port)
-      c.write("POST /p HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n3\r\nabc\r\n0\r\n\r\n")
-      c.read_response
-      expect(upstream_request['transfer-encoding']).to be_nil
+      gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"
+                     location "/b", proxy_pass: "http://127.0.0.1:#{up.port}/x", request_buffering: true))
+      %w[/p /b].each do |path|
+        c = connect(@port)
+        c.write("POST #{path} HTTP/1.1\r\nHost: 127.0.0.1\r\nTransfer-Encoding:  Chunked \r\nConnection: close\r\n\r\n" \
+                "3\r\nabc\r\n0\r\n\r\n")
+        c.read_response
+        req = upstream_request
+        te = req.headers.select { |k, _| k.casecmp?('transfer-encoding') }.map(&:last)
+        expect(te).to eq(path == '/p' ? ['chunked'] : [])
+        expect(req.body).to eq('abc')
+      end
     end
 
     it 'are not passed back to the client, nor any field the upstream Connection header names' do

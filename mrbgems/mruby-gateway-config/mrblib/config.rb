@@ -37,9 +37,11 @@ module Gateway
   }
 
   class Location
-    attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host
+    attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
+                :request_buffering
 
-    def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false)
+    def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
+                   request_buffering: false)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -65,6 +67,14 @@ module Gateway
       if body_filter && !body_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
       end
+      unless max_body.nil? || (max_body.is_a?(Integer) && max_body > 0)
+        raise ArgumentError, "location #{path.inspect}: max_body must be a positive Integer (bytes), got #{max_body.inspect}"
+      end
+      if request_buffering && !proxy_pass
+        raise ArgumentError, "location #{path.inspect}: request_buffering: applies to proxy_pass: locations only"
+      end
+      @max_body = max_body
+      @request_buffering = request_buffering ? true : false
       @path = path
       @handler = handler
       @proxy_pass = proxy_pass
@@ -96,10 +106,15 @@ module Gateway
     # location "/p", proxy_pass: "http://127.0.0.1:8080/x"
     #   pass_host: true sends the client's Host header upstream (default: the
     #   upstream's host:port, or the group name, as nginx's proxy_pass does)
+    #   request_buffering: true reads a request body whole before proxying it
+    #   (default: it streams upstream as it arrives)
     # location "/status", status: true       every worker's counters: JSON, or
     #   Prometheus text with ?format=prometheus
-    def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, &handler)
-      loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host)
+    # max_body: N (any location) overrides the server's limits[:max_body]
+    def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
+                 request_buffering: false, &handler)
+      loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host, max_body: max_body,
+                         request_buffering: request_buffering)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

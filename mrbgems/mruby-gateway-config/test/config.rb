@@ -36,6 +36,17 @@ assert('a location needs a handler or proxy_pass, not both') do
   assert_raise(ArgumentError) { Gateway::Location.new("/x", proc {}, "http://127.0.0.1:1/", nil, false) }
 end
 
+assert('a proxy_pass location streams request bodies unless request_buffering: true') do
+  loc = Gateway::Location.new("/u", nil, "http://127.0.0.1:1/", nil, false, max_body: 5)
+  assert_false loc.request_buffering
+  assert_equal 5, loc.max_body
+  loc = Gateway::Location.new("/u", nil, "http://127.0.0.1:1/", nil, false, request_buffering: true)
+  assert_true loc.request_buffering
+  assert_nil loc.max_body
+  assert_raise(ArgumentError) { Gateway::Location.new("/u", proc {}, nil, nil, false, request_buffering: true) }
+  assert_raise(ArgumentError) { Gateway::Location.new("/u", proc {}, nil, nil, false, max_body: 0) }
+end
+
 assert('a location path must start with a slash') do
   assert_raise(ArgumentError) { Gateway::Location.new("x", proc {}, nil, nil, false) }
 end
