@@ -392,6 +392,15 @@ static int conn_flush(gw_conn_t *c)
   return 0;
 }
 
+/* A streamed response: write once the current event is handled, so a head
+ * and the body that came in the same upstream read leave in one write. */
+static void conn_flush_soon(gw_conn_t *c)
+{
+  if (c->writing || c->flush_soon) return;
+  c->flush_soon = 1;
+  event_active(&c->write_ev, EV_WRITE, 1);
+}
+
 static const char *status_reason_for_log(int status)
 {
   switch (status) {
@@ -622,6 +631,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   conn_enter(c);
   c->writing = 0;
+  c->flush_soon = 0;
   if (what & EV_TIMEOUT) {
     gw_log_info("%s: send timed out, closing", c->req.remote_addr);
     conn_close(c);
@@ -739,7 +749,7 @@ void gw_conn_stream_head(gw_conn_t *c, long long content_length)
   c->stream_head_bytes = gw_response_write_head(req, c->out, c->worker, keepalive, length);
   c->stream_bytes = c->stream_head_bytes;
   req->streaming = 1;
-  conn_flush(c); /* the head goes out now, even if the body is slow to come */
+  conn_flush_soon(c); /* with the body if it came in the same read, else alone */
 }
 
 int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
@@ -756,7 +766,7 @@ int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
     evbuffer_add(c->out, data, len);
     c->stream_bytes += len;
   }
-  if (conn_flush(c) < 0) return -1; /* each piece goes out as it comes */
+  conn_flush_soon(c); /* each piece goes out as it comes */
   return evbuffer_get_length(c->out) > OUT_HIGH_WATER;
 }
 

@@ -26,6 +26,7 @@ struct gw_conn_s {
   gw_conn_state_t state;
   struct event read_ev, write_ev, timer_ev;
   int reading, writing;     /* read_ev / write_ev are added */
+  int flush_soon;           /* write_ev is made active to flush `out` (streaming) */
   int64_t deadline;         /* CLOCK_MONOTONIC_COARSE ms of the current timeout; 0: none */
   int64_t timer_at;         /* when timer_ev is armed to fire; 0: not armed */
 
