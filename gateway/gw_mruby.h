@@ -58,6 +58,10 @@ void gw_trace_wait(gw_request_t *req, const char *fmt, ...) __attribute__((forma
  * inside a fiber). The pending operation must have removed itself first. */
 void gw_fiber_resume(gw_request_t *req, mrb_value v);
 
+/* Called by the fiber runners (Gateway._job_done) when a job is over: the
+ * fiber is then reused for another request rather than discarded. */
+void gw_mrb_job_done(void);
+
 /* Keeps v alive across GC while parked work refers to it. Returns a slot for
  * gw_mrb_unroot(). */
 int gw_mrb_root(mrb_value v);
@@ -67,6 +71,9 @@ void gw_mrb_unroot(int slot);
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);
 void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status);
 void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value);
+
+/* A Gateway::Headers of hs: lower-case names, repeated fields joined with ", ". */
+mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs);
 
 /* Raises class_name (e.g. "Gateway::TimeoutError") with msg; builds the
  * exception object without raising when raise == 0. */

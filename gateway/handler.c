@@ -6,7 +6,14 @@
  * exception. A fiber is started and resumed only from the event loop (never
  * from inside another fiber), so mrb_fiber_resume() always switches from the
  * root context. While a fiber is parked its only GC root is one slot of the
- * worker's `roots` array, taken at start and given back at finish or abort. */
+ * worker's `roots` array, taken at start and given back at finish or abort.
+ *
+ * Fibers are reused, as threads in a pool: the runner loops, reporting each
+ * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
+ * (its context and stacks) costs more than the rest of a small handler, and
+ * the idle ones are few. A fiber that was aborted while parked, died, or
+ * grew a large stack is dropped instead. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -18,6 +25,7 @@
 #include <mruby/class.h>
 #include <mruby/data.h>
 #include <mruby/error.h>
+#include <mruby/hash.h>
 #include <mruby/proc.h>
 #include <mruby/string.h>
 #include <mruby/variable.h>
@@ -37,12 +45,14 @@ int gw_handler_worker_init(gw_worker_t *w)
   w->roots = mrb_ary_new(mrb);
   mrb_gc_register(mrb, w->roots);
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
-  mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RUNNER"));
-  if (mrb->exc || !mrb_proc_p(runner)) return -1;
-  w->runner = mrb_proc_ptr(runner);
-  mrb_value filter_runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "FILTER_RUNNER"));
-  if (mrb->exc || !mrb_proc_p(filter_runner)) return -1;
-  w->filter_runner = mrb_proc_ptr(filter_runner);
+  static const char *const names[2] = {"RUNNER", "FILTER_RUNNER"};
+  for (int kind = 0; kind < 2; kind++) {
+    mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_cstr(mrb, names[kind]));
+    if (mrb->exc || !mrb_proc_p(runner)) return -1;
+    w->runners[kind] = mrb_proc_ptr(runner);
+    w->idle_fibers[kind] = mrb_ary_new(mrb);
+    mrb_gc_register(mrb, w->idle_fibers[kind]);
+  }
   w->request_class = mrb_class_get_under(mrb, gw, "Request");
   w->fiber_class = mrb_class_get(mrb, "Fiber");
   w->sym_new = mrb_intern_lit(mrb, "new");
@@ -75,21 +85,45 @@ static mrb_value fiber_of(gw_request_t *req)
   return mrb_ary_ref(req->worker->mrb, req->worker->roots, req->root_slot);
 }
 
+/* A fiber left parked for good (an abort, or not kept for reuse). mruby's GC
+ * counts objects, not the stacks their contexts malloc'd, so thousands of
+ * them can pile up before it runs: collect them now and then. */
+static void count_dropped(gw_worker_t *w)
+{
+  if (++w->dropped_fibers >= GW_DROPPED_FIBERS_GC) {
+    w->dropped_fibers = 0;
+    event_active(w->gc_ev, EV_TIMEOUT, 0);
+  }
+}
+
 /* Unroots the request's fiber (if it has one). */
 static void drop_fiber(gw_request_t *req)
 {
   if (req->root_slot >= 0) {
     gw_worker_t *w = req->worker;
-    /* A fiber still parked here was dropped by an abort. mruby's GC counts
-     * objects, not the stacks their contexts malloc'd, so thousands of
-     * dropped fibers can pile up before it runs: collect them now and then. */
-    if (mrb_test(mrb_fiber_alive_p(w->mrb, fiber_of(req))) && ++w->dropped_fibers >= GW_DROPPED_FIBERS_GC) {
-      w->dropped_fibers = 0;
-      event_active(w->gc_ev, EV_TIMEOUT, 0);
-    }
+    if (mrb_test(mrb_fiber_alive_p(w->mrb, fiber_of(req)))) count_dropped(w);
     give_slot(w, req->root_slot);
     req->root_slot = -1;
   }
+}
+
+/* The job is over and the fiber waits for the next: back to the idle pool,
+ * unless the pool is full or the fiber's stacks grew (deep recursion), which
+ * would keep that memory for good. */
+static void recycle_fiber(gw_request_t *req, gw_fiber_kind_t kind)
+{
+  gw_worker_t *w = req->worker;
+  mrb_value fiber = fiber_of(req);
+  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber))->cxt;
+  mrb_value pool = w->idle_fibers[kind];
+  if (RARRAY_LEN(pool) < GW_IDLE_FIBERS && cx->stend - cx->stbase <= GW_IDLE_FIBER_STACK &&
+      cx->ciend - cx->cibase <= GW_IDLE_FIBER_FRAMES) {
+    mrb_ary_push(w->mrb, pool, fiber);
+  } else {
+    count_dropped(w);
+  }
+  give_slot(w, req->root_slot);
+  req->root_slot = -1;
 }
 
 void gw_handler_release(gw_request_t *req)
@@ -213,6 +247,7 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   resume_args_t a = {fiber_of(req), argc, argv};
   mrb_bool raised = FALSE;
   w->current = req;
+  w->job_done = 0;
   if (gw_trace) {
     char ev[160];
     if (req->waiting_for[0])
@@ -227,6 +262,8 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   if (raised || mrb->exc) {
     fail_unexpectedly(req, raised ? result : mrb_obj_value(mrb->exc));
     mrb->exc = NULL;
+  } else if (w->job_done) {
+    recycle_fiber(req, req->filtering ? GW_FIBER_FILTER : GW_FIBER_HANDLER);
   } else if (mrb_test(mrb_fiber_alive_p(mrb, a.fiber))) {
     if (gw_trace) {
       char ev[160];
@@ -238,13 +275,21 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   complete(req, result);
 }
 
-static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
+static void start_fiber(gw_request_t *req, gw_fiber_kind_t kind, mrb_value code)
 {
   gw_worker_t *w = req->worker;
   mrb_state *mrb = w->mrb;
   int ai = mrb_gc_arena_save(mrb);
   mrb_value rbreq = gw_mrb_request_value(mrb, req);
-  mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(w->fiber_class), w->sym_new, 0, NULL, mrb_obj_value(runner));
+  mrb_value pool = w->idle_fibers[kind];
+  mrb_value fiber;
+  if (RARRAY_LEN(pool) > 0) {
+    fiber = mrb_ary_pop(mrb, pool);
+    mrb_gc_protect(mrb, fiber); /* until rooted below */
+  } else {
+    fiber = mrb_funcall_with_block(mrb, mrb_obj_value(w->fiber_class), w->sym_new, 0, NULL,
+                                   mrb_obj_value(w->runners[kind]));
+  }
   drop_fiber(req); /* the handler's fiber, before its body filter's */
   if (mrb->exc) { /* out of memory, in practice */
     fail_unexpectedly(req, mrb_obj_value(mrb->exc));
@@ -260,13 +305,18 @@ static void start_fiber(gw_request_t *req, struct RProc *runner, mrb_value code)
 
 void gw_handler_start(gw_request_t *req)
 {
-  start_fiber(req, req->worker->runner, req->location->handler);
+  start_fiber(req, GW_FIBER_HANDLER, req->location->handler);
 }
 
 void gw_handler_filter_body(gw_request_t *req, mrb_value filter)
 {
   req->filtering = 1;
-  start_fiber(req, req->worker->filter_runner, filter);
+  start_fiber(req, GW_FIBER_FILTER, filter);
+}
+
+void gw_mrb_job_done(void)
+{
+  if (gw_worker) gw_worker->job_done = 1;
 }
 
 void gw_fiber_resume(gw_request_t *req, mrb_value v)
@@ -290,6 +340,31 @@ void gw_mrb_unroot(int slot)
 }
 
 /* -- bridge ------------------------------------------------------------------ */
+
+mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
+{
+  static struct RClass *headers_class; /* one VM per process */
+  if (headers_class == NULL) headers_class = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
+  mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)hs->count);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *f = &hs->items[i];
+    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
+    char *p = RSTRING_PTR(k);
+    for (size_t j = 0; j < f->name_len; j++) p[j] = (char)tolower((unsigned char)p[j]);
+    mrb_value v = mrb_str_new(mrb, f->value, (mrb_int)f->value_len);
+    mrb_value old = mrb_hash_fetch(mrb, h, k, mrb_nil_value());
+    if (mrb_string_p(old)) { /* a repeated field */
+      mrb_str_cat_lit(mrb, old, ", ");
+      mrb_str_cat_str(mrb, old, v);
+      continue;
+    }
+    mrb_hash_set(mrb, h, k, v);
+  }
+  struct RObject *o = (struct RObject *)mrb_obj_alloc(mrb, MRB_TT_OBJECT, headers_class);
+  mrb_value obj = mrb_obj_value(o);
+  mrb_iv_set(mrb, obj, mrb_intern_lit(mrb, "@h"), h); /* Gateway::Headers#initialize, without the call */
+  return obj;
+}
 
 gw_request_t *gw_mrb_current_request_or_null(void)
 {

@@ -6,25 +6,68 @@
 
 #include "headers.h"
 
+/* A block of field bytes: "name\0value\0" back to back. */
+struct gw_header_block_s {
+  gw_header_block_t *next;
+  size_t used, cap;
+  char data[];
+};
+
+#define GW_HEADER_BLOCK_MIN 256
+
 void gw_headers_init(gw_headers_t *h)
 {
   h->items = NULL;
   h->count = h->cap = 0;
+  h->blocks = NULL;
+}
+
+/* Frees every block but the newest (the largest), and empties that one. */
+static void keep_newest_block(gw_headers_t *h)
+{
+  gw_header_block_t *b = h->blocks;
+  if (b == NULL) return;
+  gw_header_block_t *rest = b->next;
+  while (rest) {
+    gw_header_block_t *next = rest->next;
+    free(rest);
+    rest = next;
+  }
+  b->next = NULL;
+  b->used = 0;
 }
 
 void gw_headers_clear(gw_headers_t *h)
 {
-  for (size_t i = 0; i < h->count; i++) {
-    free(h->items[i].name); /* value shares the name's allocation */
-  }
+  keep_newest_block(h);
   h->count = 0;
 }
 
 void gw_headers_dispose(gw_headers_t *h)
 {
-  gw_headers_clear(h);
+  keep_newest_block(h);
+  free(h->blocks);
   free(h->items);
   gw_headers_init(h);
+}
+
+/* n bytes that live until the list is cleared, or NULL. */
+static char *reserve(gw_headers_t *h, size_t n)
+{
+  gw_header_block_t *b = h->blocks;
+  if (b == NULL || b->cap - b->used < n) {
+    size_t cap = b ? b->cap * 2 : GW_HEADER_BLOCK_MIN;
+    if (cap < n) cap = n;
+    gw_header_block_t *nb = malloc(sizeof(*nb) + cap);
+    if (nb == NULL) return NULL;
+    nb->next = b;
+    nb->used = 0;
+    nb->cap = cap;
+    h->blocks = b = nb;
+  }
+  char *p = b->data + b->used;
+  b->used += n;
+  return p;
 }
 
 int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len)
@@ -36,8 +79,7 @@ int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const cha
     h->items = items;
     h->cap = cap;
   }
-  /* One allocation per field: "name\0value\0". */
-  char *mem = malloc(name_len + value_len + 2);
+  char *mem = reserve(h, name_len + value_len + 2);
   if (mem == NULL) return -1;
   memcpy(mem, name, name_len);
   mem[name_len] = '\0';
@@ -72,10 +114,8 @@ void gw_headers_remove(gw_headers_t *h, const char *name)
 {
   size_t len = strlen(name), j = 0;
   for (size_t i = 0; i < h->count; i++) {
-    if (h->items[i].name_len == len && strncasecmp(h->items[i].name, name, len) == 0)
-      free(h->items[i].name);
-    else
-      h->items[j++] = h->items[i];
+    if (h->items[i].name_len != len || strncasecmp(h->items[i].name, name, len) != 0)
+      h->items[j++] = h->items[i]; /* a removed field's bytes stay in its block until cleared */
   }
   h->count = j;
 }

@@ -1,5 +1,8 @@
 /* headers.h - a list of HTTP header fields, as parsed or to be sent.
- * Names and values are NUL-terminated copies owned by the list. */
+ * Names and values are NUL-terminated copies owned by the list, packed into
+ * a few blocks of memory that a cleared list keeps for its next use (a
+ * keep-alive connection's request headers cost no allocation after the
+ * first request). A field's pointers stay valid until the list is cleared. */
 #ifndef GW_HEADERS_H
 #define GW_HEADERS_H
 
@@ -12,16 +15,19 @@ typedef struct {
   size_t value_len;
 } gw_header_t;
 
+typedef struct gw_header_block_s gw_header_block_t;
+
 typedef struct {
   gw_header_t *items; /* owned; grows by doubling */
   size_t count;
   size_t cap;
+  gw_header_block_t *blocks; /* owned: where names and values live, newest first */
 } gw_headers_t;
 
 void gw_headers_init(gw_headers_t *h);
 /* Frees every name/value and the array; the list is empty and reusable after. */
 void gw_headers_dispose(gw_headers_t *h);
-/* Forgets the fields but keeps the array for reuse (no free of the array). */
+/* Forgets the fields but keeps the array and the first block for reuse. */
 void gw_headers_clear(gw_headers_t *h);
 /* Appends a copy of name/value. Returns 0, or -1 when out of memory. */
 int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len);

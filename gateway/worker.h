@@ -21,8 +21,10 @@ struct gw_worker_s {
   mrb_value roots;          /* Array: GC roots of parked fibers, one slot per request */
   int *free_slots;          /* free indexes of `roots` (stack) */
   int nfree, free_cap;
-  struct RProc *runner;     /* Gateway::RUNNER: the body of every handler fiber */
-  struct RProc *filter_runner; /* Gateway::FILTER_RUNNER: the body of body-filter fibers */
+  struct RProc *runners[2]; /* Gateway::RUNNER, FILTER_RUNNER: the bodies of handler
+                               and body-filter fibers (gw_fiber_kind_t) */
+  mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
+  int job_done;             /* the fiber just resumed reported its job done */
   struct RClass *request_class;
   struct RClass *fiber_class;
   mrb_sym sym_new;
@@ -43,6 +45,14 @@ struct gw_worker_s {
   char date[40];            /* "Date: ...\r\n" cached per second */
   time_t date_time;
 };
+
+typedef enum { GW_FIBER_HANDLER, GW_FIBER_FILTER } gw_fiber_kind_t;
+
+/* Idle fibers kept per kind for reuse, and the largest stacks (VM values,
+ * call frames) a fiber may have grown and still be kept (handler.c). */
+#define GW_IDLE_FIBERS 128
+#define GW_IDLE_FIBER_STACK 1024
+#define GW_IDLE_FIBER_FRAMES 64
 
 /* Aborted requests whose parked fibers trigger one full GC (see handler.c). */
 #define GW_DROPPED_FIBERS_GC 256

@@ -20,15 +20,10 @@ end
 module Async
   module HTTP
     # What a sub-request answered. Also readable the mruby-httprequest way:
-    # res["body"], res["code"], res["headers"].
+    # res["body"], res["code"], res["headers"]. Made by the core, which
+    # builds #headers (a Gateway::Headers) on first use only.
     class Response
-      attr_reader :status, :headers, :body
-
-      def initialize(status, headers, body)
-        @status = status
-        @headers = headers
-        @body = body
-      end
+      attr_reader :status, :body
 
       alias code status
 
@@ -36,8 +31,8 @@ module Async
         case key.to_s
         when "body" then @body
         when "code", "status" then @status
-        when "headers" then @headers
-        else @headers[key]
+        when "headers" then headers
+        else headers[key]
         end
       end
 
@@ -66,17 +61,24 @@ module Async
       end
     end
 
+    GET = "GET".freeze
+
     # Async::HTTP.start("/path" or "http://host:port/path", method:, headers:, body:, timeout:) -> Task
-    def self.start(target, method: "GET", headers: nil, body: nil, timeout: nil)
-      raise ArgumentError, "sub_request: target must be a String, got #{target.inspect}" unless target.is_a?(String)
-      raise ArgumentError, "sub_request: body must be a String" unless body.nil? || body.is_a?(String)
-      raise ArgumentError, "sub_request: timeout must be a positive number" unless timeout.nil? || (timeout.is_a?(Numeric) && timeout > 0)
-      _gw_start(target, method.to_s.upcase, headers, body, timeout)
+    def self.start(target, method: GET, headers: nil, body: nil, timeout: nil)
+      _start(target, method, headers, body, timeout)
     end
 
     # Waits for one sub-request and returns its Response (also kept as last_response).
-    def self.sub_request(target, method: "GET", headers: nil, body: nil, timeout: nil)
-      _gw_set_last_response(start(target, method: method, headers: headers, body: body, timeout: timeout).join)
+    def self.sub_request(target, method: GET, headers: nil, body: nil, timeout: nil)
+      _gw_set_last_response(_start(target, method, headers, body, timeout).join)
+    end
+
+    # start and sub_request without keyword arguments (a Hash per call).
+    def self._start(target, method, headers, body, timeout)
+      raise ArgumentError, "sub_request: target must be a String, got #{target.inspect}" unless target.is_a?(String)
+      raise ArgumentError, "sub_request: body must be a String" unless body.nil? || body.is_a?(String)
+      raise ArgumentError, "sub_request: timeout must be a positive number" unless timeout.nil? || (timeout.is_a?(Numeric) && timeout > 0)
+      _gw_start(target, method.equal?(GET) ? GET : method.to_s.upcase, headers, body, timeout)
     end
 
     # last_response: the Response of this request's latest sub_request

@@ -6,7 +6,6 @@
  * On completion the result (Async::HTTP::Response or an exception) is stored
  * in the Task's @result; if the handler is parked in Task#join, its fiber is
  * resumed with it. */
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +33,8 @@ typedef struct {
 
 /* Looked up once at gem init (one VM per process; workers inherit it). */
 static struct {
-  struct RClass *headers, *response, *task;
-  mrb_sym iv_result, iv_done, iv_last_response;
+  struct RClass *response, *task;
+  mrb_sym iv_result, iv_done, iv_last_response, iv_status, iv_body, iv_headers, iv_raw;
 } k;
 
 /* Ownership stays with the C side: the Task's pointer is cleared when the
@@ -56,24 +55,54 @@ static void task_cancel(gw_pending_t *p)
   task_release(t);
 }
 
-static void lookup_classes(mrb_state *mrb);
-
+/* An Async::HTTP::Response. Most handlers only read the body, so the header
+ * fields are kept packed in one String ("name\0value\0...": neither may
+ * hold a NUL) and turned into a Gateway::Headers by #headers on first use. */
 static mrb_value make_response(mrb_state *mrb, int status, gw_headers_t *headers, struct evbuffer *body)
 {
-  lookup_classes(mrb);
-  mrb_value h = mrb_hash_new(mrb);
+  size_t raw_len = 0;
+  for (size_t i = 0; i < headers->count; i++) raw_len += headers->items[i].name_len + headers->items[i].value_len + 2;
+  mrb_value raw = mrb_str_new(mrb, NULL, (mrb_int)raw_len);
+  char *p = RSTRING_PTR(raw);
   for (size_t i = 0; i < headers->count; i++) {
     const gw_header_t *f = &headers->items[i];
-    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
-    for (mrb_int j = 0; j < RSTRING_LEN(k); j++) RSTRING_PTR(k)[j] = (char)tolower((unsigned char)RSTRING_PTR(k)[j]);
-    mrb_hash_set(mrb, h, k, mrb_str_new(mrb, f->value, (mrb_int)f->value_len));
+    memcpy(p, f->name, f->name_len + 1); /* with its NUL */
+    p += f->name_len + 1;
+    memcpy(p, f->value, f->value_len + 1);
+    p += f->value_len + 1;
   }
   size_t len = evbuffer_get_length(body);
   mrb_value b = mrb_str_new(mrb, NULL, (mrb_int)len);
   evbuffer_remove(body, RSTRING_PTR(b), len);
-  h = mrb_obj_new(mrb, k.headers, 1, &h);
-  mrb_value args[3] = {mrb_fixnum_value(status), h, b};
-  return mrb_obj_new(mrb, k.response, 3, args);
+  mrb_value res = mrb_obj_value(mrb_obj_alloc(mrb, MRB_TT_OBJECT, k.response));
+  mrb_iv_set(mrb, res, k.iv_status, mrb_fixnum_value(status));
+  mrb_iv_set(mrb, res, k.iv_body, b);
+  mrb_iv_set(mrb, res, k.iv_raw, raw);
+  return res;
+}
+
+/* Async::HTTP::Response#headers: the packed fields as a Gateway::Headers. */
+static mrb_value response_headers(mrb_state *mrb, mrb_value self)
+{
+  mrb_value h = mrb_iv_get(mrb, self, k.iv_headers);
+  if (!mrb_nil_p(h)) return h;
+  mrb_value raw = mrb_iv_get(mrb, self, k.iv_raw);
+  gw_headers_t hs;
+  gw_headers_init(&hs);
+  if (mrb_string_p(raw)) {
+    const char *p = RSTRING_PTR(raw), *end = p + RSTRING_LEN(raw);
+    while (p < end) {
+      const char *name = p, *value = name + strlen(name) + 1;
+      if (value >= end) break;
+      gw_headers_add(&hs, name, strlen(name), value, strlen(value));
+      p = value + strlen(value) + 1;
+    }
+  }
+  h = gw_mrb_headers_new(mrb, &hs);
+  gw_headers_dispose(&hs);
+  mrb_iv_set(mrb, self, k.iv_headers, h);
+  mrb_iv_remove(mrb, self, k.iv_raw);
+  return h;
 }
 
 static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, const char *err, int timed_out, void *arg)
@@ -209,16 +238,14 @@ void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
   k.iv_result = mrb_intern_lit(mrb, "@result");
   k.iv_done = mrb_intern_lit(mrb, "@done");
   k.iv_last_response = mrb_intern_lit(mrb, "@__last_response");
+  k.iv_status = mrb_intern_lit(mrb, "@status");
+  k.iv_body = mrb_intern_lit(mrb, "@body");
+  k.iv_headers = mrb_intern_lit(mrb, "@headers");
+  k.iv_raw = mrb_intern_lit(mrb, "@_raw");
   mrb_define_module_function(mrb, http, "_gw_set_last_response", http_set_last, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, http, "last_response", http_last, MRB_ARGS_NONE());
-  /* Defined by mrblib, which loads after this: looked up on first use. */
-  k.headers = k.response = NULL;
-}
-
-/* Classes defined in mrblib (loaded after the C init). */
-static void lookup_classes(mrb_state *mrb)
-{
-  if (k.response) return;
-  k.headers = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
-  k.response = mrb_class_get_under(mrb, mrb_module_get_under(mrb, mrb_module_get(mrb, "Async"), "HTTP"), "Response");
+  /* Response's Ruby methods are in mrblib, which loads after this. */
+  k.response = mrb_define_class_under(mrb, http, "Response", mrb->object_class);
+  mrb_undef_class_method(mrb, k.response, "new");
+  mrb_define_method(mrb, k.response, "headers", response_headers, MRB_ARGS_NONE());
 }

@@ -80,8 +80,11 @@ module Nginx
     end
 
     module HTTP
-      def self.sub_request(path, *args)
-        ::Async::HTTP.sub_request(path)
+      # sub_request(path, args = nil): args is the sub-request's query string.
+      def self.sub_request(path, args = nil)
+        path = "#{path}?#{args}" if args
+        http = ::Async::HTTP
+        http._gw_set_last_response(http._start(path, http::GET, nil, nil, nil).join)
         nil
       end
 

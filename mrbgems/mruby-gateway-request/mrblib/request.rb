@@ -147,24 +147,34 @@ module Gateway
   # The body of every handler fiber. The core starts it with the location's
   # block and the request, and turns the result into the response (a String
   # body, or Request#_rack for an Array); exceptions are logged, then a 500.
+  #
+  # Fibers are reused: after each job the runner reports it done
+  # (Gateway._job_done), yields the result and waits for the next job.
   RUNNER = Proc.new do |handler, req|
-    begin
-      handler.call(req)
-    rescue Exception => e
-      Gateway._fail(req, e)
-      nil
+    while true
+      r = begin
+        handler.call(req)
+      rescue Exception => e
+        Gateway._fail(req, e)
+        nil
+      end
+      Gateway._job_done
+      handler, req = Fiber.yield(r)
     end
   end
 
   # The body of a body-filter fiber: filter.call(body, req); a String result
   # replaces the response body, anything else keeps it.
   FILTER_RUNNER = Proc.new do |filter, req|
-    begin
-      r = filter.call(req._response_body, req)
-      req._replace_response_body(r) if r.is_a?(String)
-    rescue Exception => e
-      Gateway._fail(req, e)
+    while true
+      begin
+        r = filter.call(req._response_body, req)
+        req._replace_response_body(r) if r.is_a?(String)
+      rescue Exception => e
+        Gateway._fail(req, e)
+      end
+      Gateway._job_done
+      filter, req = Fiber.yield(nil)
     end
-    nil
   end
 end

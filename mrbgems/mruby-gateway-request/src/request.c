@@ -1,6 +1,5 @@
 /* request.c - natives of Gateway::Request: reading the request, writing the
  * response, and the runner's failure hook. */
-#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -69,25 +68,7 @@ static mrb_value req_body(mrb_state *mrb, mrb_value self)
  * lookups); repeated fields are joined with ", ". */
 static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
 {
-  gw_request_t *r = REQ(self);
-  struct RClass *cls = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
-  mrb_value h = mrb_hash_new(mrb);
-  for (size_t i = 0; i < r->headers.count; i++) {
-    const gw_header_t *f = &r->headers.items[i];
-    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
-    char *p = RSTRING_PTR(k);
-    for (size_t j = 0; j < f->name_len; j++) p[j] = (char)tolower((unsigned char)p[j]);
-    mrb_value v = mrb_str_new(mrb, f->value, (mrb_int)f->value_len);
-    mrb_value old = mrb_hash_fetch(mrb, h, k, mrb_nil_value());
-    if (mrb_string_p(old)) {
-      old = mrb_str_dup(mrb, old);
-      mrb_str_cat_lit(mrb, old, ", ");
-      mrb_str_cat_str(mrb, old, v);
-      v = old;
-    }
-    mrb_hash_set(mrb, h, k, v);
-  }
-  return mrb_obj_new(mrb, cls, 1, &h);
+  return gw_mrb_headers_new(mrb, &REQ(self)->headers);
 }
 
 static mrb_value req_write(mrb_state *mrb, mrb_value self)
@@ -201,6 +182,16 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* Gateway._job_done: the runner finished its job and is about to yield the
+ * result; its fiber may take the next one. */
+static mrb_value gw_job_done(mrb_state *mrb, mrb_value self)
+{
+  (void)mrb;
+  (void)self;
+  gw_mrb_job_done();
+  return mrb_nil_value();
+}
+
 void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
@@ -226,6 +217,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
+  mrb_define_module_function(mrb, gw, "_job_done", gw_job_done, MRB_ARGS_NONE());
 }
 
 void mrb_mruby_gateway_request_gem_final(mrb_state *mrb)
