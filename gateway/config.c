@@ -88,6 +88,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->handler = iv(mrb, loc, "@handler");
       mrb_value pp = iv(mrb, loc, "@proxy_pass");
       l->proxy_pass = mrb_nil_p(pp) ? NULL : dup_str(mrb, pp);
+      if (l->proxy_pass && gw_proxy_parse_url(l->proxy_pass, &l->proxy_url) < 0) /* the DSL checked it */
+        mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %s", l->path, l->proxy_pass);
       l->body_filter = iv(mrb, loc, "@body_filter");
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       l->status = mrb_test(iv(mrb, loc, "@status"));

@@ -19,12 +19,23 @@ typedef struct {
   int send_timeout_ms;
 } gw_limits_t;
 
+/* A proxy_pass URL, split (proxy.c: gw_proxy_parse_url). */
+typedef struct {
+  char host[256];     /* without brackets for IPv6 */
+  int port;           /* 80 when the URL has none */
+  const char *path;   /* points into the URL: "/x?y", or "" when it has none */
+  char hostport[300]; /* for the Host header */
+  int is_ip;          /* host is an IP literal */
+  const char *unix_path; /* "unix:/path.sock": points into the URL; else NULL */
+} gw_proxy_url_t;
+
 typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
   size_t path_len;
   int exact;            /* 1: "= /x" matches only /x */
   mrb_value handler;    /* Proc or nil; kept alive by the config's Ruby objects */
   char *proxy_pass;     /* owned URL, or NULL */
+  gw_proxy_url_t proxy_url; /* proxy_pass split once at load (points into it) */
   mrb_value body_filter;/* Proc or nil */
   int pass_host;        /* proxy: send the client's Host header upstream */
   size_t max_body;      /* request body limit here (the server's unless set) */

@@ -120,19 +120,12 @@ void gw_headers_remove(gw_headers_t *h, const char *name)
   h->count = j;
 }
 
-/* RFC 9110 tchar */
-static int is_tchar(unsigned char c)
+/* RFC 9110 tchar; letters, digits and '-' first (nearly every name byte). */
+static inline int is_tchar(unsigned char c)
 {
-  static const char *const extra = "!#$%&'*+-.^_`|~";
-  static unsigned char table[256];
-  static int ready;
-  if (!ready) {
-    for (int i = 0; i < 256; i++)
-      table[i] = (i >= 'a' && i <= 'z') || (i >= 'A' && i <= 'Z') || (i >= '0' && i <= '9') ||
-                 (i != 0 && strchr(extra, i) != NULL);
-    ready = 1;
-  }
-  return table[c];
+  unsigned char lower = c | 0x20;
+  if ((lower >= 'a' && lower <= 'z') || (c >= '0' && c <= '9') || c == '-') return 1;
+  return c != 0 && strchr("!#$%&'*+.^_`|~", c) != NULL;
 }
 
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len)
@@ -140,6 +133,9 @@ int gw_header_field_is_safe(const char *name, size_t name_len, const char *value
   if (name_len == 0) return 0;
   for (size_t i = 0; i < name_len; i++)
     if (!is_tchar((unsigned char)name[i])) return 0;
-  return memchr(value, '\r', value_len) == NULL && memchr(value, '\n', value_len) == NULL &&
-         memchr(value, '\0', value_len) == NULL;
+  for (size_t i = 0; i < value_len; i++) {
+    unsigned char c = (unsigned char)value[i];
+    if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) return 0;
+  }
+  return 1;
 }

@@ -121,7 +121,7 @@ void gw_request_start(gw_request_t *req)
   } else if (req->location->status) {
     gw_status_respond(req);
   } else if (req->location->proxy_pass) {
-    gw_proxy_start(req, req->location->proxy_pass, NULL);
+    gw_proxy_start_url(req, req->location->proxy_pass, &req->location->proxy_url, NULL);
   } else {
     gw_handler_start(req);
   }
