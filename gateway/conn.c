@@ -456,13 +456,30 @@ enum { SCAN_LINE, SCAN_CR, SCAN_CRLF, SCAN_CRLFCR, SCAN_DONE };
 
 static int scan_head(gw_conn_t *c)
 {
-  for (size_t i = c->pos; i < c->len && c->head_scan != SCAN_DONE; i++) {
-    char b = c->buf[i];
+  const char *p = c->buf + c->pos, *end = c->buf + c->len;
+  while (p < end && c->head_scan != SCAN_DONE) {
+    if (c->head_scan == SCAN_LINE) {
+      /* The rest of a line holds no CR or LF but its final CRLF: find them
+       * with memchr rather than byte by byte. */
+      const char *lf = memchr(p, '\n', (size_t)(end - p));
+      const char *stop = lf ? lf : end;
+      const char *cr = memchr(p, '\r', (size_t)(stop - p));
+      if (lf == NULL) { /* the line goes on in the next read; a CR may only be its last byte */
+        if (cr != NULL && cr != end - 1) return -1;
+        c->head_scan = cr ? SCAN_CR : SCAN_LINE;
+        return 0;
+      }
+      if (cr != lf - 1) return -1; /* a bare LF, or a CR inside the line */
+      c->head_scan = SCAN_CRLF;
+      p = lf + 1;
+      continue;
+    }
+    char b = *p++;
     switch (c->head_scan) {
-    case SCAN_LINE: c->head_scan = b == '\r' ? SCAN_CR : SCAN_LINE; if (b == '\n') return -1; break;
     case SCAN_CR: if (b != '\n') return -1; c->head_scan = SCAN_CRLF; break;
     case SCAN_CRLF: if (b == '\n') return -1; c->head_scan = b == '\r' ? SCAN_CRLFCR : SCAN_LINE; break;
     case SCAN_CRLFCR: if (b != '\n') return -1; c->head_scan = SCAN_DONE; break;
+    default: break;
     }
   }
   return 0;

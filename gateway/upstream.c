@@ -1163,11 +1163,13 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     cl_len = (size_t)snprintf(cl, sizeof(cl), "Content-Length: %zu\r\n", body_len);
 
   size_t size = 0;
+  uint64_t dropped = 0; /* fields 0..63 found unsendable here, not checked twice */
   if (bad == NULL) {
     size = mlen + 1 + tlen + sizeof(" HTTP/1.1\r\n") - 1 + cl_len + 2;
     for (size_t i = 0; hs != NULL && i < hs->count; i++) {
       const gw_header_t *h = &hs->items[i];
       if (!sendable_header(h)) {
+        if (i < 64) dropped |= (uint64_t)1 << i;
         if (!header_is(h, "content-length") && !header_is(h, "transfer-encoding"))
           gw_log_warn("upstream: dropping unsafe header field \"%.*s\"", (int)h->name_len, h->name);
         continue;
@@ -1238,7 +1240,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   p = put(p, " HTTP/1.1\r\n", sizeof(" HTTP/1.1\r\n") - 1);
   for (size_t i = 0; hs != NULL && i < hs->count; i++) {
     const gw_header_t *h = &hs->items[i];
-    if (!sendable_header(h)) continue;
+    if (i < 64 ? (dropped >> i) & 1 : !sendable_header(h)) continue;
     p = put(p, h->name, h->name_len);
     p = put(p, ": ", 2);
     p = put(p, h->value, h->value_len);

@@ -150,31 +150,38 @@ module Gateway
   #
   # Fibers are reused: after each job the runner reports it done
   # (Gateway._job_done), yields the result and waits for the next job.
+  # (Constants are looked up once per fiber, outside the loop: mruby 3.1
+  # walks every enclosing scope for each constant reference.)
   RUNNER = Proc.new do |handler, req|
+    gateway = Gateway
+    fiber = Fiber
     while true
       r = begin
         handler.call(req)
       rescue Exception => e
-        Gateway._fail(req, e)
+        gateway._fail(req, e)
         nil
       end
-      Gateway._job_done
-      handler, req = Fiber.yield(r)
+      gateway._job_done
+      handler, req = fiber.yield(r)
     end
   end
 
   # The body of a body-filter fiber: filter.call(body, req); a String result
   # replaces the response body, anything else keeps it.
   FILTER_RUNNER = Proc.new do |filter, req|
+    gateway = Gateway
+    fiber = Fiber
+    string = String
     while true
       begin
         r = filter.call(req._response_body, req)
-        req._replace_response_body(r) if r.is_a?(String)
+        req._replace_response_body(r) if r.is_a?(string)
       rescue Exception => e
-        Gateway._fail(req, e)
+        gateway._fail(req, e)
       end
-      Gateway._job_done
-      filter, req = Fiber.yield(nil)
+      gateway._job_done
+      filter, req = fiber.yield(nil)
     end
   end
 end
