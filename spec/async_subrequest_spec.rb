@@ -161,6 +161,20 @@ RSpec.describe 'Async::HTTP sub-requests' do
           r = Async::HTTP.last_response
           "#{r.status}|#{r.body}"
         end
+        location "/ngx_args" do
+          Nginx::Async::HTTP.sub_request "/target", "x=1&y=2"
+          Nginx::Async::HTTP.last_response.body
+        end
+        location "/twice" do |req|
+          req.headers_out.add("Set-Cookie", "a=1")
+          req.headers_out.add("Set-Cookie", "b=2")
+          req.headers_out["X-One"] = "1"
+          "two"
+        end
+        location "/sub_twice" do
+          h = Async::HTTP.sub_request("/twice").headers
+          "#{h["set-cookie"]}|#{h["X-One"]}|#{h.keys.sort.join(",")}"
+        end
         location "/ngx_compat" do
           Nginx::Async::HTTP.sub_request "/target?ngx"
           res = Nginx::Async::HTTP.last_response
@@ -315,6 +329,14 @@ RSpec.describe 'Async::HTTP sub-requests' do
 
   it 'Async::HTTP.last_response is the latest sub-request Response' do
     expect(get_ok('/last')).to eq('201|target-body q=last')
+  end
+
+  it 'Nginx::Async::HTTP.sub_request(path, args) sends args as the query string, as ngx_mruby' do
+    expect(get_ok('/ngx_args')).to eq('target-body q=x=1&y=2')
+  end
+
+  it 'a response header repeated by the target is one field in res.headers, joined with ", "' do
+    expect(get_ok('/sub_twice')).to start_with('a=1, b=2|1|')
   end
 
   it 'the ngx_mruby form Nginx::Async::HTTP.sub_request + last_response works' do
