@@ -92,6 +92,13 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %s", l->path, l->proxy_pass);
       l->body_filter = iv(mrb, loc, "@body_filter");
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
+      mrb_value via = iv(mrb, loc, "@via");
+      if (mrb_string_p(via)) {
+        size_t n = (size_t)RSTRING_LEN(via) + 5;
+        l->via = malloc(n);
+        if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+        snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
+      }
       l->status = mrb_test(iv(mrb, loc, "@status"));
       mrb_value max_body = iv(mrb, loc, "@max_body");
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
@@ -344,6 +351,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     for (size_t j = 0; j < s->nlocations; j++) {
       free(s->locations[j].path);
       free(s->locations[j].proxy_pass);
+      free(s->locations[j].via);
     }
     free(s->locations);
     free(s->host);

@@ -38,6 +38,7 @@ typedef struct {
   gw_proxy_url_t proxy_url; /* proxy_pass split once at load (points into it) */
   mrb_value body_filter;/* Proc or nil */
   int pass_host;        /* proxy: send the client's Host header upstream */
+  char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* proxy: send a request body upstream as it arrives */
   int status;           /* the status page (status.c) */

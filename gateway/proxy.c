@@ -79,6 +79,37 @@ static int named_in_connection(const gw_header_t *conn, const gw_header_t *h)
   return 0;
 }
 
+/* Adds `name` to dst: the values of every such field of src joined with
+ * ", ", then `last` (X-Forwarded-For: the client's address; Via: ours).
+ * Nothing when there is neither. */
+static void add_joined(gw_headers_t *dst, const char *name, const gw_headers_t *src, const char *last)
+{
+  size_t len = strlen(last);
+  for (size_t i = 0; i < src->count; i++)
+    if (strcasecmp(src->items[i].name, name) == 0) len += src->items[i].value_len + 2;
+  if (len == 0) return;
+  char small[256];
+  char *v = len <= sizeof(small) ? small : malloc(len);
+  if (v == NULL) return;
+  size_t n = 0;
+  for (size_t i = 0; i < src->count; i++) {
+    const gw_header_t *h = &src->items[i];
+    if (strcasecmp(h->name, name) != 0) continue;
+    memcpy(v + n, h->value, h->value_len);
+    n += h->value_len;
+    memcpy(v + n, ", ", 2);
+    n += 2;
+  }
+  if (*last) {
+    memcpy(v + n, last, strlen(last));
+    n += strlen(last);
+  } else {
+    n -= 2; /* nothing to add: drop the last ", " */
+  }
+  gw_headers_add(dst, name, strlen(name), v, n);
+  if (v != small) free(v);
+}
+
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
 {
   memset(u, 0, sizeof(*u));
@@ -212,13 +243,16 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   req->upstream_reused = res->reused;
   req->status = res->status;
   gw_headers_clear(&req->resp_headers);
+  const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
     if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
+    if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
+  if (via) add_joined(&req->resp_headers, "Via", &res->headers, via);
   req->inline_body = NULL;
   req->text_plain = 0;
 }
@@ -372,38 +406,11 @@ static char *upstream_target(const gw_request_t *req, const char *path)
   return target;
 }
 
-/* X-Forwarded-For: every such line the client sent, joined, then its address. */
-static void add_forwarded_for(const gw_request_t *req, gw_headers_t *hs)
-{
-  size_t len = strlen(req->remote_addr);
-  for (size_t i = 0; i < req->headers.count; i++)
-    if (strcasecmp(req->headers.items[i].name, "x-forwarded-for") == 0) len += req->headers.items[i].value_len + 2;
-  if (len == 0) return;
-  char small[256];
-  char *xff = len <= sizeof(small) ? small : malloc(len);
-  if (xff == NULL) return;
-  size_t n = 0;
-  for (size_t i = 0; i < req->headers.count; i++) {
-    const gw_header_t *h = &req->headers.items[i];
-    if (strcasecmp(h->name, "x-forwarded-for") != 0) continue;
-    memcpy(xff + n, h->value, h->value_len);
-    n += h->value_len;
-    memcpy(xff + n, ", ", 2);
-    n += 2;
-  }
-  if (req->remote_addr[0]) {
-    memcpy(xff + n, req->remote_addr, strlen(req->remote_addr));
-    n += strlen(req->remote_addr);
-  } else {
-    n -= 2; /* no address (a sub-request): drop the last ", " */
-  }
-  gw_headers_add(hs, "X-Forwarded-For", 15, xff, n);
-  if (xff != small) free(xff);
-}
 
 /* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
 static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host)
 {
+  const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
   if (pass_host && client_host)
     gw_headers_add(hs, "Host", 4, client_host->value, client_host->value_len);
@@ -417,9 +424,11 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
       continue;
     if (strcasecmp(h->name, "x-forwarded-for") == 0) continue; /* joined below */
+    if (via && strcasecmp(h->name, "via") == 0) continue;
     gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
-  add_forwarded_for(req, hs);
+  add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
+  if (via) add_joined(hs, "Via", &req->headers, via);
   gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }

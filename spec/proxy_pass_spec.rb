@@ -327,6 +327,43 @@ RSpec.describe 'proxy_pass' do
       expect(upstream_request['x-forwarded-for']).to eq('10.0.0.1, 10.0.0.2, 127.0.0.1')
     end
 
+    it 'no Via is added unless the location asks for it' do
+      up = recording_upstream
+      gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"))
+      r = http_get(@port, '/p')
+      expect(upstream_request['via']).to be_nil
+      expect(r['via']).to be_nil
+    end
+
+    it 'via: true adds "1.1 gateway" to Via both ways, after what the client and the upstream sent' do
+      up = recording_upstream do |peer, _req|
+        peer.respond(200, { 'Via' => '1.0 origin' }, 'ok')
+      end
+      gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x", via: true))
+      r = http_get(@port, '/p', 'Via' => '1.1 client-proxy')
+      req = upstream_request
+      expect(req['via']).to eq('1.1 client-proxy, 1.1 gateway')
+      expect(req.headers.count { |k, _| k.casecmp?('via') }).to eq(1)
+      expect(r['via']).to eq('1.0 origin, 1.1 gateway')
+    end
+
+    it 'via: "NAME" names this hop, also for req.proxy_pass from a handler' do
+      up = recording_upstream
+      gateway_with(%(location "/h", via: "edge-1" do |req| req.proxy_pass("http://127.0.0.1:#{up.port}/x") end))
+      r = http_get(@port, '/h')
+      expect(upstream_request['via']).to eq('1.1 edge-1')
+      expect(r['via']).to eq('1.1 edge-1')
+    end
+
+    it 'via: with a space or on a status location is a config error naming the line' do
+      [%(location "/p", proxy_pass: "http://127.0.0.1:9/", via: "a b"), %(location "/s", status: true, via: true)].each do |loc|
+        status, out, path = check_config(%(server listen: "127.0.0.1:#{free_port}" do\n  #{loc}\nend\n))
+        expect(status).to eq(1), out
+        expect(out).to include("#{path}:2")
+        expect(out).to include('via')
+      end
+    end
+
     it 'X-Forwarded-Proto is http (a client-sent value is replaced)' do
       up = recording_upstream
       gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"))

@@ -37,11 +37,14 @@ module Gateway
   }
 
   class Location
+    # A Via pseudonym or host[:port] (RFC 9110 §7.6.3): token bytes, ':' and brackets.
+    VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
+
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering
+                :request_buffering, :via
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false)
+                   request_buffering: false, via: nil)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -73,6 +76,12 @@ module Gateway
       if request_buffering && !proxy_pass
         raise ArgumentError, "location #{path.inspect}: request_buffering: applies to proxy_pass: locations only"
       end
+      via = "gateway" if via == true
+      unless via.nil? || via == false || (via.is_a?(String) && !via.empty? && via.bytes.all? { |b| VIA_NAME_BYTES.include?(b.chr) })
+        raise ArgumentError, "location #{path.inspect}: via must be true or a name like \"edge-1\" (no spaces), got #{via.inspect}"
+      end
+      raise ArgumentError, "location #{path.inspect}: via: does not apply to a status location" if via && status
+      @via = via || nil
       @max_body = max_body
       @request_buffering = request_buffering ? true : false
       @path = path
@@ -111,10 +120,12 @@ module Gateway
     # location "/status", status: true       every worker's counters: JSON, or
     #   Prometheus text with ?format=prometheus
     # max_body: N (any location) overrides the server's limits[:max_body]
+    # via: true or "NAME" adds "Via: 1.1 NAME" (default gateway) both ways
+    #   when this location proxies (proxy_pass: or req.proxy_pass)
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
-                 request_buffering: false, &handler)
+                 request_buffering: false, via: nil, &handler)
       loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host, max_body: max_body,
-                         request_buffering: request_buffering)
+                         request_buffering: request_buffering, via: via)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
