@@ -91,6 +91,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       if (l->proxy_pass && gw_proxy_parse_url(l->proxy_pass, &l->proxy_url) < 0) /* the DSL checked it */
         mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %s", l->path, l->proxy_pass);
       l->body_filter = iv(mrb, loc, "@body_filter");
+      l->header_filter = iv(mrb, loc, "@header_filter");
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       mrb_value via = iv(mrb, loc, "@via");
       if (mrb_string_p(via)) {

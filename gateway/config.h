@@ -37,6 +37,7 @@ typedef struct {
   char *proxy_pass;     /* owned URL, or NULL */
   gw_proxy_url_t proxy_url; /* proxy_pass split once at load (points into it) */
   mrb_value body_filter;/* Proc or nil */
+  mrb_value header_filter; /* Proc or nil: runs on a proxied response's head */
   int pass_host;        /* proxy: send the client's Host header upstream */
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */

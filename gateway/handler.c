@@ -45,8 +45,8 @@ int gw_handler_worker_init(gw_worker_t *w)
   w->roots = mrb_ary_new(mrb);
   mrb_gc_register(mrb, w->roots);
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
-  static const char *const names[2] = {"RUNNER", "FILTER_RUNNER"};
-  for (int kind = 0; kind < 2; kind++) {
+  static const char *const names[3] = {"RUNNER", "FILTER_RUNNER", "HEADER_FILTER_RUNNER"};
+  for (int kind = 0; kind < 3; kind++) {
     mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_cstr(mrb, names[kind]));
     if (mrb->exc || !mrb_proc_p(runner)) return -1;
     w->runners[kind] = mrb_proc_ptr(runner);
@@ -212,6 +212,13 @@ static void rack_response(gw_request_t *req, mrb_value result)
 /* The fiber returned `result`: build the response unless the handler did. */
 static void complete(gw_request_t *req, mrb_value result)
 {
+  if (req->after_filter) { /* a header filter: its caller goes on (or fails) */
+    void (*then)(gw_request_t *) = req->after_filter;
+    req->after_filter = NULL;
+    req->filtering = 0;
+    then(req);
+    return;
+  }
   if (req->failed) {
     gw_request_simple_response(req, 500, NULL);
   } else if (req->filtering) {
@@ -240,6 +247,11 @@ static void complete(gw_request_t *req, mrb_value result)
   gw_request_finish(req);
 }
 
+static gw_fiber_kind_t fiber_kind(const gw_request_t *req)
+{
+  return req->after_filter ? GW_FIBER_HEADER_FILTER : req->filtering ? GW_FIBER_FILTER : GW_FIBER_HANDLER;
+}
+
 static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
 {
   gw_worker_t *w = req->worker;
@@ -253,7 +265,8 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
     if (req->waiting_for[0])
       snprintf(ev, sizeof(ev), "fiber resumed by %s", req->waiting_for);
     else
-      snprintf(ev, sizeof(ev), "fiber started (%s)", req->filtering ? "body filter" : "handler");
+      snprintf(ev, sizeof(ev), "fiber started (%s)",
+               req->after_filter ? "header filter" : req->filtering ? "body filter" : "handler");
     gw_trace_event(req, ev);
     req->waiting_for[0] = '\0';
   }
@@ -263,7 +276,7 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
     fail_unexpectedly(req, raised ? result : mrb_obj_value(mrb->exc));
     mrb->exc = NULL;
   } else if (w->job_done) {
-    recycle_fiber(req, req->filtering ? GW_FIBER_FILTER : GW_FIBER_HANDLER);
+    recycle_fiber(req, fiber_kind(req));
   } else if (mrb_test(mrb_fiber_alive_p(mrb, a.fiber))) {
     if (gw_trace) {
       char ev[160];
@@ -312,6 +325,13 @@ void gw_handler_filter_body(gw_request_t *req, mrb_value filter)
 {
   req->filtering = 1;
   start_fiber(req, GW_FIBER_FILTER, filter);
+}
+
+void gw_handler_filter_head(gw_request_t *req, mrb_value filter, void (*then)(gw_request_t *req))
+{
+  req->filtering = 1;
+  req->after_filter = then;
+  start_fiber(req, GW_FIBER_HEADER_FILTER, filter);
 }
 
 void gw_mrb_job_done(void)

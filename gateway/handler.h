@@ -13,6 +13,11 @@ void gw_handler_start(gw_request_t *req);
  * own; a String result replaces the body. Finishes req afterwards. */
 void gw_handler_filter_body(gw_request_t *req, mrb_value filter);
 
+/* Runs a header filter (filter.call(req)) on req's response head in a fiber
+ * of its own, then calls then(req), also when the filter raised (then
+ * req->failed is set). req is not finished here: then() goes on. */
+void gw_handler_filter_head(gw_request_t *req, mrb_value filter, void (*then)(gw_request_t *req));
+
 /* Drops the request's ties to Ruby: the fiber's GC root slot and the
  * Gateway::Request object's pointer to req. Safe to call twice. */
 void gw_handler_release(gw_request_t *req);

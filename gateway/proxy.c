@@ -19,6 +19,7 @@
 #include "handler.h"
 #include "log.h"
 #include "proxy.h"
+#include "response.h"
 #include "stats.h"
 #include "exchange.h"
 #include "worker.h"
@@ -34,6 +35,10 @@ typedef struct {
   int tries;
   gw_client_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
+  int filtering_head;     /* a header filter runs; the upstream is paused meanwhile */
+  long long head_length;  /* ... and the length to announce once it is done */
+  int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
+  const char *done_err;
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -264,6 +269,17 @@ static void on_client_drain(gw_request_t *req)
   gw_exchange_resume(op->client);
 }
 
+static void begin_stream(proxy_op_t *op, long long length)
+{
+  gw_request_t *req = op->req;
+  req->on_drain = on_client_drain;
+  req->drain_arg = op;
+  op->streaming = 1;
+  gw_request_stream_begin(req, length);
+}
+
+static void after_streamed_head_filter(gw_request_t *req);
+
 static void on_upstream_head(gw_client_response_t *res, void *arg)
 {
   proxy_op_t *op = arg;
@@ -272,10 +288,52 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
   if (req->head) req->head_length = length;
-  req->on_drain = on_client_drain;
-  req->drain_arg = op;
-  op->streaming = 1;
-  gw_request_stream_begin(req, length);
+  if (req->location && mrb_test(req->location->header_filter)) {
+    /* Nothing goes to the client, and no body is read, until it is done. */
+    op->filtering_head = 1;
+    op->head_length = length;
+    gw_exchange_pause(op->client);
+    req->filter_arg = op;
+    gw_handler_filter_head(req, req->location->header_filter, after_streamed_head_filter);
+    return;
+  }
+  begin_stream(op, length);
+}
+
+/* The header filter of a streamed response is done: send the head (as the
+ * filter left it) and let the body flow, or answer 500 if it raised. */
+static void after_streamed_head_filter(gw_request_t *req)
+{
+  proxy_op_t *op = req->filter_arg;
+  op->filtering_head = 0;
+  int failed = req->failed || (op->done_meanwhile && op->done_err != NULL);
+  if (failed || gw_response_bodyless(req)) { /* nothing (more) to stream */
+    gw_request_pending_remove(&op->pending);
+    if (op->client) cancel_op(&op->pending);
+    else op_free(op);
+    if (failed) gw_request_simple_response(req, req->failed ? 500 : 502, NULL);
+    gw_request_finish(req);
+    return;
+  }
+  begin_stream(op, op->head_length);
+  if (op->done_meanwhile) { /* a response without a body (HEAD/204/304) */
+    gw_request_pending_remove(&op->pending);
+    op_free(op);
+    gw_request_stream_end(req, 1);
+    return;
+  }
+  gw_exchange_resume(op->client);
+}
+
+static void after_buffered_head_filter(gw_request_t *req)
+{
+  if (req->failed) {
+    gw_request_simple_response(req, 500, NULL);
+  } else if (mrb_test(req->location->body_filter)) {
+    gw_handler_filter_body(req, req->location->body_filter);
+    return;
+  }
+  gw_request_finish(req);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -343,6 +401,12 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
       if (send_op(op) == 0) return;
     }
   }
+  if (op->filtering_head) { /* its header filter still runs, and takes this up */
+    op->done_meanwhile = 1;
+    op->done_err = err;
+    if (err) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
+    return;
+  }
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
     op_free(op);
@@ -373,6 +437,10 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
+    if (req->location && mrb_test(req->location->header_filter)) { /* then the body filter, if any */
+      gw_handler_filter_head(req, req->location->header_filter, after_buffered_head_filter);
+      return;
+    }
     if (req->location && mrb_test(req->location->body_filter)) {
       gw_handler_filter_body(req, req->location->body_filter);
       return;

@@ -49,6 +49,8 @@ void gw_request_reset(gw_request_t *req)
   req->head_length = -1;
   req->streaming = 0;
   req->on_drain = NULL;
+  req->after_filter = NULL;
+  req->filter_arg = NULL;
   req->body_streaming = 0;
   req->body_length = 0;
   req->on_body_more = NULL;

@@ -83,6 +83,9 @@ struct gw_request_s {
   int running;              /* between start and finish */
   int filtering;            /* the fiber runs the location's body filter */
   int streaming;            /* its head is sent; the body follows in pieces */
+  /* A header filter runs: called (instead of finishing) when it is done. */
+  void (*after_filter)(gw_request_t *req);
+  void *filter_arg;
   /* Set by a streaming producer: called when the client's output drained
    * below the low water mark after gw_request_stream_data() returned 1. */
   void (*on_drain)(gw_request_t *req);

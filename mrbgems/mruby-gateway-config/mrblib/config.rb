@@ -41,10 +41,10 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via
+                :request_buffering, :via, :header_filter
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil)
+                   request_buffering: false, via: nil, header_filter: nil)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -70,6 +70,9 @@ module Gateway
       if body_filter && !body_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
       end
+      if header_filter && !header_filter.respond_to?(:call)
+        raise ArgumentError, "location #{path.inspect}: header_filter must be a Proc (e.g. ->(req) { req.headers_out[\"x-a\"] = \"1\" })"
+      end
       unless max_body.nil? || (max_body.is_a?(Integer) && max_body > 0)
         raise ArgumentError, "location #{path.inspect}: max_body must be a positive Integer (bytes), got #{max_body.inspect}"
       end
@@ -88,6 +91,7 @@ module Gateway
       @handler = handler
       @proxy_pass = proxy_pass
       @body_filter = body_filter
+      @header_filter = header_filter
       @status = status
       @pass_host = pass_host ? true : false
     end
@@ -122,10 +126,12 @@ module Gateway
     # max_body: N (any location) overrides the server's limits[:max_body]
     # via: true or "NAME" adds "Via: 1.1 NAME" (default gateway) both ways
     #   when this location proxies (proxy_pass: or req.proxy_pass)
+    # header_filter: ->(req) { ... } runs on the upstream's response head
+    #   (req.status, req.headers_out) before it goes to the client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
-                 request_buffering: false, via: nil, &handler)
+                 request_buffering: false, via: nil, header_filter: nil, &handler)
       loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host, max_body: max_body,
-                         request_buffering: request_buffering, via: via)
+                         request_buffering: request_buffering, via: via, header_filter: header_filter)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
