@@ -99,6 +99,8 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
         location "/small", proxy_pass: "http://127.0.0.1:#{up.port}/in"
         location "/buffered", proxy_pass: "http://127.0.0.1:#{up.port}/in", request_buffering: true
         location "/script" do |req| req.body.bytesize.to_s end
+        location "/filtered", proxy_pass: "http://127.0.0.1:#{up.port}/in", max_body: 1 << 30,
+                 header_filter: ->(req) { Async.sleep(0.05); req.headers_out["X-Filtered"] = "yes" }
       end
     RUBY
     @worker = http_get(@port, '/pid').body.to_i
@@ -144,6 +146,14 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
     expect(seen.headers['content-length']).to eq((256 * MiB).to_s)
     expect(seen.headers).not_to have_key('transfer-encoding')
     expect(rss_kib(@worker) - before).to be < 16 * 1024
+  end
+
+  it 'a streamed upload to a location with a header_filter: the body goes up, the filter runs on the answer' do
+    @up = SinkUpstream.new
+    gateway_for(@up)
+    sock, md5 = upload("PUT /filtered HTTP/1.1\r\nHost: x\r\nContent-Length: #{4 * MiB}\r\n\r\n", 4 * MiB)
+    res = response_of(sock)
+    expect([res.status, res['x-filtered'], res.body]).to eq([200, 'yes', "#{4 * MiB} #{md5}"])
   end
 
   it 'a chunked upload goes upstream chunked, byte for byte, and the connection stays usable' do
