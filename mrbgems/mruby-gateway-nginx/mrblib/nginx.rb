@@ -76,7 +76,10 @@ module Nginx
       unless ms.is_a?(Integer) && ms > 0
         raise ArgumentError, "Nginx::Async.sleep: milliseconds must be an Integer > 0, got #{ms.inspect}"
       end
-      ::Async.sleep(ms / 1000.0)
+      async = ::Async
+      async._gw_sleep(ms / 1000.0) # Async.sleep without its Numeric check
+      async._await
+      nil
     end
 
     module HTTP
