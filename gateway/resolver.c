@@ -340,9 +340,35 @@ static const char *status_message(int status)
 }
 
 static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinfo *res);
+static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t *found, unsigned n, long ttl);
+
+/* "localhost" and "*.localhost" (RFC 6761 §6.3) never go to DNS: the hosts
+ * file may map them, else they are the loopback address (containers and
+ * minimal systems often have no /etc/hosts). */
+static int is_localhost(const char *name)
+{
+  size_t n = strlen(name);
+  if (n > 0 && name[n - 1] == '.') n--; /* "localhost." */
+  return (n == 9 && strncasecmp(name, "localhost", 9) == 0) ||
+         (n > 10 && strncasecmp(name + n - 10, ".localhost", 10) == 0);
+}
 
 static void start_query(resolver_entry_t *e, int family)
 {
+  if (family == AF_INET && is_localhost(e->name)) {
+    struct hostent *he = NULL;
+    if (ares_gethostbyname_file(e->r->channel, e->name, AF_INET, &he) == ARES_SUCCESS) {
+      ares_free_hostent(he); /* mapped there: ares_getaddrinfo reads the file first */
+    } else {
+      resolver_addr_t loopback;
+      memset(&loopback, 0, sizeof(loopback));
+      loopback.in4.sin_family = AF_INET;
+      loopback.in4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      e->family = AF_INET;
+      finish_entry(e, ARES_SUCCESS, &loopback, 1, e->r->max_ttl_s);
+      return;
+    }
+  }
   struct ares_addrinfo_hints hints;
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = family;
@@ -392,7 +418,13 @@ static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinf
     start_query(e, AF_INET6); /* no A record: try AAAA (may complete right here, re-entering) */
     return;
   }
+  finish_entry(e, status, found, n, ttl);
+}
 
+/* Caches the answer (or the failure) and hands it to every waiter. */
+static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t *found, unsigned n, long ttl)
+{
+  gw_resolver_t *r = e->r;
   e->querying = 0;
   double now = gw_now_ms();
   if (status == ARES_SUCCESS) {

@@ -260,10 +260,10 @@ RSpec.describe 'DNS resolution (resolver)' do
 
   # A single-worker gateway on @port: `resolver_line` (always given: never the
   # system resolver), then the locations (plus /pid, /fast, /status).
-  def dns_gateway(resolver_line, locations, prelude: '')
+  def dns_gateway(resolver_line, locations, prelude: '', env: {})
     raise 'every DNS config names its resolver' unless resolver_line =~ /\Aresolver "127\.0\.0\.1:\d+"/
     @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
+    @gw = start_gateway(<<~RUBY, ports: [@port], env: env)
       #{resolver_line}
       #{prelude}
       server listen: "127.0.0.1:#{@port}", workers: 1 do
@@ -578,6 +578,22 @@ RSpec.describe 'DNS resolution (resolver)' do
       r = get_ok('/lh')
       expect(now - t).to be < 0.5 * GatewaySpec::SLACK
       expect(r.body).to eq("up /h host=localhost:#{@up.port}")
+      sleep 0.05
+      expect(silent.names).to eq([])
+    end
+
+    it 'without "localhost" in the hosts file, localhost and *.localhost are the loopback address, never a DNS query (RFC 6761)' do
+      silent = silent_dns
+      hosts = File.join(spec_dir, 'hosts-without-localhost')
+      File.write(hosts, "10.9.9.9 something.example\n")
+      dns_gateway(%(resolver "127.0.0.1:#{silent.port}", timeout: 2, tries: 1),
+                  %(location "/lh", proxy_pass: "http://localhost:#{@up.port}/h"
+                    location "/app", proxy_pass: "http://app.localhost:#{@up.port}/a"),
+                  env: GatewaySpec.sanitizer_env.merge('CARES_HOSTS' => hosts))
+      t = now
+      expect(get_ok('/lh').body).to eq("up /h host=localhost:#{@up.port}")
+      expect(get_ok('/app').body).to eq("up /a host=app.localhost:#{@up.port}")
+      expect(now - t).to be < 0.5 * GatewaySpec::SLACK
       sleep 0.05
       expect(silent.names).to eq([])
     end
