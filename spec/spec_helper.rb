@@ -44,6 +44,19 @@ module GatewaySpec
     end
   end
 
+  FREE_PORTS = (20_000..32_767).to_a.shuffle
+  def self.free_port
+    while (port = FREE_PORTS.pop)
+      begin
+        TCPServer.new('127.0.0.1', port).close
+        return port
+      rescue SystemCallError
+        next # in use by something else
+      end
+    end
+    raise 'no free port left in 20000..32767'
+  end
+
   def self.sanitizer_env
     return {} unless ASAN
     { 'ASAN_OPTIONS' => 'detect_leaks=1:abort_on_error=1:halt_on_error=1:detect_stack_use_after_return=0',
@@ -566,11 +579,13 @@ module GatewaySpec
       env.empty? ? {} : { 'ASAN_OPTIONS' => "#{env['ASAN_OPTIONS']}:quarantine_size_mb=0" }
     end
 
+    # A port for a gateway to listen on. Not one the kernel picks (port 0):
+    # those are ephemeral ports, and between this check and the gateway's
+    # bind an outgoing connection of some other test may take it (EADDRINUSE).
+    # Below Linux's ephemeral range (32768-60999) nothing is assigned on its
+    # own; each port is handed out once per run.
     def free_port
-      s = TCPServer.new('127.0.0.1', 0)
-      s.addr[1]
-    ensure
-      s&.close
+      GatewaySpec.free_port
     end
 
     # A fresh folder for this example (removed afterwards when it passed).
