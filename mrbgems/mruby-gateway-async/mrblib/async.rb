@@ -2,9 +2,14 @@
 # this wrapper then yields; the completion resumes the fiber with a value or
 # an exception, raised here.
 module Async
+  # mruby 3.1 resolves a constant by walking every enclosing scope: these
+  # aliases are found in the first one on the per-request paths below.
+  FIBER = ::Fiber
+  EXCEPTION = ::Exception
+
   def self._await
-    v = Fiber.yield
-    raise v if v.is_a?(Exception)
+    v = FIBER.yield
+    raise v if v.is_a?(EXCEPTION)
     v
   end
 
@@ -43,6 +48,9 @@ module Async
 
     # A sub-request running in the background: start now, join later.
     class Task
+      FIBER = ::Fiber
+      EXCEPTION = ::Exception
+
       # Waits (without blocking the worker) and returns the Response; raises
       # Gateway::UpstreamError or Gateway::TimeoutError if it failed.
       def join
@@ -50,9 +58,9 @@ module Async
           r = @result
         else
           _gw_wait
-          r = Fiber.yield
+          r = FIBER.yield
         end
-        raise r if r.is_a?(Exception)
+        raise r if r.is_a?(EXCEPTION)
         r
       end
 
