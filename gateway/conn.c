@@ -10,7 +10,10 @@
  * One request at a time: the parser pauses at the end of each message, the
  * request runs, its response is appended to `out`, and parsing resumes. So
  * pipelined responses leave in order, and a burst of pipelined requests is
- * answered with one write.
+ * answered with one write. A request to a proxy_pass location that has a
+ * body is the exception: the parser also pauses at the end of its head, the
+ * request starts, and the body is parsed into req.body as it arrives while
+ * the upstream takes it (reading stops while too much waits: back-pressure).
  *
  * Limits and the framing checks llhttp 8.1 leaves to us (obs-fold, duplicate
  * Content-Length, Transfer-Encoding in HTTP/1.0, missing Host) are enforced in

@@ -4,7 +4,9 @@
  * host:port (or a unix socket) on a worker's event_base and calls back once
  * with the whole response (or an error), or, in streaming mode, hands over
  * the head and then the body piece by piece with back-pressure (pause and
- * resume). Idle keep-alive connections are kept per (host, port) and reused.
+ * resume). A request body may stream too, from an evbuffer the caller fills
+ * (body_source). Idle keep-alive connections are kept per (host, port) and
+ * reused.
  * Used by proxy_pass and by URL sub-requests. */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
