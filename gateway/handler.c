@@ -45,8 +45,8 @@ int gw_handler_worker_init(gw_worker_t *w)
   w->roots = mrb_ary_new(mrb);
   mrb_gc_register(mrb, w->roots);
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
-  static const char *const names[3] = {"RUNNER", "FILTER_RUNNER", "HEADER_FILTER_RUNNER"};
-  for (int kind = 0; kind < 3; kind++) {
+  static const char *const names[2] = {"RUNNER", "FILTER_RUNNER"};
+  for (int kind = 0; kind < 2; kind++) {
     mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_cstr(mrb, names[kind]));
     if (mrb->exc || !mrb_proc_p(runner)) return -1;
     w->runners[kind] = mrb_proc_ptr(runner);
@@ -247,9 +247,10 @@ static void complete(gw_request_t *req, mrb_value result)
   gw_request_finish(req);
 }
 
+/* A header filter is called like a handler, filter.call(req): RUNNER serves both. */
 static gw_fiber_kind_t fiber_kind(const gw_request_t *req)
 {
-  return req->after_filter ? GW_FIBER_HEADER_FILTER : req->filtering ? GW_FIBER_FILTER : GW_FIBER_HANDLER;
+  return req->filtering && !req->after_filter ? GW_FIBER_FILTER : GW_FIBER_HANDLER;
 }
 
 static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
@@ -331,7 +332,7 @@ void gw_handler_filter_head(gw_request_t *req, mrb_value filter, void (*then)(gw
 {
   req->filtering = 1;
   req->after_filter = then;
-  start_fiber(req, GW_FIBER_HEADER_FILTER, filter);
+  start_fiber(req, GW_FIBER_HANDLER, filter);
 }
 
 void gw_mrb_job_done(void)

@@ -21,9 +21,9 @@ struct gw_worker_s {
   mrb_value roots;          /* Array: GC roots of parked fibers, one slot per request */
   int *free_slots;          /* free indexes of `roots` (stack) */
   int nfree, free_cap;
-  struct RProc *runners[3]; /* Gateway::RUNNER, FILTER_RUNNER, HEADER_FILTER_RUNNER: the
-                               bodies of handler and filter fibers (gw_fiber_kind_t) */
-  mrb_value idle_fibers[3]; /* Arrays: fibers of each kind waiting for their next job */
+  struct RProc *runners[2]; /* Gateway::RUNNER, FILTER_RUNNER: the bodies of handler
+                               (and header filter) and body-filter fibers (gw_fiber_kind_t) */
+  mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
   int job_done;             /* the fiber just resumed reported its job done */
   struct RClass *request_class;
   struct RClass *fiber_class;
@@ -46,7 +46,7 @@ struct gw_worker_s {
   time_t date_time;
 };
 
-typedef enum { GW_FIBER_HANDLER, GW_FIBER_FILTER, GW_FIBER_HEADER_FILTER } gw_fiber_kind_t;
+typedef enum { GW_FIBER_HANDLER, GW_FIBER_FILTER } gw_fiber_kind_t;
 
 /* Idle fibers kept per kind for reuse, and the largest stacks (VM values,
  * call frames) a fiber may have grown and still be kept (handler.c). */

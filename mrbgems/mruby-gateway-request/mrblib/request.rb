@@ -167,22 +167,10 @@ module Gateway
     end
   end
 
+  # (A header filter runs in a RUNNER fiber too: filter.call(req).)
+
   # The body of a body-filter fiber: filter.call(body, req); a String result
   # replaces the response body, anything else keeps it.
-  HEADER_FILTER_RUNNER = Proc.new do |filter, req|
-    gateway = Gateway
-    fiber = Fiber
-    while true
-      begin
-        filter.call(req)
-      rescue Exception => e
-        gateway._fail(req, e)
-      end
-      gateway._job_done
-      filter, req = fiber.yield(nil)
-    end
-  end
-
   FILTER_RUNNER = Proc.new do |filter, req|
     gateway = Gateway
     fiber = Fiber
