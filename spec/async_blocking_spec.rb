@@ -57,12 +57,6 @@ RSpec.describe 'HttpRequest (blocking client)' do
 
   after(:each) { @mute.close }
 
-  def timed
-    t = GatewaySpec.now
-    v = yield
-    [v, GatewaySpec.now - t]
-  end
-
   it 'HttpRequest.new.get reaches another server block and returns its body and code' do
     r = http_get(@front, '/get')
     expect([r.status, r.body]).to eq([200, '201|backend-body|201|backend-body|yes'])

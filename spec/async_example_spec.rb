@@ -22,12 +22,6 @@ RSpec.describe 'examples/async.rb' do
     conns.map { |c| c.read_response(timeout: 10) }
   end
 
-  def timed
-    t = GatewaySpec.now
-    v = yield
-    [v, GatewaySpec.now - t]
-  end
-
   it 'the backend /mruby answers "done\n" with 200' do
     r = http_get(@backend, '/mruby')
     expect([r.status, r.body]).to eq([200, "done\n"])

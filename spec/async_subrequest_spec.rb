@@ -220,12 +220,6 @@ RSpec.describe 'Async::HTTP sub-requests' do
     r.body
   end
 
-  def timed
-    t = GatewaySpec.now
-    v = yield
-    [v, GatewaySpec.now - t]
-  end
-
   it 'an internal sub-request returns the status, headers and body of the target location' do
     expect(get_ok('/sub_target')).to eq('201|201|target|text/x-target|target-body q=|201|target-body q=')
   end

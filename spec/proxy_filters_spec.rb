@@ -58,10 +58,7 @@ RSpec.describe 'proxy_pass header_filter' do
   it 'may wait (Async.sleep) without blocking the worker; the head waits for it' do
     t = Thread.new { http_get(@port, '/slow/a') }
     sleep 0.05
-    fast, took = begin
-      s = GatewaySpec.now
-      [http_get(@port, '/pid'), GatewaySpec.now - s]
-    end
+    fast, took = timed { http_get(@port, '/pid') }
     expect(fast.body.to_i).to eq(@worker)
     expect(took).to be < 0.15
     r = t.value

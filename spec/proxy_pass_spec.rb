@@ -88,12 +88,6 @@ RSpec.describe 'proxy_pass' do
     @seen.pop
   end
 
-  def timed
-    t = GatewaySpec.now
-    v = yield
-    [v, GatewaySpec.now - t]
-  end
-
   # Closes a socket with SO_LINGER 0: the peer sees a reset, not a FIN.
   def reset!(sock)
     sock.setsockopt(Socket::SOL_SOCKET, Socket::SO_LINGER, [1, 0].pack('ii'))

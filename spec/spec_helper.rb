@@ -726,6 +726,13 @@ module GatewaySpec
       u
     end
 
+    # [the block's value, seconds it took].
+    def timed
+      t = GatewaySpec.now
+      v = yield
+      [v, GatewaySpec.now - t]
+    end
+
     def poll(what, timeout: 10, interval: 0.02, &blk)
       GatewaySpec.poll(what, timeout: timeout, interval: interval, &blk)
     end
