@@ -8,6 +8,19 @@
 #include "response.h"
 #include "worker.h"
 
+/* The "Date: ...\r\n" line, formatted once per second per worker. */
+static const char *date_line(gw_worker_t *w)
+{
+  time_t now = time(NULL);
+  if (now != w->date_time) {
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    w->date_time = now;
+  }
+  return w->date;
+}
+
 const char *gw_response_reason(int status)
 {
   switch (status) {
@@ -114,7 +127,7 @@ static void put_head(head_t *head, gw_request_t *req, gw_worker_t *w, int keepal
   }
   if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
   if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
-  const char *date = gw_worker_date(w);
+  const char *date = date_line(w);
   put(head, date, strlen(date));
   if (length == GW_LENGTH_CHUNKED) {
     PUT_LIT(head, "Transfer-Encoding: chunked\r\n");

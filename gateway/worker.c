@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -29,18 +28,6 @@ gw_worker_t *gw_worker;
 
 #define ACCEPT_BURST 64
 #define EMFILE_PAUSE_MS 100
-
-const char *gw_worker_date(gw_worker_t *w)
-{
-  time_t now = time(NULL);
-  if (now != w->date_time) {
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-    w->date_time = now;
-  }
-  return w->date;
-}
 
 void gw_worker_publish_stats(gw_worker_t *w)
 {

@@ -42,7 +42,7 @@ struct gw_worker_s {
   size_t nconns;
   int stopping;             /* graceful stop: no accepting, exit when idle */
 
-  char date[40];            /* "Date: ...\r\n" cached per second */
+  char date[40];            /* "Date: ...\r\n" cached per second (response.c) */
   time_t date_time;
 };
 
@@ -63,8 +63,6 @@ extern gw_worker_t *gw_worker;
 /* Runs the loop of a freshly forked worker; never returns. */
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index) __attribute__((noreturn));
 
-/* Returns the cached "Date: ...\r\n" header line. */
-const char *gw_worker_date(gw_worker_t *w);
 
 /* Refreshes this worker's gauges in the shared stats table. */
 void gw_worker_publish_stats(gw_worker_t *w);

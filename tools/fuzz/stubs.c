@@ -7,7 +7,6 @@
  * so a wrong assumption shows up at once instead of being fuzzed around. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "gw_mruby.h"
 #include "handler.h"
@@ -52,19 +51,6 @@ void gw_status_respond(gw_request_t *req)
 void gw_handler_release(gw_request_t *req)
 {
   if (!mrb_nil_p(req->rb_req) || req->root_slot >= 0) UNREACHABLE("gw_handler_release with Ruby state");
-}
-
-/* worker.c's, verbatim in effect: the cached Date header line. */
-const char *gw_worker_date(gw_worker_t *w)
-{
-  time_t now = time(NULL);
-  if (now != w->date_time) {
-    struct tm tm;
-    gmtime_r(&now, &tm);
-    strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
-    w->date_time = now;
-  }
-  return w->date;
 }
 
 /* worker.c's breaks the loop of a stopping worker; the harness counts instead. */
