@@ -205,7 +205,7 @@ static int on_headers_complete(llhttp_t *p)
   int has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
   if (!has_body) return 0;
   /* The location decides the body limit, and whether the body streams. */
-  const gw_location_t *loc = gw_router_match(c->server, r->target, r->path_len);
+  const gw_location_t *loc = r->location = gw_router_match(c->server, r->target, r->path_len);
   c->max_body = loc ? loc->max_body : c->server->limits.max_body;
   if (!chunked && p->content_length > c->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");

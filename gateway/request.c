@@ -115,7 +115,8 @@ void gw_request_split_target(gw_request_t *req)
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
-  req->location = gw_router_match(req->server, req->target, req->path_len);
+  if (req->location == NULL) /* a request with a body was routed when its head was read */
+    req->location = gw_router_match(req->server, req->target, req->path_len);
   if (gw_trace) gw_trace_start(req);
   if (req->location == NULL) {
     gw_request_simple_response(req, 404, NULL);
