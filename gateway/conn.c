@@ -702,12 +702,19 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   conn_leave(c);
 }
 
+/* Whether the response may announce keep-alive. Not while the worker stops,
+ * nor when it comes before the request's streamed body ended: the rest of
+ * that body is drained by the lingering close. */
+static int may_keep_alive(const gw_conn_t *c)
+{
+  return c->req.keepalive && !c->worker->stopping && !c->req.body_streaming;
+}
+
 /* A response is queued whole (or its last piece): count and log it, then get
  * ready for the next request on this connection. */
 static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t head_bytes)
 {
   gw_request_t *req = &c->req;
-  if (req->body_streaming) keepalive = 0; /* answered before its body ended: the lingering close drains it */
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
@@ -730,7 +737,7 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
 static void conn_on_finish(gw_request_t *req)
 {
   gw_conn_t *c = req->conn;
-  int keepalive = req->keepalive && !c->worker->stopping && !req->body_streaming;
+  int keepalive = may_keep_alive(c);
   size_t before = evbuffer_get_length(c->out);
   size_t head = gw_response_write(req, c->out, c->worker, keepalive);
   response_done(c, keepalive, evbuffer_get_length(c->out) - before, head);
@@ -753,7 +760,7 @@ void gw_conn_body_taken(gw_conn_t *c)
 void gw_conn_stream_head(gw_conn_t *c, long long content_length)
 {
   gw_request_t *req = &c->req;
-  int keepalive = req->keepalive && !c->worker->stopping && !req->body_streaming;
+  int keepalive = may_keep_alive(c);
   long long length = content_length;
   c->stream_chunked = 0;
   if (!req->head && !gw_response_bodyless(req) && length < 0) {
