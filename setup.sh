@@ -7,7 +7,7 @@
 #   build:      build-essential (gcc, make; gcc-12 brings libasan8/libubsan1
 #               through libgcc-12-dev, so `-fsanitize=address,undefined`
 #               needs nothing more), pkg-config
-#   libraries:  mruby + libmruby-dev (mrbc, libmruby), libevent-dev,
+#   libraries:  mruby + libmruby-dev (mrbc, libmruby), libevent-dev, libmimalloc-dev,
 #               libc-ares-dev, node-llhttp (llhttp's C sources)
 #   driver:     ruby, rake, ruby-rspec (RSpec 3.12: the end-to-end specs)
 #   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
@@ -18,7 +18,7 @@ set -euo pipefail
 
 packages=(
   build-essential pkg-config
-  mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp
+  mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp libmimalloc-dev
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils

@@ -40,7 +40,6 @@ module Gateway
     LLHTTP_SRC = '/usr/share/llhttp'
     LLHTTP_INC = '/usr/share/include/llhttp'
 
-    Variant = Struct.new(:name, :dir, :cflags, :ldflags)
     GemInfo = Struct.new(:dir, :name, :cname, :srcs, :mrblib, :tests)
 
     attr_reader :gems
@@ -61,10 +60,13 @@ module Gateway
       @variants = {}
       @cflags = []
       @ldflags = []
+      @libs = []
     end
 
     # -- build_config.rb DSL --------------------------------------------------
-    attr_accessor :cflags, :ldflags
+    # libs: linked after the objects, before mruby/libevent/c-ares (a malloc
+    # named here replaces glibc's for the whole process).
+    attr_accessor :cflags, :ldflags, :libs
 
     def gem(dir)
       MRuby::Gem::Specification.last = nil
@@ -76,8 +78,9 @@ module Gateway
                            Dir[File.join(dir, 'test', '*.rb')].sort)
     end
 
-    def variant(name, cflags: [], ldflags: [])
-      @variants[name] = [cflags, ldflags]
+    # A variant adds cflags/ldflags to the default ones; libs, if given, replace them.
+    def variant(name, cflags: [], ldflags: [], libs: nil)
+      @variants[name] = [cflags, ldflags, libs]
     end
 
     # -- queries ----------------------------------------------------------------
@@ -113,11 +116,11 @@ module Gateway
     end
 
     def variant_flags(variant)
-      extra_c, extra_l = @variants.fetch(variant, [[], []])
+      extra_c, extra_l, libs = @variants.fetch(variant, [[], [], nil])
       cflags = @cflags.dup
       # The sanitizer variant's -O1 replaces the default optimisation level.
       cflags.reject! { |f| f =~ /\A-O/ } if extra_c.any? { |f| f =~ /\A-O/ }
-      [cflags + extra_c, @ldflags + extra_l]
+      [cflags + extra_c, @ldflags + extra_l, libs || @libs]
     end
 
     def cc
@@ -134,7 +137,7 @@ module Gateway
 
     def define_variant(variant)
       out = dir(variant)
-      cflags, ldflags = variant_flags(variant)
+      cflags, ldflags, own_libs = variant_flags(variant)
       base = cflags + mruby_defines + %w[-DMRB_NO_PRESYM -Igateway] + ["-I#{LLHTTP_INC}"]
       headers = Dir['gateway/*.h'] + ["#{LLHTTP_INC}/llhttp.h"]
       objs = []
@@ -176,7 +179,7 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 
-      libs = %w[-lmruby -levent -lcares -lm]
+      libs = own_libs + %w[-lmruby -levent -lcares -lm]
       bin = binary(variant)
       file bin => objs do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')
