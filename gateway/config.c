@@ -23,6 +23,7 @@
 #include "config.h"
 #include "gw_mruby.h"
 #include "router.h"
+#include "upstream.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -160,6 +161,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         if (h[0] == '[' && hl >= 2) h++, hl -= 2;
         us->host = strndup(h, hl);
         us->port = atoi(colon + 1);
+        if (us->host) us->addrlen = gw_ip_sockaddr(us->host, us->port, &us->addr);
       }
     }
   }
@@ -294,19 +296,8 @@ gw_upstream_group_t *gw_config_group(gw_config_t *cfg, const char *name, size_t 
 static int open_listener(gw_server_t *s, char *err, size_t errlen)
 {
   struct sockaddr_storage ss;
-  socklen_t sslen;
-  memset(&ss, 0, sizeof(ss));
-  struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
-  struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
-  if (inet_pton(AF_INET, s->host, &sin->sin_addr) == 1) {
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons((uint16_t)s->port);
-    sslen = sizeof(*sin);
-  } else if (inet_pton(AF_INET6, s->host, &sin6->sin6_addr) == 1) {
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons((uint16_t)s->port);
-    sslen = sizeof(*sin6);
-  } else {
+  socklen_t sslen = gw_ip_sockaddr(s->host, s->port, &ss);
+  if (sslen == 0) {
     snprintf(err, errlen, "listen %s:%d: host must be an IP address", s->host, s->port);
     return -1;
   }

@@ -4,6 +4,7 @@
 #define GW_CONFIG_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <mruby.h>
 
 #include "settings.h"
@@ -25,7 +26,8 @@ typedef struct {
   int port;           /* 80 when the URL has none */
   const char *path;   /* points into the URL: "/x?y", or "" when it has none */
   char hostport[300]; /* for the Host header */
-  int is_ip;          /* host is an IP literal */
+  struct sockaddr_storage addr; /* host:port when host is an IP literal */
+  socklen_t addrlen;  /* 0: host is a name (an upstream group, or resolved at run time) */
   const char *unix_path; /* "unix:/path.sock": points into the URL; else NULL */
 } gw_proxy_url_t;
 
@@ -59,6 +61,8 @@ typedef struct {
 typedef struct {
   char *host;           /* owned IP literal, or NULL for a unix socket */
   int port;
+  struct sockaddr_storage addr; /* host:port, parsed at load */
+  socklen_t addrlen;
   char *unix_path;      /* owned, or NULL */
   char *label;          /* owned "host:port" or "unix:/path", for logs */
   int weight;

@@ -67,7 +67,6 @@ static void on_client_done(const char *err, int timed_out, gw_client_response_t 
 static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t addrlen, void *arg)
 {
   gw_exchange_t *x = arg;
-  (void)addrlen;
   x->lookup = NULL;
   if (err) {
     gw_log_error("cannot resolve upstream host \"%s\": %s", x->host, err);
@@ -78,12 +77,8 @@ static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t 
     cb(err, timed_out, NULL, cb_arg);
     return;
   }
-  char ip[INET6_ADDRSTRLEN];
-  if (addr->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)addr)->sin6_addr, ip, sizeof(ip));
-  else
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)addr)->sin_addr, ip, sizeof(ip));
-  x->params.host = ip;
+  x->params.addr = addr; /* the port is in it already */
+  x->params.addrlen = addrlen;
   x->client = gw_client_request(x->pool, &x->params, on_client_done, x);
   if (x->client && x->paused) gw_client_pause(x->client);
   if (x->client == NULL) {
@@ -96,8 +91,8 @@ static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t 
 
 static int is_ip(const char *host)
 {
-  struct in6_addr a;
-  return inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1;
+  struct sockaddr_storage ss;
+  return gw_ip_sockaddr(host, 80, &ss) > 0;
 }
 
 gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *p,
@@ -118,7 +113,7 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
     direct.on_body = on_client_body;
   }
   if (p->on_body_sent) direct.on_body_sent = on_client_body_sent;
-  if (p->unix_path || is_ip(p->host) || resolver == NULL) {
+  if (p->unix_path || p->addr || is_ip(p->host) || resolver == NULL) {
     x->client = gw_client_request(pool, &direct, on_client_done, x);
     if (x->client == NULL) {
       exchange_free(x);

@@ -120,22 +120,30 @@ void gw_headers_remove(gw_headers_t *h, const char *name)
   h->count = j;
 }
 
-/* RFC 9110 tchar; letters, digits and '-' first (nearly every name byte). */
-static inline int is_tchar(unsigned char c)
+/* RFC 9110 tchar, as a table: a header name is checked a byte at a time. */
+static const unsigned char tchar[256] = {
+  ['!'] = 1, ['#'] = 1, ['$'] = 1, ['%'] = 1, ['&'] = 1, ['\''] = 1, ['*'] = 1, ['+'] = 1, ['-'] = 1, ['.'] = 1,
+  ['^'] = 1, ['_'] = 1, ['`'] = 1, ['|'] = 1, ['~'] = 1,
+  ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
+  ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
+  ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
+  ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
+  ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
+  ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
+  ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
+};
+
+int gw_is_token(const char *s, size_t len)
 {
-  unsigned char lower = c | 0x20;
-  if ((lower >= 'a' && lower <= 'z') || (c >= '0' && c <= '9') || c == '-') return 1;
-  return c != 0 && strchr("!#$%&'*+.^_`|~", c) != NULL;
+  if (len == 0) return 0;
+  for (size_t i = 0; i < len; i++)
+    if (!tchar[(unsigned char)s[i]]) return 0;
+  return 1;
 }
 
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len)
 {
-  if (name_len == 0) return 0;
-  for (size_t i = 0; i < name_len; i++)
-    if (!is_tchar((unsigned char)name[i])) return 0;
-  for (size_t i = 0; i < value_len; i++) {
-    unsigned char c = (unsigned char)value[i];
-    if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) return 0;
-  }
-  return 1;
+  /* A value must not end the line (or the C string) early. */
+  return gw_is_token(name, name_len) && memchr(value, '\r', value_len) == NULL &&
+         memchr(value, '\n', value_len) == NULL && memchr(value, '\0', value_len) == NULL;
 }

@@ -38,6 +38,8 @@ int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src);
 gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name);
 /* Removes every field whose name matches case-insensitively. */
 void gw_headers_remove(gw_headers_t *h, const char *name);
+/* 1 if s is a non-empty RFC 9110 token (a method or a field name). */
+int gw_is_token(const char *s, size_t len);
 /* 1 if name/value may be written to the wire: a token name, and no CR, LF or NUL in the value. */
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len);
 

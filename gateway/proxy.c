@@ -150,8 +150,7 @@ int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
   if (u->port <= 0 || u->port > 65535) return -1;
   u->path = end;
   snprintf(u->hostport, sizeof(u->hostport), u->port == 80 ? "%s" : "%s:%d", u->host, u->port);
-  struct in6_addr probe;
-  u->is_ip = inet_pton(AF_INET, u->host, &probe) == 1 || inet_pton(AF_INET6, u->host, &probe) == 1;
+  u->addrlen = gw_ip_sockaddr(u->host, u->port, &u->addr);
   return 0;
 }
 
@@ -368,6 +367,8 @@ static int send_op(proxy_op_t *op)
     op->params.unix_path = s->unix_path;
     op->params.host = s->host;
     op->params.port = s->port;
+    op->params.addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL;
+    op->params.addrlen = s->addrlen;
     s->active++;
     copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
   }
@@ -524,7 +525,7 @@ void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t
   gw_headers_init(&op->headers);
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
-  } else if (!u->is_ip && (op->group = gw_config_group(w->config, u->host, strlen(u->host))) != NULL) {
+  } else if (u->addrlen == 0 && (op->group = gw_config_group(w->config, u->host, strlen(u->host))) != NULL) {
     op->server = pick_server(op->group, 0, key);
     if (op->server == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
@@ -545,6 +546,8 @@ void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t
     .host = u->unix_path ? NULL : op->host,
     .unix_path = u->unix_path,
     .port = u->port,
+    .addr = u->addrlen ? (const struct sockaddr *)&u->addr : NULL,
+    .addrlen = u->addrlen,
     .method = req->method,
     .target = op->target,
     .headers = &op->headers,

@@ -1071,12 +1071,6 @@ void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t 
   *out = pool->stats;
 }
 
-static int is_tchar(unsigned char ch)
-{
-  return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-         (ch != '\0' && strchr("!#$%&'*+-.^_`|~", ch) != NULL);
-}
-
 static int method_is(const char *m, size_t len, const char *s)
 {
   return len == strlen(s) && memcmp(m, s, len) == 0;
@@ -1093,16 +1087,34 @@ static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *add
     memcpy(addr->un.sun_path, p->unix_path, n);
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
   }
-  if (p->host == NULL || p->port <= 0 || p->port > 65535) return 0;
-  if (inet_pton(AF_INET, p->host, &addr->in4.sin_addr) == 1) {
-    addr->in4.sin_family = AF_INET;
-    addr->in4.sin_port = htons((uint16_t)p->port);
-    return sizeof(addr->in4);
+  if (p->addr != NULL) {
+    if (p->addrlen == 0 || p->addrlen > sizeof(*addr)) return 0;
+    memcpy(addr, p->addr, p->addrlen);
+    return p->addrlen;
   }
-  if (inet_pton(AF_INET6, p->host, &addr->in6.sin6_addr) == 1) {
-    addr->in6.sin6_family = AF_INET6;
-    addr->in6.sin6_port = htons((uint16_t)p->port);
-    return sizeof(addr->in6);
+  if (p->host == NULL) return 0;
+  struct sockaddr_storage ss;
+  socklen_t len = gw_ip_sockaddr(p->host, p->port, &ss);
+  if (len > sizeof(*addr)) return 0;
+  memcpy(addr, &ss, len);
+  return len;
+}
+
+socklen_t gw_ip_sockaddr(const char *host, int port, struct sockaddr_storage *out)
+{
+  memset(out, 0, sizeof(*out));
+  if (port <= 0 || port > 65535) return 0;
+  struct sockaddr_in *in4 = (struct sockaddr_in *)out;
+  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
+  if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons((uint16_t)port);
+    return sizeof(*in4);
+  }
+  if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)port);
+    return sizeof(*in6);
   }
   return 0;
 }
@@ -1141,8 +1153,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   socklen_t addrlen = params_sockaddr(params, &addr);
   if (addrlen == 0) bad = "bad upstream address";
   if (mlen == 0) bad = "empty method";
-  for (size_t i = 0; i < mlen && bad == NULL; i++)
-    if (!is_tchar((unsigned char)method[i])) bad = "bad method";
+  else if (bad == NULL && !gw_is_token(method, mlen)) bad = "bad method";
   if (tlen == 0) bad = "empty request target";
   for (size_t i = 0; i < tlen && bad == NULL; i++)
     if ((unsigned char)target[i] <= 0x20 || (unsigned char)target[i] == 0x7f) bad = "bad request target";

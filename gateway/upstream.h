@@ -12,6 +12,7 @@
 #define GW_UPSTREAM_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <event2/buffer.h>
 #include <event2/event.h>
 
@@ -52,6 +53,10 @@ typedef struct {
 typedef void (*gw_client_head_cb)(gw_client_response_t *res, void *arg);
 typedef void (*gw_client_body_cb)(const char *data, size_t len, void *arg);
 
+/* host (an IPv4 or IPv6 literal, no brackets) and port as a socket address:
+ * its length, or 0 if host is not a literal (or the port is out of range). */
+socklen_t gw_ip_sockaddr(const char *host, int port, struct sockaddr_storage *out);
+
 /* One pool per worker. keepalive_max: idle connections kept per (host, port);
  * idle_timeout_ms: an idle pooled connection is closed after this long. */
 gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms);
@@ -62,6 +67,9 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool);
 typedef struct {
   const char *host;       /* IPv4/IPv6 literal (DNS is the caller's job), or NULL with unix_path */
   int port;
+  const struct sockaddr *addr; /* non-NULL: host:port already parsed (or resolved) into this
+                                  address, which is used instead; host is then only named in logs */
+  socklen_t addrlen;
   const char *unix_path;  /* non-NULL: connect to this unix socket instead of host:port */
   const char *method;     /* "GET", ... */
   const char *target;     /* request-target, e.g. "/mruby?x=1" */
