@@ -76,9 +76,8 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
 /* Async._gw_sleep(seconds): arms the timer; the mrblib wrapper yields. */
 static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
 {
-  mrb_float seconds;
+  mrb_float seconds = mrb_as_float(mrb, mrb_get_arg1(mrb));
   (void)self;
-  mrb_get_args(mrb, "f", &seconds);
   if (!(seconds >= 0) || seconds > GW_MAX_SLEEP_S)
     mrb_raisef(mrb, E_ARGUMENT_ERROR, "Async.sleep: seconds must be a number from 0 to %d", GW_MAX_SLEEP_S);
   gw_async_check_yieldable(mrb, "Async.sleep");

@@ -126,13 +126,17 @@ static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, co
   mrb_gc_arena_restore(mrb, ai);
 }
 
-/* Async::HTTP._gw_start(target, method, headers_hash_or_nil, body_or_nil, timeout_or_nil) */
+/* Async::HTTP._gw_start(target, method, headers_hash_or_nil, body_or_nil, timeout_or_nil),
+ * from Async::HTTP._start, which checked the arguments' types (one call per
+ * sub-request: no mrb_get_args format to parse). */
 static mrb_value http_start(mrb_state *mrb, mrb_value self)
 {
-  char *target, *method;
-  mrb_value headers, body, timeout;
-  mrb_get_args(mrb, "zzooo", &target, &method, &headers, &body, &timeout);
   (void)self;
+  const mrb_value *argv = mrb_get_argv(mrb);
+  if (mrb_get_argc(mrb) != 5 || !mrb_string_p(argv[0]) || !mrb_string_p(argv[1]))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "_gw_start(target, method, headers, body, timeout)");
+  const char *target = mrb_string_cstr(mrb, argv[0]), *method = mrb_string_cstr(mrb, argv[1]);
+  mrb_value headers = argv[2], body = argv[3], timeout = argv[4];
   gw_request_t *parent = gw_mrb_current_request(mrb);
   if (target[0] != '/' && strncmp(target, "http://", 7) != 0)
     mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a location path (\"/x\") or an http:// URL, got %s",
@@ -211,9 +215,8 @@ static mrb_value task_wait(mrb_state *mrb, mrb_value self)
 /* Async::HTTP._gw_set_last_response(res) -> res, kept on the current request. */
 static mrb_value http_set_last(mrb_state *mrb, mrb_value self)
 {
-  mrb_value res;
+  mrb_value res = mrb_get_arg1(mrb);
   (void)self;
-  mrb_get_args(mrb, "o", &res);
   mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
   mrb_iv_set(mrb, req, k.iv_last_response, res);
   return res;

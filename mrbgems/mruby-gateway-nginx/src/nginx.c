@@ -7,18 +7,16 @@
 
 static mrb_value nginx_rputs(mrb_state *mrb, mrb_value self)
 {
-  mrb_value s;
+  mrb_value s = mrb_get_arg1(mrb);
   (void)self;
-  mrb_get_args(mrb, "o", &s);
   gw_mrb_write(mrb, gw_mrb_current_request(mrb), s);
   return mrb_nil_value();
 }
 
 static mrb_value nginx_echo(mrb_state *mrb, mrb_value self)
 {
-  mrb_value s;
+  mrb_value s = mrb_get_arg1(mrb);
   (void)self;
-  mrb_get_args(mrb, "o", &s);
   gw_request_t *req = gw_mrb_current_request(mrb);
   gw_mrb_write(mrb, req, s);
   gw_mrb_write(mrb, req, mrb_str_new_lit(mrb, "\n"));

@@ -73,9 +73,7 @@ static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
 
 static mrb_value req_write(mrb_state *mrb, mrb_value self)
 {
-  mrb_value s;
-  mrb_get_args(mrb, "o", &s);
-  gw_mrb_write(mrb, REQ(self), s);
+  gw_mrb_write(mrb, REQ(self), mrb_get_arg1(mrb));
   return self;
 }
 
