@@ -143,7 +143,10 @@ int gw_is_token(const char *s, size_t len)
 
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len)
 {
-  /* A value must not end the line (or the C string) early. */
-  return gw_is_token(name, name_len) && memchr(value, '\r', value_len) == NULL &&
-         memchr(value, '\n', value_len) == NULL && memchr(value, '\0', value_len) == NULL;
+  if (!gw_is_token(name, name_len)) return 0;
+  for (size_t i = 0; i < value_len; i++) { /* nothing that ends the line (or the C string) early */
+    unsigned char c = (unsigned char)value[i];
+    if (c <= '\r' && (c == '\r' || c == '\n' || c == '\0')) return 0;
+  }
+  return 1;
 }

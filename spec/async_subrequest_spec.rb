@@ -132,6 +132,17 @@ RSpec.describe 'Async::HTTP sub-requests' do
             e.class.to_s
           end
         end
+        location "/bad_args" do
+          [[:sym], ["/x", { body: 5 }], ["/x", { timeout: 0 }], ["/x", { timeout: "1" }],
+           ["/x", { timeout: 100_000 }], ["/x", { method: :brew }], ["ftp://x/"]].map do |target, opts|
+            begin
+              Async::HTTP.sub_request(*[target].flatten, **(opts || {}))
+              "no error"
+            rescue ArgumentError => e
+              e.message
+            end
+          end.join("\n")
+        end
         location "/self" do
           r = Async::HTTP.sub_request("/self")
           "self:#{r.status}"
@@ -280,6 +291,20 @@ RSpec.describe 'Async::HTTP sub-requests' do
     body, took = timed { get_ok('/tiny_timeout', timeout: 10) }
     expect(body).to eq('Gateway::TimeoutError')
     expect(took).to be < 1.0 * GatewaySpec::SLACK
+  end
+
+  it 'bad arguments raise ArgumentError naming what is wrong, before anything is sent' do
+    r = http_get(@port, '/bad_args')
+    expect(r.status).to eq(200)
+    expect(r.body.split("\n")).to eq([
+      'sub_request: target must be a String, got :sym',
+      'sub_request: body must be a String',
+      'sub_request: timeout must be a positive number',
+      'sub_request: timeout must be a positive number',
+      'sub_request: timeout must be at most 86400 seconds',
+      'sub_request: unsupported method BREW',
+      'sub_request: target must be a location path ("/x") or an http:// URL, got ftp://x/'
+    ])
   end
 
   it 'nested sub-requests (a chain 10 deep) work' do

@@ -72,21 +72,14 @@ module Async
     GET = "GET".freeze
 
     # Async::HTTP.start("/path" or "http://host:port/path", method:, headers:, body:, timeout:) -> Task
+    # (_gw_start checks the arguments.)
     def self.start(target, method: GET, headers: nil, body: nil, timeout: nil)
-      _start(target, method, headers, body, timeout)
+      _gw_start(target, method.equal?(GET) ? GET : method.to_s.upcase, headers, body, timeout)
     end
 
     # Waits for one sub-request and returns its Response (also kept as last_response).
     def self.sub_request(target, method: GET, headers: nil, body: nil, timeout: nil)
-      _gw_set_last_response(_start(target, method, headers, body, timeout).join)
-    end
-
-    # start and sub_request without keyword arguments (a Hash per call).
-    def self._start(target, method, headers, body, timeout)
-      raise ArgumentError, "sub_request: target must be a String, got #{target.inspect}" unless target.is_a?(String)
-      raise ArgumentError, "sub_request: body must be a String" unless body.nil? || body.is_a?(String)
-      raise ArgumentError, "sub_request: timeout must be a positive number" unless timeout.nil? || (timeout.is_a?(Numeric) && timeout > 0)
-      _gw_start(target, method.equal?(GET) ? GET : method.to_s.upcase, headers, body, timeout)
+      _gw_set_last_response(_gw_start(target, method.equal?(GET) ? GET : method.to_s.upcase, headers, body, timeout).join)
     end
 
     # last_response: the Response of this request's latest sub_request

@@ -127,16 +127,21 @@ static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, co
 }
 
 /* Async::HTTP._gw_start(target, method, headers_hash_or_nil, body_or_nil, timeout_or_nil),
- * from Async::HTTP._start, which checked the arguments' types (one call per
- * sub-request: no mrb_get_args format to parse). */
+ * for Async::HTTP.start/.sub_request (method upper-cased). Checks the
+ * arguments itself, without an mrb_get_args format: one call per sub-request. */
 static mrb_value http_start(mrb_state *mrb, mrb_value self)
 {
   (void)self;
+  if (mrb_get_argc(mrb) != 5) mrb_raise(mrb, E_ARGUMENT_ERROR, "_gw_start(target, method, headers, body, timeout)");
   const mrb_value *argv = mrb_get_argv(mrb);
-  if (mrb_get_argc(mrb) != 5 || !mrb_string_p(argv[0]) || !mrb_string_p(argv[1]))
-    mrb_raise(mrb, E_ARGUMENT_ERROR, "_gw_start(target, method, headers, body, timeout)");
-  const char *target = mrb_string_cstr(mrb, argv[0]), *method = mrb_string_cstr(mrb, argv[1]);
   mrb_value headers = argv[2], body = argv[3], timeout = argv[4];
+  if (!mrb_string_p(argv[0]))
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a String, got %!v", argv[0]);
+  if (!mrb_string_p(argv[1])) mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: unsupported method %!v", argv[1]);
+  if (!mrb_nil_p(body) && !mrb_string_p(body)) mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: body must be a String");
+  if (!mrb_nil_p(timeout) && !mrb_integer_p(timeout) && !mrb_float_p(timeout))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be a positive number");
+  const char *target = mrb_string_cstr(mrb, argv[0]), *method = mrb_string_cstr(mrb, argv[1]);
   gw_request_t *parent = gw_mrb_current_request(mrb);
   if (target[0] != '/' && strncmp(target, "http://", 7) != 0)
     mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a location path (\"/x\") or an http:// URL, got %s",
@@ -166,7 +171,8 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
   };
   if (!mrb_nil_p(timeout)) {
     mrb_float t = mrb_as_float(mrb, timeout);
-    if (!(t > 0) || t > 86400.0) mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be from 0 to 86400 seconds");
+    if (!(t > 0)) mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be a positive number");
+    if (t > 86400.0) mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be at most 86400 seconds");
     p.timeout_ms = (int)ceil(t * 1000); /* 0.0005 is half a millisecond, not "no timeout" */
   }
   static const char *const methods[] = {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"};

@@ -87,7 +87,7 @@ module Nginx
       def self.sub_request(path, args = nil)
         path = "#{path}?#{args}" if args
         http = ::Async::HTTP
-        http._gw_set_last_response(http._start(path, http::GET, nil, nil, nil).join)
+        http._gw_set_last_response(http._gw_start(path, http::GET, nil, nil, nil).join)
         nil
       end
 
