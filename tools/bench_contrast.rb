@@ -11,8 +11,13 @@
 #   blocking      /http_sub_request_with_proxy_pass        1 / 10 ms   (100 req/s for any C >= 1)
 #
 # then sweeps the number of connections C (wrk) for both and draws measured vs
-# predicted throughput and mean latency. Writes build/bench/contrast.{md,json,svg}
-# and the raw tool output under build/bench/raw/.
+# predicted throughput and mean latency. Last, the ceiling: build/probe
+# (tools/probe.c, `rake bench:probe_build`: the same flow in plain C on
+# libevent, no scripting, on the same ports and SERVER_CPU) gets the same
+# steady wrk as the gateway's row (not in QUICK runs, which have none), and
+# the gateway's non-blocking wrk result is given as a share of it. Writes
+# build/bench/contrast.{md,json,svg} and the raw tool output under
+# build/bench/raw/.
 #
 # Every measurement step (warm-up, run, settle) holds /tmp/cpu.lock (CPU_LOCK),
 # the lock ../shared/bench takes, so runs on this shared machine do not overlap.
@@ -21,6 +26,7 @@
 #
 # Environment: QUICK=1, SERVER_CPU, LOAD_CPU, CPU_LOCK, LOCK_WAIT (s, 900),
 # SWEEP="1,2,4,..." (overrides the concurrency list), BENCH_OUT (build/bench).
+# Without build/probe the ceiling row is skipped, with a note.
 # `ruby tools/bench_contrast.rb --render [build/bench/contrast.json]` redraws
 # contrast.md and contrast.svg from saved numbers without measuring.
 
@@ -45,9 +51,14 @@ module Gateway
                   published: 81.41 }
     }.freeze
     PUBLISHED_SOURCE = 'ngx_mruby, ab -k -c 100 -n 1000 (two single-worker nginx)'
+    # build/probe answers any path: it gets the non-blocking endpoint's, so wrk
+    # sends the same bytes.
+    PROBE = { path: ENDPOINTS[:async][:path], label: 'C probe' }.freeze
+    PROBE_LABEL = 'C probe (libevent, no scripting): the ceiling of this machine'
     AB_C = 100
     AB_N = 1000
     STEADY_C = 100
+    STEADY_S = 10 # the steady wrk rows' duration (not in QUICK runs)
     SWEEP_FULL = [1, 2, 4, 8, 16, 32, 64, 128, 256].freeze
     SWEEP_QUICK = [1, 4, 16, 64].freeze
 
@@ -55,9 +66,10 @@ module Gateway
 
     attr_reader :out_dir
 
-    def initialize(root:, binary:, config: 'examples/async.rb', quick: false, env: ENV)
+    def initialize(root:, binary:, probe: 'build/probe', config: 'examples/async.rb', quick: false, env: ENV)
       @root = File.expand_path(root)
       @binary = File.expand_path(binary, @root)
+      @probe = File.expand_path(probe, @root)
       @config = config
       @quick = quick
       @server_cpu = Integer(env.fetch('SERVER_CPU', '1'))
@@ -72,7 +84,9 @@ module Gateway
       @out_dir = File.expand_path(env.fetch('BENCH_OUT', File.join(@root, 'build/bench')), @root)
       @raw_dir = File.join(@out_dir, 'raw')
       @log_path = File.join(@out_dir, 'gateway.log')
+      @probe_log = File.join(@out_dir, 'probe.log')
       @pid = nil
+      @probe_pid = nil
     end
 
     # ---------------------------------------------------------------- driver
@@ -92,6 +106,7 @@ module Gateway
       ensure
         stop_gateway
       end
+      results[:probe] = probe_ceiling(results[:headline], results[:meta])
       results[:meta][:elapsed_s] = (monotonic - t0).round(1)
       results[:meta][:gateway_log] = log_findings
       write_outputs(results)
@@ -155,8 +170,8 @@ module Gateway
       false
     end
 
-    def alive?
-      @pid && Process.waitpid(@pid, Process::WNOHANG).nil?
+    def alive?(pid = @pid)
+      pid && Process.waitpid(pid, Process::WNOHANG).nil?
     rescue Errno::ECHILD
       false
     end
@@ -170,9 +185,9 @@ module Gateway
       []
     end
 
-    def ours?(pid)
-      File.read("/proc/#{pid}/cmdline").split("\0").include?(@binary) ||
-        File.readlink("/proc/#{pid}/exe") == @binary
+    def ours?(pid, binary = @binary)
+      File.read("/proc/#{pid}/cmdline").split("\0").include?(binary) ||
+        File.readlink("/proc/#{pid}/exe") == binary
     rescue SystemCallError
       false
     end
@@ -190,24 +205,67 @@ module Gateway
       return unless @pid
 
       pid = @pid
+      @pid = nil
+      stop_tree(pid, @binary, 'gateway')
+    end
+
+    # TERM (KILL after 5 s) to a server we spawned, then by PID to any of its
+    # children (read before) still running our binary.
+    def stop_tree(pid, binary, name)
       workers = descendants(pid)
       begin
         Process.kill(:TERM, pid)
         unless wait_exit(pid, 5)
-          log "gateway master #{pid} ignored TERM for 5 s: KILL"
+          log "#{name} master #{pid} ignored TERM for 5 s: KILL"
           Process.kill(:KILL, pid)
           wait_exit(pid, 5)
         end
       rescue Errno::ESRCH, Errno::ECHILD
         nil
       end
-      @pid = nil
       # Workers normally exit with their master; stop any straggler by PID.
-      left = workers.select { |w| ours?(w) }
+      left = workers.select { |w| ours?(w, binary) }
       left.each { |w| signal(:TERM, w) }
       sleep 0.5 unless left.empty?
-      left.select { |w| ours?(w) }.each { |w| signal(:KILL, w) }
-      log "gateway stopped#{left.empty? ? '' : " (#{left.size} worker(s) had to be stopped by PID)"}"
+      left.select { |w| ours?(w, binary) }.each { |w| signal(:KILL, w) }
+      log "#{name} stopped#{left.empty? ? '' : " (#{left.size} worker(s) had to be stopped by PID)"}"
+    end
+
+    # build/probe on the gateway's ports, pinned to the same CPU. Run after the
+    # gateway stopped: its ports may take a moment to be free.
+    def start_probe
+      deadline = monotonic + 5
+      while (busy = [FRONT_PORT, BACKEND_PORT].select { |p| port_busy?(p) }).any?
+        raise Error, "port(s) #{busy.join(', ')} on #{HOST} still in use; not touching it" if monotonic > deadline
+
+        sleep 0.1
+      end
+      argv = ['taskset', '-c', @server_cpu.to_s, @probe, '--front-port', FRONT_PORT.to_s,
+              '--backend-port', BACKEND_PORT.to_s]
+      log "starting: #{argv.join(' ')}   (log: #{rel(@probe_log)})"
+      @probe_pid = Process.spawn(*argv, chdir: @root, pgroup: true, in: File::NULL,
+                                        out: [@probe_log, 'w'], err: %i[child out])
+      deadline = monotonic + 10
+      loop do
+        if Process.waitpid(@probe_pid, Process::WNOHANG)
+          status = $?
+          @probe_pid = nil
+          raise Error, "C probe exited during start-up (#{status}); log tail:\n#{log_tail(path: @probe_log)}"
+        end
+        break if [FRONT_PORT, BACKEND_PORT].all? { |p| accepts?(p) }
+        raise Error, "C probe did not accept on #{FRONT_PORT} and #{BACKEND_PORT} within 10 s" if monotonic > deadline
+
+        sleep 0.05
+      end
+      log "C probe up: pid #{@probe_pid}, front and backend #{descendants(@probe_pid).join(', ')}"
+    end
+
+    def stop_probe
+      return unless @probe_pid
+
+      pid = @probe_pid
+      @probe_pid = nil
+      stop_tree(pid, @probe, 'C probe')
     end
 
     def wait_exit(pid, seconds)
@@ -222,8 +280,8 @@ module Gateway
       true
     end
 
-    def log_tail(lines = 15)
-      File.exist?(@log_path) ? File.readlines(@log_path).last(lines).join : '(no log)'
+    def log_tail(lines = 15, path: @log_path)
+      File.exist?(path) ? File.readlines(path).last(lines).join : '(no log)'
     end
 
     # Anything worth a look in the gateway's log: errors, worker restarts.
@@ -237,15 +295,19 @@ module Gateway
 
     # ----------------------------------------------------------- measurement
 
+    def endpoint(key)
+      key == :probe ? PROBE : ENDPOINTS.fetch(key)
+    end
+
     def url(key)
-      "http://#{HOST}:#{FRONT_PORT}#{ENDPOINTS.fetch(key)[:path]}"
+      "http://#{HOST}:#{FRONT_PORT}#{endpoint(key)[:path]}"
     end
 
     def http_get(key, timeout: 10)
       http = Net::HTTP.new(HOST, FRONT_PORT, nil)
       http.open_timeout = 2
       http.read_timeout = timeout
-      http.start { |h| h.get(ENDPOINTS.fetch(key)[:path]) }
+      http.start { |h| h.get(endpoint(key)[:path]) }
     end
 
     def check_bodies
@@ -343,6 +405,31 @@ module Gateway
       tot.positive? ? (100.0 * busy / tot).round(1) : nil
     end
 
+    # The server's worker processes (the gateway's workers, the probe's front
+    # and backend): their own CPU time, whatever else runs on the core.
+    def server_pids(key)
+      descendants(key == :probe ? @probe_pid : @pid)
+    end
+
+    # utime + stime clock ticks of each pid (/proc/PID/stat fields 14 and 15).
+    def proc_ticks(pids)
+      pids.to_h do |pid|
+        f = File.read("/proc/#{pid}/stat").split(') ', 2).last.split
+        [pid, f[11].to_i + f[12].to_i]
+      rescue SystemCallError
+        [pid, nil]
+      end
+    end
+
+    # Server CPU µs per request over a run: the ticks of the processes seen
+    # both before and after, divided by the requests the tool completed.
+    def us_per_request(before, after, requests)
+      return nil unless requests&.positive?
+
+      ticks = before.sum { |pid, t| t && after[pid] ? after[pid] - t : 0 }
+      (ticks * 1e6 / Etc.sysconf(Etc::SC_CLK_TCK) / requests).round(1)
+    end
+
     # One locked step: warm-up with the same tool and concurrency, settle,
     # the measured run (server/load CPU busy shares recorded), then drain.
     def measure(key, tool, c, name:, n: nil, duration: nil, settle: 0.5)
@@ -371,19 +458,25 @@ module Gateway
         run_load(warm, "#{raw}.warmup", limit)
         quiesce(key)
         sleep settle
+        pids = server_pids(key)
         before = cpu_snap
+        ticks = proc_ticks(pids)
         t = monotonic
         status = run_load(args, raw, limit)
         wall = monotonic - t
         after = cpu_snap
+        ticks_after = proc_ticks(pids)
         r = tool == :ab ? parse_ab(File.read(raw)) : parse_wrk(File.read(raw))
         r.merge!(tool: tool.to_s, endpoint: key.to_s, c: c, command: "taskset -c #{@load_cpu} #{args.join(' ')}",
                  exit: status == :timeout ? 'timeout' : status&.exitstatus, wall_s: wall.round(2),
                  srv_cpu_busy: cpu_busy(before, after, @server_cpu),
-                 load_cpu_busy: cpu_busy(before, after, @load_cpu), raw: rel(raw))
+                 load_cpu_busy: cpu_busy(before, after, @load_cpu),
+                 srv_us_per_req: us_per_request(ticks, ticks_after, r[:requests]), raw: rel(raw))
         r[:n] = n if n
         r[:duration_s] = duration if duration
-        unless alive?
+        if key == :probe
+          raise Error, "C probe died during #{r[:command]}; log tail:\n#{log_tail(path: @probe_log)}" unless alive?(@probe_pid)
+        elsif !alive?
           raise Error, "gateway died during #{r[:command]}; log tail:\n#{log_tail}"
         end
 
@@ -391,7 +484,7 @@ module Gateway
         sleep settle
       end
       log format('  %-12s %-4s c=%-4d %9s req/s  mean %8s ms  p99 %8s ms  errors %s%s',
-                 ENDPOINTS[key][:label], tool, c, fmt(r[:rps], 1), fmt(r[:mean_ms], 2), fmt(r[:p99_ms], 2),
+                 endpoint(key)[:label], tool, c, fmt(r[:rps], 1), fmt(r[:mean_ms], 2), fmt(r[:p99_ms], 2),
                  r[:errors].inspect, r[:exit].to_i.zero? ? '' : "  (exit #{r[:exit]})")
       r
     end
@@ -444,14 +537,14 @@ module Gateway
     end
 
     def headline
-      log "headline: ab -k -c #{AB_C} -n #{AB_N}#{@quick ? '' : " and wrk -t1 -c#{STEADY_C} -d10s"} on both endpoints"
+      log "headline: ab -k -c #{AB_C} -n #{AB_N}#{@quick ? '' : " and wrk -t1 -c#{STEADY_C} -d#{STEADY_S}s"} on both endpoints"
       rows = []
       ENDPOINTS.each_key do |key|
         rows << measure(key, :ab, AB_C, n: AB_N, name: "ab-#{key}", settle: 1)
       end
       unless @quick
         ENDPOINTS.each_key do |key|
-          rows << measure(key, :wrk, STEADY_C, duration: 10, name: "wrk-#{key}", settle: 1)
+          rows << measure(key, :wrk, STEADY_C, duration: STEADY_S, name: "wrk-#{key}", settle: 1)
         end
       end
       rows.each do |r|
@@ -495,6 +588,49 @@ module Gateway
       points
     end
 
+    # The ceiling: the same steady wrk as the gateway's row, on build/probe.
+    # Only when that row exists (not in QUICK runs) and build/probe is built;
+    # a probe that fails is noted, and the gateway's results are kept.
+    def probe_ceiling(head, meta)
+      note = if @quick
+               'skipped: QUICK run (no steady wrk row to compare with)'
+             elsif !File.executable?(@probe)
+               "skipped: #{rel(@probe)} is not built (rake bench:probe_build)"
+             end
+      if note.nil?
+        log "ceiling: wrk -t1 -c#{STEADY_C} -d#{STEADY_S}s on #{rel(@probe)} (#{PROBE_LABEL})"
+        begin
+          start_probe
+          r = measure(:probe, :wrk, STEADY_C, duration: STEADY_S, name: 'wrk-probe', settle: 1)
+        rescue Error => e
+          log "C probe: #{e.message}"
+          note = "failed: #{e.message.lines.first.chomp.sub(/;? log tail:\z/, '')} (see #{rel(@probe_log)})"
+        ensure
+          stop_probe
+        end
+      end
+      meta[:probe] = { binary: rel(@probe), note: note }.compact
+      if note
+        log "C probe #{note}"
+        return nil
+      end
+
+      r[:little_limit] = little_limit(:async, r[:c])
+      r[:pct_of_limit] = r[:rps] && (100.0 * r[:rps] / r[:little_limit])
+      r[:gateway_pct_of_probe] = gateway_pct_of_probe(head, r)
+      log "  gateway non-blocking wrk = #{pct(r[:gateway_pct_of_probe])} of the C probe" if r[:gateway_pct_of_probe]
+      r
+    end
+
+    def gateway_async_wrk(head)
+      head.find { |x| x[:tool] == 'wrk' && x[:endpoint] == 'async' }
+    end
+
+    def gateway_pct_of_probe(head, probe)
+      gw = gateway_async_wrk(head)
+      gw && gw[:rps] && probe[:rps]&.positive? ? 100.0 * gw[:rps] / probe[:rps] : nil
+    end
+
     def meta
       {
         started: Time.now.utc.iso8601,
@@ -536,7 +672,8 @@ module Gateway
       puts
       puts 'Written:'
       %w[contrast.md contrast.json contrast.svg].each { |f| puts "  #{rel(File.join(@out_dir, f))}" }
-      puts "  #{rel(@raw_dir)}/ (raw ab/wrk output), #{rel(@log_path)} (gateway log)"
+      puts "  #{rel(@raw_dir)}/ (raw ab/wrk output), #{rel(@log_path)} (gateway log)" \
+           "#{results[:probe] ? ", #{rel(@probe_log)} (C probe log)" : ''}"
     end
 
     def fmt(v, digits = 1)
@@ -567,6 +704,29 @@ module Gateway
       parts.empty? ? '0' : parts.join(', ')
     end
 
+    # The gateway against the C probe (older JSON files have neither the row
+    # nor the note: nothing).
+    def probe_line(res)
+      pr = res[:probe]
+      note = res[:meta].dig(:probe, :note)
+      return "**C probe:** #{note.lines.first.chomp}.  \n" if pr.nil? && note
+      return '' if pr.nil?
+
+      gw = gateway_async_wrk(res[:headline])
+      share = gw && (pr[:gateway_pct_of_probe] || gateway_pct_of_probe(res[:headline], pr))
+      line = +"**gateway non-blocking / C probe (wrk):** "
+      line << if share
+                "#{pct(share)} of the ceiling (#{fmt(gw[:rps], 1)} vs #{fmt(pr[:rps], 1)} req/s)"
+              else
+                "— (no gateway wrk row)"
+              end
+      cpu = [gw && gw[:srv_us_per_req] && "gateway #{fmt(gw[:srv_us_per_req], 1)}",
+             pr[:srv_us_per_req] && "C probe #{fmt(pr[:srv_us_per_req], 1)}"].compact
+      line << "; server CPU per request (the server processes' utime + stime): #{cpu.join(', ')} µs" unless cpu.empty?
+      line << "; CPU #{res[:meta][:server_cpu]} busy during the probe's run #{pct(pr[:srv_cpu_busy])}" if pr[:srv_cpu_busy]
+      "#{line}  \n"
+    end
+
     def tool_cell(r)
       if r[:tool] == 'ab'
         "ab -k -c #{r[:c]} -n #{r[:n]}"
@@ -595,6 +755,11 @@ module Gateway
                "#{pct(r[:pct_of_limit])} | #{pct(r[:published_pct_of_limit])} | " \
                "#{r[:measured_over_published] ? "#{fmt(r[:measured_over_published], 2)}×" : '—'} |\n"
       end
+      if (pr = res[:probe])
+        out << "| #{PROBE_LABEL} | #{tool_cell(pr)} | — | #{fmt(pr[:rps], 1)} | #{fmt(pr[:mean_ms], 2)} | " \
+               "#{fmt(pr[:p50_ms], 2)} | #{fmt(pr[:p99_ms], 2)} | #{errors_cell(pr)} | #{fmt(pr[:little_limit], 0)} | " \
+               "#{pct(pr[:pct_of_limit])} | — | — |\n"
+      end
       out << "\n"
       %w[ab wrk].each do |tool|
         a = head.find { |r| r[:tool] == tool && r[:endpoint] == 'async' }
@@ -606,6 +771,7 @@ module Gateway
                 "; #{fmt(little_limit(:async, AB_C) / little_limit(:blocking, AB_C), 0)}× by Little's law" if tool == 'ab'
         out << "#{line}  \n"
       end
+      out << probe_line(res)
       ka = head.select { |r| r[:tool] == 'ab' }.map { |r| "#{ENDPOINTS[r[:endpoint].to_sym][:label]} #{r[:keepalive].inspect}/#{r[:requests].inspect}" }
       out << "ab keep-alive requests: #{ka.join(', ')}. ab's mean is its \"time per request (mean)\", its percentiles whole ms.  \n"
       out << "Server CPU #{m[:server_cpu]} busy during each run: " +
