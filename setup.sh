@@ -13,7 +13,7 @@
 #   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
-#   benchmark:  wrk, apache2-utils (ab)
+#   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
 set -euo pipefail
 
 packages=(
@@ -21,7 +21,7 @@ packages=(
   mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp libmimalloc-dev
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
-  wrk apache2-utils
+  wrk apache2-utils curl
 )
 
 missing=()

@@ -110,7 +110,7 @@ RSpec.describe 'hardening: 2000 aborts' do
       fds = open_fds(@worker)
     end
     growth = rss_kib(@worker) - rss0
-    puts "    (after #{HARDENING_ABORTS} aborts: worker fds #{fds0} -> #{fds}, RSS +#{growth} KiB)"
+    puts "    (after #{HARDENING_ABORTS} aborts: worker fds #{fds0} -> #{fds}, RSS #{format("%+d", growth)} KiB)"
     expect(fds).to be <= fds0 + 5
     expect(growth).to be < 8 * 1024
     expect(http_get(@port, '/probe').body).to eq('probe')
@@ -206,7 +206,7 @@ RSpec.describe 'hardening: 2000 aborts' do
     expect(done).to eq(10_000), "only #{done} aborts within #{HARDENING_ABORT_TIME * GatewaySpec::SLACK} s"
     settle
     growth = rss_kib(@worker) - rss0
-    puts "    (after 10000 aborts: RSS +#{growth} KiB, #{(growth / 10.0).round(2)} KiB per 1000)"
+    puts "    (after 10000 aborts: RSS #{format("%+d", growth)} KiB, #{(growth / 10.0).round(2)} KiB per 1000)"
     expect(growth).to be < 8 * 1024
   end
 
