@@ -10,7 +10,7 @@
  *                                                           after a 10 ms timer)
  *
  *   build/probe [--front-port 58080] [--backend-port 48080]
- *               [--front-cpu N] [--backend-cpu N]
+ *               [--front-cpu N] [--backend-cpu N] [--upstream-port N]
  *
  * Build: gcc -std=c11 -O2 -Wall -Wextra -o build/probe tools/probe.c -levent
  * (`rake bench:probe_build`).
@@ -711,9 +711,11 @@ static pid_t spawn(enum role r, int lfd, int other_fd, int cpu, pid_t parent)
 static void usage(FILE *f)
 {
   fprintf(f, "usage: probe [--front-port N (58080)] [--backend-port N (48080)] "
-             "[--front-cpu N] [--backend-cpu N]\n"
+             "[--front-cpu N] [--backend-cpu N] [--upstream-port N]\n"
              "  front 127.0.0.1:FRONT answers any request with the body of GET /mruby sent to\n"
-             "  backend 127.0.0.1:BACKEND, which answers \"done\\n\" after 10 ms. TERM/INT: stop.\n");
+             "  backend 127.0.0.1:BACKEND, which answers \"done\\n\" after 10 ms. TERM/INT: stop.\n"
+             "  --upstream-port: the front uses another server's /mruby on 127.0.0.1:N instead\n"
+             "  (e.g. ../shared/bench's nginx + Lua backend); the probe's own backend idles.\n");
 }
 
 static int int_arg(const char *opt, const char *v, int lo, int hi)
@@ -730,13 +732,14 @@ static int int_arg(const char *opt, const char *v, int lo, int hi)
 
 int main(int argc, char **argv)
 {
-  int front_port = 58080, backend_port = 48080, front_cpu = -1, backend_cpu = -1;
+  int front_port = 58080, backend_port = 48080, front_cpu = -1, backend_cpu = -1, upstream_port = 0;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(a, "--front-port") == 0) front_port = int_arg(a, v, 1, 65535), i++;
     else if (strcmp(a, "--backend-port") == 0) backend_port = int_arg(a, v, 1, 65535), i++;
     else if (strcmp(a, "--front-cpu") == 0) front_cpu = int_arg(a, v, 0, CPU_SETSIZE - 1), i++;
     else if (strcmp(a, "--backend-cpu") == 0) backend_cpu = int_arg(a, v, 0, CPU_SETSIZE - 1), i++;
+    else if (strcmp(a, "--upstream-port") == 0) upstream_port = int_arg(a, v, 1, 65535), i++;
     else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
       usage(stdout);
       return 0;
@@ -758,10 +761,11 @@ int main(int argc, char **argv)
     setrlimit(RLIMIT_NOFILE, &rl);
   }
   backend_addr.sin_family = AF_INET;
-  backend_addr.sin_port = htons((uint16_t)backend_port);
+  if (upstream_port == 0) upstream_port = backend_port;
+  backend_addr.sin_port = htons((uint16_t)upstream_port);
   backend_addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
   upstream_req_len = (size_t)snprintf(upstream_req, sizeof(upstream_req),
-                                      "GET /mruby HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", backend_port);
+                                      "GET /mruby HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n\r\n", upstream_port);
 
   int bfd = listen_on(backend_port);
   if (bfd < 0) {
