@@ -2,7 +2,6 @@
  * the C core needs (servers, limits, locations) out of Gateway::Config.current.
  * Also opens the listening sockets, reusing those of the previous config on
  * reload so that no connection is refused while workers are replaced. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>

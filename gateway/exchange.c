@@ -3,7 +3,6 @@
  * exchange keeps its own copy of what gw_client_request() needs; after that
  * the upstream client owns the request and this struct only forwards the
  * completion. */
-#include <arpa/inet.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -92,7 +91,7 @@ static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t 
 static int is_ip(const char *host)
 {
   struct sockaddr_storage ss;
-  return gw_ip_sockaddr(host, 80, &ss) > 0;
+  return gw_ip_sockaddr(host, 80, &ss) > 0; /* any valid port: only the host is in question */
 }
 
 gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *p,

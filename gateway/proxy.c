@@ -9,7 +9,6 @@
  * A connect failure (refused, unreachable, connect timeout) sent nothing, so
  * the request is retried on the group's next live server; any other failure
  * is answered: 504 for timeouts, 502 otherwise. */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
