@@ -144,23 +144,33 @@ module Gateway
                      "needs #{FRONT_PORT} and #{BACKEND_PORT} free (another gateway, or a " \
                      "../shared/bench run?). Not touching it.#{who.empty? ? '' : "\n  " + who.join("\n  ")}"
       end
-      argv = ['taskset', '-c', @server_cpu.to_s, @binary, '-f', @config]
-      log "starting: #{argv.join(' ')}   (log: #{rel(@log_path)})"
-      @pid = Process.spawn(*argv, chdir: @root, pgroup: true, in: File::NULL,
-                                  out: [@log_path, 'w'], err: %i[child out])
-      deadline = monotonic + 15
+      spawn_server([@binary, '-f', @config], @log_path, 'gateway', 15) { |pid| @pid = pid }
+      log "gateway up: master pid #{@pid}"
+    end
+
+    # Starts argv pinned to the server CPU, its output in log_path, and waits
+    # until both ports accept. The block gets the PID at once (so a failed
+    # start-up can still be stopped); returns the PID.
+    def spawn_server(argv, log_path, name, timeout)
+      argv = ['taskset', '-c', @server_cpu.to_s, *argv]
+      log "starting: #{argv.join(' ')}   (log: #{rel(log_path)})"
+      pid = Process.spawn(*argv, chdir: @root, pgroup: true, in: File::NULL, out: [log_path, 'w'], err: %i[child out])
+      yield pid
+      deadline = monotonic + timeout
       loop do
-        if Process.waitpid(@pid, Process::WNOHANG)
-          status = $?
-          @pid = nil
-          raise Error, "gateway exited during start-up (#{status}); log tail:\n#{log_tail}"
+        if Process.waitpid(pid, Process::WNOHANG)
+          yield nil
+          raise Error, "#{name} exited during start-up (#{$?}); log tail:\n#{log_tail(path: log_path)}"
         end
         break if [FRONT_PORT, BACKEND_PORT].all? { |p| accepts?(p) }
-        raise Error, "gateway did not accept on #{FRONT_PORT} and #{BACKEND_PORT} within 15 s; log tail:\n#{log_tail}" if monotonic > deadline
+        if monotonic > deadline
+          raise Error, "#{name} did not accept on #{FRONT_PORT} and #{BACKEND_PORT} within #{timeout} s; " \
+                       "log tail:\n#{log_tail(path: log_path)}"
+        end
 
         sleep 0.05
       end
-      log "gateway up: master pid #{@pid}"
+      pid
     end
 
     def accepts?(port)
@@ -240,23 +250,8 @@ module Gateway
 
         sleep 0.1
       end
-      argv = ['taskset', '-c', @server_cpu.to_s, @probe, '--front-port', FRONT_PORT.to_s,
-              '--backend-port', BACKEND_PORT.to_s]
-      log "starting: #{argv.join(' ')}   (log: #{rel(@probe_log)})"
-      @probe_pid = Process.spawn(*argv, chdir: @root, pgroup: true, in: File::NULL,
-                                        out: [@probe_log, 'w'], err: %i[child out])
-      deadline = monotonic + 10
-      loop do
-        if Process.waitpid(@probe_pid, Process::WNOHANG)
-          status = $?
-          @probe_pid = nil
-          raise Error, "C probe exited during start-up (#{status}); log tail:\n#{log_tail(path: @probe_log)}"
-        end
-        break if [FRONT_PORT, BACKEND_PORT].all? { |p| accepts?(p) }
-        raise Error, "C probe did not accept on #{FRONT_PORT} and #{BACKEND_PORT} within 10 s" if monotonic > deadline
-
-        sleep 0.05
-      end
+      argv = [@probe, '--front-port', FRONT_PORT.to_s, '--backend-port', BACKEND_PORT.to_s]
+      spawn_server(argv, @probe_log, 'C probe', 10) { |pid| @probe_pid = pid }
       log "C probe up: pid #{@probe_pid}, front and backend #{descendants(@probe_pid).join(', ')}"
     end
 
