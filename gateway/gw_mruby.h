@@ -30,6 +30,9 @@ void gw_vm_close(mrb_state *mrb);
 gw_request_t *gw_mrb_current_request(mrb_state *mrb);
 /* Same, NULL instead of raising. */
 gw_request_t *gw_mrb_current_request_or_null(void);
+/* 1 if Ruby runs in the current request's own fiber right now (not in a
+ * Fiber the handler created, not at the root). */
+int gw_mrb_in_request_fiber(mrb_state *mrb);
 
 /* The Gateway::Request object of req (created on first use). */
 mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req);

@@ -4,8 +4,10 @@
  * (mrbgems/mruby-gateway-request): it calls the location's block with the
  * request, turns a Rack-style result into a response and rescues every
  * exception. A fiber is started and resumed only from the event loop (never
- * from inside another fiber), so mrb_fiber_resume() always switches from the
- * root context. While a fiber is parked its only GC root is one slot of the
+ * from inside another fiber), always from the root context, and through a
+ * Ruby proc (Gateway::RESUME), not mrb_fiber_resume(): see there why. A
+ * fiber that parks with nothing pending (a bare Fiber.yield) fails its
+ * request instead of hanging it. While a fiber is parked its only GC root is one slot of the
  * worker's `roots` array, taken at start and given back at finish or abort.
  *
  * Fibers are reused, as threads in a pool: the runner loops, reporting each
@@ -52,6 +54,13 @@ int gw_handler_worker_init(gw_worker_t *w)
     w->runners[kind] = mrb_proc_ptr(runner);
     w->idle_fibers[kind] = mrb_ary_new(mrb);
     mrb_gc_register(mrb, w->idle_fibers[kind]);
+  }
+  mrb_value resume = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RESUME"));
+  if (mrb->exc || !mrb_array_p(resume) || RARRAY_LEN(resume) != 3) return -1;
+  for (int n = 1; n <= 2; n++) {
+    mrb_value p = mrb_ary_ref(mrb, resume, n);
+    if (!mrb_proc_p(p)) return -1;
+    w->resumers[n] = mrb_proc_ptr(p); /* kept alive by the frozen constant */
   }
   w->request_class = mrb_class_get_under(mrb, gw, "Request");
   w->fiber_class = mrb_class_get(mrb, "Fiber");
@@ -138,15 +147,16 @@ void gw_handler_release(gw_request_t *req)
 /* -- running the fiber ------------------------------------------------------- */
 
 typedef struct {
-  mrb_value fiber;
-  mrb_int argc;
-  const mrb_value *argv;
+  struct RProc *resumer; /* Gateway::RESUME[argc - 1] */
+  mrb_int argc;          /* fiber, then 1 or 2 values */
+  mrb_value argv[3];
 } resume_args_t;
 
+/* fiber.resume(values...) from Ruby (Gateway::RESUME says why not from C). */
 static mrb_value do_resume(mrb_state *mrb, void *ud)
 {
   resume_args_t *a = ud;
-  return mrb_fiber_resume(mrb, a->fiber, a->argc, a->argv);
+  return mrb_yield_argv(mrb, mrb_obj_value(a->resumer), a->argc, a->argv);
 }
 
 /* A handler failed outside the runner's own rescue (which logs for itself). */
@@ -257,7 +267,8 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
 {
   gw_worker_t *w = req->worker;
   mrb_state *mrb = w->mrb;
-  resume_args_t a = {fiber_of(req), argc, argv};
+  mrb_value fiber = fiber_of(req);
+  resume_args_t a = {w->resumers[argc], argc + 1, {fiber, argv[0], argc > 1 ? argv[1] : mrb_nil_value()}};
   mrb_bool raised = FALSE;
   w->current = req;
   w->job_done = 0;
@@ -278,7 +289,13 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
     mrb->exc = NULL;
   } else if (w->job_done) {
     recycle_fiber(req, fiber_kind(req));
-  } else if (mrb_test(mrb_fiber_alive_p(mrb, a.fiber))) {
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && req->pending.next == &req->pending) {
+    /* Parked, but on nothing that will resume it: a bare Fiber.yield. */
+    gw_log_error("handler for %s %.*s failed: its fiber yielded without waiting for anything "
+                 "(Fiber.yield in a handler; use Async.sleep or Async::HTTP)",
+                 req->method, (int)req->path_len, req->target);
+    req->failed = 1;
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber))) {
     if (gw_trace) {
       char ev[160];
       snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->waiting_for);
@@ -390,6 +407,13 @@ mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
 gw_request_t *gw_mrb_current_request_or_null(void)
 {
   return gw_worker ? gw_worker->current : NULL;
+}
+
+int gw_mrb_in_request_fiber(mrb_state *mrb)
+{
+  gw_request_t *req = gw_mrb_current_request_or_null();
+  if (req == NULL || req->root_slot < 0) return 0;
+  return ((struct RFiber *)mrb_ptr(fiber_of(req)))->cxt == mrb->c;
 }
 
 gw_request_t *gw_mrb_current_request(mrb_state *mrb)

@@ -24,6 +24,7 @@ struct gw_worker_s {
   struct RProc *runners[2]; /* Gateway::RUNNER, FILTER_RUNNER: the bodies of handler
                                (and header filter) and body-filter fibers (gw_fiber_kind_t) */
   mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
+  struct RProc *resumers[3]; /* Gateway::RESUME[1], [2]: resume a fiber with 1 or 2 values */
   int job_done;             /* the fiber just resumed reported its job done */
   struct RClass *request_class;
   struct RClass *fiber_class;

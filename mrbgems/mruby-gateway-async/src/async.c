@@ -16,6 +16,10 @@
  * before arming anything, so the error is clear and nothing is left pending. */
 void gw_async_check_yieldable(mrb_state *mrb, const char *what)
 {
+  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
+    mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
+               "%s cannot wait inside a Fiber the handler created: the wait would suspend that "
+               "Fiber, not the request; call it in the handler itself", what);
   for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
     if (ci->cci > 0)
       mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),

@@ -186,4 +186,14 @@ module Gateway
       filter, req = fiber.yield(nil)
     end
   end
+
+  # The core resumes fibers through these (RESUME[n]: n values passed in),
+  # not with mrb_fiber_resume() from C: mruby 3.1 loses its place in a fiber
+  # resumed from C once a block run by a C method (instance_exec,
+  # instance_eval, class_eval) returns in it -- the resume comes back early
+  # and the fiber is broken. Resumed from Ruby, the fiber runs in the same VM
+  # loop as this proc, with no C frame under it.
+  RESUME = [nil,
+            Proc.new { |fiber, a| fiber.resume(a) },
+            Proc.new { |fiber, a, b| fiber.resume(a, b) }].freeze
 end
