@@ -33,6 +33,9 @@ gw_request_t *gw_mrb_current_request_or_null(void);
 /* 1 if Ruby runs in the current request's own fiber right now (not in a
  * Fiber the handler created, not at the root). */
 int gw_mrb_in_request_fiber(mrb_state *mrb);
+/* 1 if v is one of the worker's handler or filter fibers (whose body is a
+ * Gateway runner): only the core may resume those. */
+int gw_mrb_is_request_fiber(mrb_value v);
 
 /* The Gateway::Request object of req (created on first use). */
 mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req);

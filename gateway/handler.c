@@ -409,6 +409,14 @@ gw_request_t *gw_mrb_current_request_or_null(void)
   return gw_worker ? gw_worker->current : NULL;
 }
 
+int gw_mrb_is_request_fiber(mrb_value v)
+{
+  if (gw_worker == NULL || mrb_type(v) != MRB_TT_FIBER) return 0;
+  const struct mrb_context *c = ((struct RFiber *)mrb_ptr(v))->cxt;
+  return c != NULL && c->cibase != NULL &&
+         (c->cibase->proc == gw_worker->runners[0] || c->cibase->proc == gw_worker->runners[1]);
+}
+
 int gw_mrb_in_request_fiber(mrb_state *mrb)
 {
   gw_request_t *req = gw_mrb_current_request_or_null();

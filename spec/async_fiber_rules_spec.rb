@@ -82,6 +82,38 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
           end
         end
 
+        # A request's own fiber, kept and resumed by another request.
+        location "/keep" do
+          $kept = Fiber.current
+          Async.sleep 0.5
+          "kept request done"
+        end
+        location "/kept" do $kept ? "yes" : "no" end
+        location "/resume_kept" do
+          begin
+            $kept.resume(:hijack)
+            "no error"
+          rescue FiberError => e
+            e.message
+          end
+        end
+        location "/transfer_kept" do
+          begin
+            $kept.transfer(:hijack)
+            "no error"
+          rescue FiberError => e
+            e.message
+          end
+        end
+        location "/resume_self" do
+          begin
+            Fiber.current.resume
+            "no error"
+          rescue FiberError => e
+            e.message
+          end
+        end
+
         # Parked on nothing.
         location "/bare_yield" do
           Fiber.yield
@@ -139,6 +171,19 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
   it 'an async call in a block run by a C method raises FiberError saying why' do
     expect(http_get(@port, '/sleep_in_c_block').body)
       .to start_with('Async.sleep cannot wait here: it was called inside a block passed to a method written in C')
+  end
+
+  it "a request's fiber cannot be resumed or transferred to by a handler; the request it belongs to is untouched" do
+    keeper = Thread.new { http_get(@port, '/keep', timeout: 10) }
+    poll('the kept request to be parked', timeout: 5) { http_get(@port, '/kept').body == 'yes' }
+    expect(http_get(@port, '/resume_kept').body)
+      .to eq("a request's fiber cannot be resumed by a handler: only the gateway resumes it")
+    expect(http_get(@port, '/transfer_kept').body)
+      .to eq("a request's fiber cannot be transferred to by a handler: only the gateway resumes it")
+    r = keeper.value
+    expect([r.status, r.body]).to eq([200, 'kept request done'])
+    expect(http_get(@port, '/resume_self').body)
+      .to eq("a request's fiber cannot be resumed by a handler: only the gateway resumes it")
   end
 
   it 'a bare Fiber.yield in a handler is a 500 at once (logged), not a request parked for ever' do

@@ -194,6 +194,25 @@ module Gateway
   # and the fiber is broken. Resumed from Ruby, the fiber runs in the same VM
   # loop as this proc, with no C frame under it.
   RESUME = [nil,
-            Proc.new { |fiber, a| fiber.resume(a) },
-            Proc.new { |fiber, a, b| fiber.resume(a, b) }].freeze
+            Proc.new { |fiber, a| fiber._gw_resume(a) },
+            Proc.new { |fiber, a, b| fiber._gw_resume(a, b) }].freeze
+end
+
+# A request's fiber is the gateway's to resume. Resumed by a handler (say,
+# through a Fiber.current another request kept), it would run that request's
+# code inside this one, and its timer or sub-request would resume it again
+# later. Fibers a handler makes for itself resume as usual.
+class Fiber
+  alias _gw_resume resume
+  alias _gw_transfer transfer
+
+  def resume(*args)
+    raise FiberError, "a request's fiber cannot be resumed by a handler: only the gateway resumes it" if Gateway._request_fiber?(self)
+    _gw_resume(*args)
+  end
+
+  def transfer(*args)
+    raise FiberError, "a request's fiber cannot be transferred to by a handler: only the gateway resumes it" if Gateway._request_fiber?(self)
+    _gw_transfer(*args)
+  end
 end

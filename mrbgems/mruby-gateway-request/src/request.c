@@ -190,6 +190,13 @@ static mrb_value gw_job_done(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* Gateway._request_fiber?(fiber): one the core runs requests in. */
+static mrb_value gw_request_fiber_p(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  return mrb_bool_value(gw_mrb_is_request_fiber(mrb_get_arg1(mrb)));
+}
+
 void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
@@ -216,6 +223,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "_job_done", gw_job_done, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, gw, "_request_fiber?", gw_request_fiber_p, MRB_ARGS_REQ(1));
 }
 
 void mrb_mruby_gateway_request_gem_final(mrb_state *mrb)
