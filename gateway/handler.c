@@ -7,8 +7,9 @@
  * from inside another fiber), always from the root context, and through a
  * Ruby proc (Gateway::RESUME), not mrb_fiber_resume(): see there why. A
  * fiber that parks with nothing pending (a bare Fiber.yield) fails its
- * request instead of hanging it. While a fiber is parked its only GC root is one slot of the
- * worker's `roots` array, taken at start and given back at finish or abort.
+ * request instead of hanging it. While a fiber is parked its only GC root is
+ * one slot of the worker's `roots` array, taken at start and given back at
+ * finish or abort.
  *
  * Fibers are reused, as threads in a pool: the runner loops, reporting each
  * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
@@ -52,6 +53,7 @@ int gw_handler_worker_init(gw_worker_t *w)
     mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_cstr(mrb, names[kind]));
     if (mrb->exc || !mrb_proc_p(runner)) return -1;
     w->runners[kind] = mrb_proc_ptr(runner);
+    mrb_gc_register(mrb, runner); /* even if the constant is reassigned */
     w->idle_fibers[kind] = mrb_ary_new(mrb);
     mrb_gc_register(mrb, w->idle_fibers[kind]);
   }
@@ -60,7 +62,8 @@ int gw_handler_worker_init(gw_worker_t *w)
   for (int n = 1; n <= 2; n++) {
     mrb_value p = mrb_ary_ref(mrb, resume, n);
     if (!mrb_proc_p(p)) return -1;
-    w->resumers[n] = mrb_proc_ptr(p); /* kept alive by the frozen constant */
+    w->resumers[n] = mrb_proc_ptr(p);
+    mrb_gc_register(mrb, p); /* even if the constant is reassigned */
   }
   w->request_class = mrb_class_get_under(mrb, gw, "Request");
   w->fiber_class = mrb_class_get(mrb, "Fiber");
