@@ -67,6 +67,9 @@ void gw_fiber_resume(gw_request_t *req, mrb_value v);
 /* Called by the fiber runners (Gateway._job_done) when a job is over: the
  * fiber is then reused for another request rather than discarded. */
 void gw_mrb_job_done(void);
+/* An async primitive is about to park the running fiber on a wake-up it armed
+ * (a fiber that parks without one is failed: nothing would resume it). */
+void gw_mrb_will_wait(void);
 
 /* Keeps v alive across GC while parked work refers to it. Returns a slot for
  * gw_mrb_unroot(). */

@@ -275,6 +275,7 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
   mrb_bool raised = FALSE;
   w->current = req;
   w->job_done = 0;
+  w->will_wait = 0;
   if (gw_trace) {
     char ev[160];
     if (req->waiting_for[0])
@@ -292,7 +293,7 @@ static void run(gw_request_t *req, mrb_int argc, const mrb_value *argv)
     mrb->exc = NULL;
   } else if (w->job_done) {
     recycle_fiber(req, fiber_kind(req));
-  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && req->pending.next == &req->pending) {
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && !w->will_wait) {
     /* Parked, but on nothing that will resume it: a bare Fiber.yield. */
     gw_log_error("handler for %s %.*s failed: its fiber yielded without waiting for anything "
                  "(Fiber.yield in a handler; use Async.sleep or Async::HTTP)",
@@ -358,6 +359,11 @@ void gw_handler_filter_head(gw_request_t *req, mrb_value filter, void (*then)(gw
 void gw_mrb_job_done(void)
 {
   if (gw_worker) gw_worker->job_done = 1;
+}
+
+void gw_mrb_will_wait(void)
+{
+  if (gw_worker) gw_worker->will_wait = 1;
 }
 
 void gw_fiber_resume(gw_request_t *req, mrb_value v)

@@ -26,6 +26,7 @@ struct gw_worker_s {
   mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
   struct RProc *resumers[3]; /* Gateway::RESUME[1], [2]: resume a fiber with 1 or 2 values */
   int job_done;             /* the fiber just resumed reported its job done */
+  int will_wait;            /* ... or called an async primitive, which parks it */
   struct RClass *request_class;
   struct RClass *fiber_class;
   mrb_sym sym_new;

@@ -119,9 +119,14 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
           Fiber.yield
           "not reached"
         end
+        location "/inner" do "inner" end
+        location "/bf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
+                              body_filter: ->(body, req) { Fiber.yield; "x" }
+        location "/hf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
+                              header_filter: ->(req) { Fiber.yield }
       end
     RUBY
-    @gw = start_gateway(config.sub('PORT', @port.to_s), ports: @port)
+    @gw = start_gateway(config.gsub('PORT', @port.to_s), ports: @port)
   end
 
   it 'instance_exec, instance_eval and class_eval blocks run in a handler, with and without async calls in them' do
@@ -199,6 +204,18 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
     end
     c.request('GET', '/fast')
     expect(c.read_response(timeout: 5).body).to eq('fast')
+    expect(worker_pid(@port)).to eq(pid)
+  end
+
+  it 'so is a bare Fiber.yield in a body filter or a header filter (the upstream held meanwhile)' do
+    pid = worker_pid(@port)
+    %w[/bf_yield /hf_yield /bf_yield /hf_yield].each do |path|
+      r, dt = timed { http_get(@port, path, timeout: 5) }
+      expect([path, r.status]).to eq([path, 500])
+      expect(dt).to be < 2
+    end
+    poll('four errors in the log', timeout: 3) { @gw.log.scan('its fiber yielded without waiting for anything').size >= 4 }
+    expect(http_get(@port, '/inner').body).to eq('inner')
     expect(worker_pid(@port)).to eq(pid)
   end
 end

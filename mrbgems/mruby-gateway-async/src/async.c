@@ -11,9 +11,12 @@
 #include "gw_mruby.h"
 #include "async.h"
 
-/* mruby 3.1 cannot switch fibers across a C function frame (a block given to
- * a C-implemented method, e.g. inside `instance_eval` or a sort block). Check
- * before arming anything, so the error is clear and nothing is left pending. */
+/* Called by every primitive that parks the fiber, before it arms anything, so
+ * an error is clear and nothing is left pending: the wait must suspend the
+ * request's own fiber (not a Fiber the handler made), and not across a C
+ * function frame (a block a C-implemented method calls back, e.g. a Hash
+ * default block), which mruby 3.1 cannot do. Then it tells the core that
+ * the coming park is a real wait. */
 void gw_async_check_yieldable(mrb_state *mrb, const char *what)
 {
   if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
@@ -28,6 +31,7 @@ void gw_async_check_yieldable(mrb_state *mrb, const char *what)
   }
   if (mrb->c == mrb->root_c)
     mrb_raisef(mrb, E_RUNTIME_ERROR, "%s can only be called inside a handler", what);
+  gw_mrb_will_wait();
 }
 
 /* -- Async.sleep ------------------------------------------------------------- */
