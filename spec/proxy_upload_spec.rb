@@ -2,7 +2,10 @@
 # they arrive (Content-Length kept, chunked re-chunked), the worker holds at
 # most a few hundred KiB of them whatever their size, and a slow upstream
 # slows the client down (back-pressure) instead of filling the worker.
-require 'digest'
+# digest/md5 itself, not 'digest': Digest::MD5 is otherwise loaded on first use,
+# and two fake-upstream threads using it first at once can break that load
+# ("Digest::Base cannot be directly inherited in Ruby").
+require 'digest/md5'
 require_relative 'spec_helper'
 
 RSpec.describe 'streaming request bodies through proxy_pass' do
