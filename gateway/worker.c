@@ -156,12 +156,14 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   worker_exit_if_done(w);
 }
 
-/* 1 if some location of the server runs Ruby (a handler or a body filter),
- * which may wait on Async.sleep and wants exact timers. */
+/* 1 if some location of the server runs Ruby (a handler, a body or a header
+ * filter), which may wait on Async.sleep and wants exact timers. */
 static int runs_ruby(const gw_server_t *server)
 {
-  for (size_t i = 0; i < server->nlocations; i++)
-    if (!mrb_nil_p(server->locations[i].handler) || mrb_test(server->locations[i].body_filter)) return 1;
+  for (size_t i = 0; i < server->nlocations; i++) {
+    const gw_location_t *l = &server->locations[i];
+    if (!mrb_nil_p(l->handler) || mrb_test(l->body_filter) || mrb_test(l->header_filter)) return 1;
+  }
   return 0;
 }
 

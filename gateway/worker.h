@@ -65,7 +65,6 @@ extern gw_worker_t *gw_worker;
 /* Runs the loop of a freshly forked worker; never returns. */
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index) __attribute__((noreturn));
 
-
 /* Refreshes this worker's gauges in the shared stats table. */
 void gw_worker_publish_stats(gw_worker_t *w);
 

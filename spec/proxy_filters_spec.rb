@@ -111,3 +111,40 @@ RSpec.describe 'proxy_pass header_filter' do
     expect(out).to include('header_filter')
   end
 end
+
+# A server whose only Ruby is a header filter still gets the precise timer:
+# Async.sleep in the filter never returns early.
+RSpec.describe 'header_filter: on a server with no Ruby handler' do
+  before(:each) do
+    @up = fake_upstream do |peer|
+      while (req = peer.read_request(timeout: 30))
+        peer.respond(200, {}, "up:#{req.target}")
+      end
+    end
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      server listen: "127.0.0.1:#{@port}", workers: 1 do
+        location "/", proxy_pass: "http://127.0.0.1:#{@up.port}",
+                 header_filter: ->(req) {
+                   t0 = Time.now
+                   Async.sleep 0.01
+                   t1 = Time.now
+                   req.headers_out["X-Slept-Us"] = ((t1.to_i - t0.to_i) * 1_000_000 + (t1.usec - t0.usec)).to_s
+                 }
+      end
+    RUBY
+  end
+
+  it 'Async.sleep(0.01) in the filter never returns early (100 requests)' do
+    c = connect(@port)
+    slept = 100.times.map do |i|
+      c.request('GET', "/#{i}")
+      r = c.read_response(timeout: 10)
+      expect([r.status, r.body]).to eq([200, "up:/#{i}"])
+      r['x-slept-us'].to_i
+    end
+    early = slept.select { |us| us < 10_000 }
+    expect(early).to be_empty, "#{early.size} of 100 sleeps returned early (µs): #{early.first(20).inspect}"
+    warn "    (header-filter sleeps, µs: median #{slept.sort[50]}, p90 #{slept.sort[90]}, max #{slept.max})"
+  end
+end
