@@ -323,11 +323,14 @@ static void after_streamed_head_filter(gw_request_t *req)
   gw_exchange_resume(op->client);
 }
 
-static void after_buffered_head_filter(gw_request_t *req)
+/* A buffered response is in (and its header filter, if any, is done): the
+ * body filter runs, if any, then the request finishes; 500 if the header
+ * filter raised. */
+static void filter_body_or_finish(gw_request_t *req)
 {
   if (req->failed) {
     gw_request_simple_response(req, 500, NULL);
-  } else if (mrb_test(req->location->body_filter)) {
+  } else if (req->location && mrb_test(req->location->body_filter)) {
     gw_handler_filter_body(req, req->location->body_filter);
     return;
   }
@@ -437,14 +440,11 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
-    if (req->location && mrb_test(req->location->header_filter)) { /* then the body filter, if any */
-      gw_handler_filter_head(req, req->location->header_filter, after_buffered_head_filter);
-      return;
-    }
-    if (req->location && mrb_test(req->location->body_filter)) {
-      gw_handler_filter_body(req, req->location->body_filter);
-      return;
-    }
+    if (req->location && mrb_test(req->location->header_filter))
+      gw_handler_filter_head(req, req->location->header_filter, filter_body_or_finish);
+    else
+      filter_body_or_finish(req);
+    return;
   }
   gw_request_finish(req);
 }
@@ -473,7 +473,6 @@ static char *upstream_target(const gw_request_t *req, const char *path)
   }
   return target;
 }
-
 
 /* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
 static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host)
