@@ -27,7 +27,7 @@ typedef struct {
 void gw_headers_init(gw_headers_t *h);
 /* Frees every name/value and the array; the list is empty and reusable after. */
 void gw_headers_dispose(gw_headers_t *h);
-/* Forgets the fields but keeps the array and the first block for reuse. */
+/* Forgets the fields but keeps the array and the newest (largest) block for reuse. */
 void gw_headers_clear(gw_headers_t *h);
 /* Appends a copy of name/value. Returns 0, or -1 when out of memory. */
 int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len);

@@ -92,10 +92,12 @@ static mrb_value response_headers(mrb_state *mrb, mrb_value self)
   if (mrb_string_p(raw)) {
     const char *p = RSTRING_PTR(raw), *end = p + RSTRING_LEN(raw);
     while (p < end) {
-      const char *name = p, *value = name + strlen(name) + 1;
+      size_t name_len = strlen(p);
+      const char *value = p + name_len + 1;
       if (value >= end) break;
-      gw_headers_add(&hs, name, strlen(name), value, strlen(value));
-      p = value + strlen(value) + 1;
+      size_t value_len = strlen(value);
+      gw_headers_add(&hs, p, name_len, value, value_len);
+      p = value + value_len + 1;
     }
   }
   h = gw_mrb_headers_new(mrb, &hs);
