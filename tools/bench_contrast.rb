@@ -212,11 +212,8 @@ module Gateway
     end
 
     def stop_gateway
-      return unless @pid
-
-      pid = @pid
-      @pid = nil
-      stop_tree(pid, @binary, 'gateway')
+      pid, @pid = @pid, nil
+      stop_tree(pid, @binary, 'gateway') if pid
     end
 
     # TERM (KILL after 5 s) to a server we spawned, then by PID to any of its
@@ -256,11 +253,8 @@ module Gateway
     end
 
     def stop_probe
-      return unless @probe_pid
-
-      pid = @probe_pid
-      @probe_pid = nil
-      stop_tree(pid, @probe, 'C probe')
+      pid, @probe_pid = @probe_pid, nil
+      stop_tree(pid, @probe, 'C probe') if pid
     end
 
     def wait_exit(pid, seconds)
