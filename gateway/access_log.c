@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "access_log.h"
-#include "conn.h"
 #include "log.h"
 
 struct gw_access_log_s {

@@ -21,7 +21,11 @@
 
 #include "config.h"
 #include "gw_mruby.h"
+#include "handler.h"
+#include "mruby_handler.h"
+#include "proxy.h"
 #include "router.h"
+#include "status.h"
 #include "upstream.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
@@ -44,6 +48,33 @@ static size_t limit_size(mrb_state *mrb, mrb_value limits, const char *key)
 {
   mrb_value v = mrb_hash_get(mrb, limits, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
   return (size_t)mrb_as_float(mrb, v);
+}
+
+static void *need(mrb_state *mrb, void *p)
+{
+  if (p == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  return p;
+}
+
+/* The location's handler object, by kind, and its filters (handler.h). */
+static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
+{
+  mrb_value proxy_pass = iv(mrb, loc, "@proxy_pass");
+  if (mrb_test(iv(mrb, loc, "@status"))) {
+    l->handler = need(mrb, gw_status_handler_new());
+  } else if (mrb_string_p(proxy_pass)) {
+    l->handler = gw_proxy_handler_new(mrb_string_cstr(mrb, proxy_pass));
+    if (l->handler == NULL) /* the DSL checked it */
+      mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %v", l->path, proxy_pass);
+    l->stream_body = !mrb_test(iv(mrb, loc, "@request_buffering"));
+  } else {
+    l->handler = need(mrb, gw_mruby_handler_new(mrb, iv(mrb, loc, "@handler")));
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  }
+  mrb_value header_filter = iv(mrb, loc, "@header_filter"), body_filter = iv(mrb, loc, "@body_filter");
+  if (mrb_test(header_filter)) l->header_filter = need(mrb, gw_mruby_filter_new(mrb, header_filter, 0));
+  if (mrb_test(body_filter)) l->body_filter = need(mrb, gw_mruby_filter_new(mrb, body_filter, 1));
+  if (l->header_filter || l->body_filter) s->precise_timers = 1;
 }
 
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
@@ -85,13 +116,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->path = dup_str(mrb, iv(mrb, loc, "@path"));
       l->path_len = strlen(l->path);
       l->exact = mrb_test(iv(mrb, loc, "@exact"));
-      l->handler = iv(mrb, loc, "@handler");
-      mrb_value pp = iv(mrb, loc, "@proxy_pass");
-      l->proxy_pass = mrb_nil_p(pp) ? NULL : dup_str(mrb, pp);
-      if (l->proxy_pass && gw_proxy_parse_url(l->proxy_pass, &l->proxy_url) < 0) /* the DSL checked it */
-        mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %s", l->path, l->proxy_pass);
-      l->body_filter = iv(mrb, loc, "@body_filter");
-      l->header_filter = iv(mrb, loc, "@header_filter");
+      read_handlers(mrb, loc, s, l);
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       mrb_value via = iv(mrb, loc, "@via");
       if (mrb_string_p(via)) {
@@ -100,10 +125,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
         snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
       }
-      l->status = mrb_test(iv(mrb, loc, "@status"));
       mrb_value max_body = iv(mrb, loc, "@max_body");
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
-      l->stream_body = l->proxy_pass != NULL && !mrb_test(iv(mrb, loc, "@request_buffering"));
     }
     gw_router_sort(s->locations, s->nlocations);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
@@ -340,9 +363,12 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     gw_server_t *s = &cfg->servers[i];
     if (s->fd >= 0 && !fd_shared(keep, s->fd)) close(s->fd);
     for (size_t j = 0; j < s->nlocations; j++) {
-      free(s->locations[j].path);
-      free(s->locations[j].proxy_pass);
-      free(s->locations[j].via);
+      gw_location_t *l = &s->locations[j];
+      free(l->path);
+      free(l->via);
+      if (l->handler) l->handler->dispose(l->handler);
+      if (l->header_filter) l->header_filter->dispose(l->header_filter);
+      if (l->body_filter) l->body_filter->dispose(l->body_filter);
     }
     free(s->locations);
     free(s->host);

@@ -31,20 +31,20 @@ typedef struct {
   const char *unix_path; /* "unix:/path.sock": points into the URL; else NULL */
 } gw_proxy_url_t;
 
+struct gw_handler_s;
+struct gw_filter_s;
+
 typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
   size_t path_len;
   int exact;            /* 1: "= /x" matches only /x */
-  mrb_value handler;    /* Proc or nil; kept alive by the config's Ruby objects */
-  char *proxy_pass;     /* owned URL, or NULL */
-  gw_proxy_url_t proxy_url; /* proxy_pass split once at load (points into it) */
-  mrb_value body_filter;/* Proc or nil */
-  mrb_value header_filter; /* Proc or nil: runs on a proxied response's head */
+  struct gw_handler_s *handler; /* owned: what answers here (handler.h) */
+  /* owned, or NULL: run on a proxied response's head, and on its whole body */
+  struct gw_filter_s *header_filter, *body_filter;
   int pass_host;        /* proxy: send the client's Host header upstream */
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
-  int stream_body;      /* proxy: send a request body upstream as it arrives */
-  int status;           /* the status page (status.c) */
+  int stream_body;      /* the handler takes a request body as it arrives */
 } gw_location_t;
 
 typedef struct {
@@ -56,6 +56,7 @@ typedef struct {
   size_t nlocations;
   int fd;               /* listening socket, -1 until gw_config_listen() */
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
+  int precise_timers;   /* some location runs Ruby, which may wait on short timers */
 } gw_server_t;
 
 typedef struct {

@@ -34,7 +34,6 @@
 #include "response.h"
 #include "router.h"
 #include "stats.h"
-#include "worker.h"
 
 #define SHARED_BUF_SIZE (64 * 1024)
 #define OWN_BUF_MIN (16 * 1024)
@@ -54,7 +53,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg);
 static void on_timer(evutil_socket_t fd, short what, void *arg);
 static void conn_process(gw_conn_t *c);
 static void conn_close(gw_conn_t *c);
-static void conn_on_finish(gw_request_t *req);
+static const gw_protocol_t http1_protocol;
 static void set_timer(gw_conn_t *c, int ms);
 
 /* -- parser callbacks ------------------------------------------------------- */
@@ -293,7 +292,7 @@ static void set_reading(gw_conn_t *c, int on)
     event_del(&c->read_ev);
 }
 
-gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer)
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
 {
   gw_conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) return NULL;
@@ -302,39 +301,37 @@ gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer)
     free(c);
     return NULL;
   }
-  c->worker = w;
-  c->server = w->server;
+  c->ctx = ctx;
+  c->server = ctx->server;
   c->fd = fd;
   c->state = GW_CONN_IDLE;
   llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
   c->parser.data = c;
-  gw_request_init(&c->req, w, w->server);
-  c->req.conn = c;
-  c->req.on_finish = conn_on_finish;
+  gw_request_init(&c->req, ctx, ctx->server, &http1_protocol, c);
   if (peer->sa_family == AF_INET)
     inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
   else if (peer->sa_family == AF_INET6)
     inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
-  event_assign(&c->read_ev, w->base, fd, EV_READ | EV_PERSIST, on_read, c);
-  event_assign(&c->write_ev, w->base, fd, EV_WRITE, on_write, c);
-  evtimer_assign(&c->timer_ev, w->base, on_timer, c);
+  event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
+  event_assign(&c->write_ev, ctx->base, fd, EV_WRITE, on_write, c);
+  evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
   set_timer(c, c->server->limits.header_timeout_ms);
-  c->next = w->conns;
-  if (w->conns) w->conns->prev = c;
-  w->conns = c;
-  w->nconns++;
+  c->next = ctx->conns;
+  if (ctx->conns) ctx->conns->prev = c;
+  ctx->conns = c;
+  ctx->nconns++;
   return c;
 }
 
 static void conn_free(gw_conn_t *c)
 {
-  gw_worker_t *w = c->worker;
+  gw_context_t *ctx = c->ctx;
   if (c->prev) c->prev->next = c->next;
-  else w->conns = c->next;
+  else ctx->conns = c->next;
   if (c->next) c->next->prev = c->prev;
-  w->nconns--;
+  ctx->nconns--;
   event_del(&c->timer_ev);
   gw_request_dispose(&c->req);
   evbuffer_free(c->out);
@@ -342,7 +339,7 @@ static void conn_free(gw_conn_t *c)
   free(c->hname);
   free(c->hvalue);
   free(c);
-  gw_worker_conn_closed(w);
+  ctx->on_conn_closed(ctx);
 }
 
 /* Closes the socket now; the struct is freed from its own timer event, so no
@@ -440,7 +437,7 @@ static void reject_request(gw_conn_t *c, int status)
   if (r->target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
   size_t before = evbuffer_get_length(c->out);
-  size_t head = gw_response_write(r, c->out, c->worker, 0);
+  size_t head = gw_response_write(r, c->out, c->ctx, 0);
   size_t sent = evbuffer_get_length(c->out) - before;
   gw_stats_self->responses[status / 100]++;
   gw_access_log_write(r, status, sent, sent - head);
@@ -534,7 +531,7 @@ static void conn_process(gw_conn_t *c)
       c->state = GW_CONN_BUSY;
       set_timer(c, c->req.body_streaming ? c->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
-      gw_request_start(&c->req); /* may finish (conn_on_finish) before returning */
+      gw_request_start(&c->req); /* may finish (http1_send) before returning */
       continue;
     }
     int status = c->error_status ? c->error_status : (err == HPE_INVALID_VERSION ? 505 : 400);
@@ -707,7 +704,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * that body is drained by the lingering close. */
 static int may_keep_alive(const gw_conn_t *c)
 {
-  return c->req.keepalive && !c->worker->stopping && !c->req.body_streaming;
+  return c->req.keepalive && !c->ctx->stopping && !c->req.body_streaming;
 }
 
 /* A response is queued whole (or its last piece): count and log it, then get
@@ -734,19 +731,21 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
 }
 
 /* The request's response is complete: queue it, then go on with the next. */
-static void conn_on_finish(gw_request_t *req)
+static void http1_send(gw_request_t *req)
 {
-  gw_conn_t *c = req->conn;
+  gw_conn_t *c = req->proto_ctx;
   int keepalive = may_keep_alive(c);
   size_t before = evbuffer_get_length(c->out);
-  size_t head = gw_response_write(req, c->out, c->worker, keepalive);
+  size_t head = gw_response_write(req, c->out, c->ctx, keepalive);
   response_done(c, keepalive, evbuffer_get_length(c->out) - before, head);
 }
 
 /* -- streamed request bodies (proxy_pass) -- */
 
-void gw_conn_body_taken(gw_conn_t *c)
+/* A streamed request body was taken from req.body: read more if paused. */
+static void http1_body_taken(gw_request_t *req)
 {
+  gw_conn_t *c = req->proto_ctx;
   if (c->dead || !c->req.body_streaming || c->reading) return;
   if (evbuffer_get_length(c->req.body) >= BODY_LOW_WATER) return;
   conn_enter(c);
@@ -757,13 +756,15 @@ void gw_conn_body_taken(gw_conn_t *c)
 
 /* -- streamed responses (proxy_pass): the head first, the body as it comes -- */
 
-void gw_conn_stream_head(gw_conn_t *c, long long content_length)
+/* The head, announcing content_length or, when it is < 0, chunked (HTTP/1.1
+ * clients) or close-delimited (HTTP/1.0) framing. */
+static void http1_stream_head(gw_request_t *req, long long content_length)
 {
-  gw_request_t *req = &c->req;
+  gw_conn_t *c = req->proto_ctx;
   int keepalive = may_keep_alive(c);
   long long length = content_length;
   c->stream_chunked = 0;
-  if (!req->head && !gw_response_bodyless(req) && length < 0) {
+  if (!req->head && !gw_request_bodyless(req) && length < 0) {
     if (req->http_minor >= 1) {
       length = GW_LENGTH_CHUNKED;
       c->stream_chunked = 1;
@@ -773,14 +774,18 @@ void gw_conn_stream_head(gw_conn_t *c, long long content_length)
     }
   }
   c->stream_keepalive = keepalive;
-  c->stream_head_bytes = gw_response_write_head(req, c->out, c->worker, keepalive, length);
+  c->stream_head_bytes = gw_response_write_head(req, c->out, c->ctx, keepalive, length);
   c->stream_bytes = c->stream_head_bytes;
   req->streaming = 1;
   conn_flush_soon(c); /* with the body if it came in the same read, else alone */
 }
 
-int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
+/* Queues a piece of the body: 0, 1 when the output is over its high water
+ * mark (the producer pauses until req->on_drain), -1 when the connection
+ * closed (the request was aborted). */
+static int http1_stream_body(gw_request_t *req, const char *data, size_t len)
 {
+  gw_conn_t *c = req->proto_ctx;
   if (c->dead) return -1;
   if (c->stream_chunked) {
     char size[24];
@@ -797,9 +802,10 @@ int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len)
   return evbuffer_get_length(c->out) > OUT_HIGH_WATER;
 }
 
-void gw_conn_stream_end(gw_conn_t *c, int complete)
+/* The last piece: complete, or cut short (then the connection closes). */
+static void http1_stream_end(gw_request_t *req, int complete)
 {
-  gw_request_t *req = &c->req;
+  gw_conn_t *c = req->proto_ctx;
   if (c->dead) return;
   req->streaming = 0;
   req->on_drain = NULL;
@@ -812,6 +818,14 @@ void gw_conn_stream_end(gw_conn_t *c, int complete)
    * complete response. */
   response_done(c, complete && c->stream_keepalive, c->stream_bytes, c->stream_head_bytes);
 }
+
+static const gw_protocol_t http1_protocol = {
+  .send = http1_send,
+  .stream_head = http1_stream_head,
+  .stream_body = http1_stream_body,
+  .stream_end = http1_stream_end,
+  .body_taken = http1_body_taken,
+};
 
 void gw_conn_shutdown(gw_conn_t *c, int graceful)
 {

@@ -1,4 +1,5 @@
-/* conn.h - one HTTP/1.1 client connection (server side). */
+/* conn.h - one HTTP/1.1 client connection (server side): it parses requests
+ * and implements their protocol side (request.h's gw_protocol_t). */
 #ifndef GW_CONN_H
 #define GW_CONN_H
 
@@ -21,7 +22,7 @@ typedef enum {
 } gw_conn_state_t;
 
 struct gw_conn_s {
-  gw_worker_t *worker;
+  gw_context_t *ctx;
   const gw_server_t *server;
   int fd;
   gw_conn_state_t state;
@@ -59,25 +60,11 @@ struct gw_conn_s {
   size_t stream_bytes;      /* bytes of it queued so far (access log) */
   size_t stream_head_bytes; /* ... of which its head */
 
-  gw_conn_t *next, *prev;   /* worker's connection list */
+  gw_conn_t *next, *prev;   /* ctx->conns */
 };
 
 /* Takes ownership of a freshly accepted socket. */
-gw_conn_t *gw_conn_new(gw_worker_t *w, int fd, const struct sockaddr *peer);
-
-/* A streamed response (gw_request_stream_*): the head, announcing
- * content_length or, when it is < 0, chunked (HTTP/1.1 clients) or
- * close-delimited (HTTP/1.0) framing. */
-void gw_conn_stream_head(gw_conn_t *c, long long content_length);
-/* Queues a piece of the body. Returns 0, 1 when the output is over its high
- * water mark (pause the producer until req->on_drain), or -1 when the
- * connection closed (the request was aborted: stop touching it). */
-int gw_conn_stream_body(gw_conn_t *c, const char *data, size_t len);
-/* The last piece: complete, or cut short (then the connection closes). */
-void gw_conn_stream_end(gw_conn_t *c, int complete);
-
-/* A streamed request body was taken from req.body: read more if paused. */
-void gw_conn_body_taken(gw_conn_t *c);
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer);
 
 /* Worker stop: close now (fast) or once the current request is answered (graceful). */
 void gw_conn_shutdown(gw_conn_t *c, int graceful);

@@ -1,10 +1,16 @@
-/* gw_mruby.h - the bridge: everything the gems in mrbgems/ may use of the core.
+/* gw_mruby.h - the bridge: what the gems in mrbgems/ may use of the core.
  *
- * Gems see requests, the current worker's loop and the fiber protocol only
- * through this header. Rule of every async primitive (DESIGN §3): the native
- * `_gw_*` validates its arguments, arms its event, registers it as pending on
- * the current request and returns; the mrblib wrapper then calls Fiber.yield;
- * the completion calls gw_fiber_resume() from the loop with the value (or an
+ * Gems see requests, the current worker's loop and the fiber protocol
+ * through this header (implemented by mruby_handler.c and vm.c), plus the
+ * request API it includes (request.h: reading a request, the pending
+ * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
+ * subrequest.h for Async::HTTP). Gems never touch a request's fields that
+ * belong to the core's own bookkeeping, and never free what the core owns.
+ *
+ * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
+ * its arguments, arms its event, registers it as pending on the current
+ * request and returns; the mrblib wrapper then calls Fiber.yield; the
+ * completion calls gw_fiber_resume() from the loop with the value (or an
  * exception object, which the wrapper raises). */
 #ifndef GW_MRUBY_H
 #define GW_MRUBY_H
@@ -12,10 +18,10 @@
 #include <event2/event.h>
 #include <mruby.h>
 
-#include "proxy.h"
 #include "request.h"
 #include "stats.h"
 #include "subrequest.h"
+#include "trace.h"
 
 /* A VM with every gem of build_config.rb loaded, its memory capped at
  * GW_VM_MEMORY_LIMIT until gw_vm_set_memory_limit(). NULL with err set on
@@ -50,16 +56,6 @@ void gw_mrb_publish_stats(void);
 /* Index of this worker within its server's pool; -1 in the master. */
 int gw_mrb_worker_index(void);
 
-/* Trace mode (--trace or GATEWAY_TRACE=1): each fiber start, suspend and
- * resume is logged with the event behind it and timestamps. */
-extern int gw_trace;
-/* Numbers the request, notes its start, logs where it was routed. */
-void gw_trace_start(gw_request_t *req);
-/* Logs one line for req: "trace #ID METHOD PATH +T ms: event". */
-void gw_trace_event(gw_request_t *req, const char *event);
-/* Records what the fiber is about to wait for (printf-style), for the trace. */
-void gw_trace_wait(gw_request_t *req, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
 /* Resumes req's parked fiber with v (called from a loop callback, never from
  * inside a fiber). The pending operation must have removed itself first. */
 void gw_fiber_resume(gw_request_t *req, mrb_value v);
@@ -75,6 +71,12 @@ void gw_mrb_will_wait(void);
  * gw_mrb_unroot(). */
 int gw_mrb_root(mrb_value v);
 void gw_mrb_unroot(int slot);
+
+/* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
+ * returns (url and key are copied). */
+void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, const char *key);
+/* The handler's code raised (Gateway._fail): its response becomes a 500. */
+void gw_mrb_fail(gw_request_t *req);
 
 /* Output of a handler. Raise ArgumentError on bad input. */
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);

@@ -1,28 +1,41 @@
-/* handler.h - runs a location's Ruby handler in its own fiber. */
+/* handler.h - what a location does with a request, as objects bound at
+ * config load (h2o's h2o_handler_t). The core dispatches through these and
+ * names no handler kind; each kind lives in its own file and is built by the
+ * config reader: mruby_handler.c (a Ruby block), proxy.c (proxy_pass),
+ * status.c (the status page).
+ *
+ * A new kind: write one file with a constructor that returns a gw_handler_t
+ * (usually embedded first in a struct of its own), and call it from
+ * config.c where the location's options are read. */
 #ifndef GW_HANDLER_H
 #define GW_HANDLER_H
 
-#include <mruby.h>
-
 #include "request.h"
 
-/* Creates the request's fiber and runs it until it finishes or parks. */
-void gw_handler_start(gw_request_t *req);
+typedef struct gw_handler_s gw_handler_t;
+typedef struct gw_filter_s gw_filter_t;
 
-/* Runs a location's body filter on req's complete response, in a fiber of its
- * own; a String result replaces the body. Finishes req afterwards. */
-void gw_handler_filter_body(gw_request_t *req, mrb_value filter);
+struct gw_handler_s {
+  const char *name;         /* "mruby", "proxy_pass", "status": for traces */
+  /* Answers req: sets its response and calls gw_request_finish() (or
+   * streams it), now or later from the loop. Whatever it waits on is
+   * registered with gw_request_pending_add(), so an abort cancels it. */
+  void (*on_req)(gw_handler_t *self, gw_request_t *req);
+  /* Frees the handler (config teardown). */
+  void (*dispose)(gw_handler_t *self);
+};
 
-/* Runs a header filter (filter.call(req)) on req's response head in a fiber
- * of its own, then calls then(req), also when the filter raised (then
- * req->failed is set). req is not finished here: then() goes on. */
-void gw_handler_filter_head(gw_request_t *req, mrb_value filter, void (*then)(gw_request_t *req));
+/* Called by a filter when it is done; failed: it raised (answer 500); arg:
+ * the one given to run. */
+typedef void (*gw_filter_done_cb)(gw_request_t *req, int failed, void *arg);
 
-/* Drops the request's ties to Ruby: the fiber's GC root slot and the
- * Gateway::Request object's pointer to req. Safe to call twice. */
-void gw_handler_release(gw_request_t *req);
-
-/* Worker set-up: GC root array, the runner proc, classes. Returns 0 or -1. */
-int gw_handler_worker_init(gw_worker_t *w);
+/* A step run on a response before it goes out: on its head (status and
+ * headers; the body has not been read) or on its whole body. */
+struct gw_filter_s {
+  /* Runs on req's response as it stands, then calls done(req, failed, arg),
+   * possibly before returning. req is not finished here: done goes on. */
+  void (*run)(gw_filter_t *self, gw_request_t *req, gw_filter_done_cb done, void *arg);
+  void (*dispose)(gw_filter_t *self);
+};
 
 #endif

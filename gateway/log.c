@@ -12,7 +12,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "access_log.h"
 #include "log.h"
 
 gw_log_level_t gw_log_min_level = GW_LOG_NOTICE;
@@ -114,5 +113,4 @@ void gw_log_reopen(void)
       close(fd);
     }
   }
-  gw_access_log_reopen();
 }

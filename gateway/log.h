@@ -34,9 +34,9 @@ int gw_log_file_open(const char *path, char *err, size_t errlen);
  * dropped. The previous log file is closed. Workers inherit it on fork. */
 void gw_log_use(int fd, const char *path, gw_log_level_t level);
 
-/* SIGUSR1 (logrotate): reopens every log file of this process at its path,
- * the error log and the access log; a file renamed away stops receiving
- * lines. Failures are logged and the old file is kept. */
+/* SIGUSR1 (logrotate): reopens the error log file at its path (the caller
+ * reopens the access log too); a file renamed away stops receiving lines.
+ * Failures are logged and the old file is kept. */
 void gw_log_reopen(void);
 
 #define gw_log_crit(...) gw_log(GW_LOG_CRIT, __VA_ARGS__)

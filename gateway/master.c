@@ -346,6 +346,7 @@ int gw_master_run(gw_config_t *cfg)
       return 0;
     case SIGUSR1:
       gw_log_reopen();
+      gw_access_log_reopen();
       gw_log_notice("reopened the log files");
       signal_workers(SIGUSR1, -1);
       break;

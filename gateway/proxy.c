@@ -14,14 +14,11 @@
 #include <string.h>
 #include <strings.h>
 
-#include "gw_mruby.h"
-#include "handler.h"
+#include "exchange.h"
 #include "log.h"
 #include "proxy.h"
-#include "response.h"
 #include "stats.h"
-#include "exchange.h"
-#include "worker.h"
+#include "trace.h"
 
 typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
@@ -276,7 +273,7 @@ static void begin_stream(proxy_op_t *op, long long length)
   gw_request_stream_begin(req, length);
 }
 
-static void after_streamed_head_filter(gw_request_t *req);
+static void after_streamed_head_filter(gw_request_t *req, int failed, void *arg);
 
 static void on_upstream_head(gw_client_response_t *res, void *arg)
 {
@@ -286,13 +283,13 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
   if (req->head) req->head_length = length;
-  if (req->location && mrb_test(req->location->header_filter)) {
+  gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
+  if (filter) {
     /* Nothing goes to the client, and no body is read, until it is done. */
     op->filtering_head = 1;
     op->head_length = length;
     gw_exchange_pause(op->client);
-    req->filter_arg = op;
-    gw_handler_filter_head(req, req->location->header_filter, after_streamed_head_filter);
+    filter->run(filter, req, after_streamed_head_filter, op);
     return;
   }
   begin_stream(op, length);
@@ -300,16 +297,16 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
 
 /* The header filter of a streamed response is done: send the head (as the
  * filter left it) and let the body flow, or answer 500 if it raised. */
-static void after_streamed_head_filter(gw_request_t *req)
+static void after_streamed_head_filter(gw_request_t *req, int filter_failed, void *arg)
 {
-  proxy_op_t *op = req->filter_arg;
+  proxy_op_t *op = arg;
   op->filtering_head = 0;
-  int failed = req->failed || (op->done_meanwhile && op->done_err != NULL);
-  if (failed || gw_response_bodyless(req)) { /* nothing (more) to stream */
+  int failed = filter_failed || (op->done_meanwhile && op->done_err != NULL);
+  if (failed || gw_request_bodyless(req)) { /* nothing (more) to stream */
     gw_request_pending_remove(&op->pending);
     if (op->client) cancel_op(&op->pending);
     else op_free(op);
-    if (failed) gw_request_simple_response(req, req->failed ? 500 : 502, NULL);
+    if (failed) gw_request_simple_response(req, filter_failed ? 500 : 502, NULL);
     gw_request_finish(req);
     return;
   }
@@ -323,18 +320,25 @@ static void after_streamed_head_filter(gw_request_t *req)
   gw_exchange_resume(op->client);
 }
 
+/* The body filter is done: finish, or answer 500 if it raised. */
+static void after_body_filter(gw_request_t *req, int failed, void *arg)
+{
+  (void)arg;
+  if (failed) gw_request_simple_response(req, 500, NULL);
+  gw_request_finish(req);
+}
+
 /* A buffered response is in (and its header filter, if any, is done): the
  * body filter runs, if any, then the request finishes; 500 if the header
  * filter raised. */
-static void filter_body_or_finish(gw_request_t *req)
+static void filter_body_or_finish(gw_request_t *req, int failed, void *arg)
 {
-  if (req->failed) {
-    gw_request_simple_response(req, 500, NULL);
-  } else if (req->location && mrb_test(req->location->body_filter)) {
-    gw_handler_filter_body(req, req->location->body_filter);
+  gw_filter_t *filter = req->location ? req->location->body_filter : NULL;
+  if (!failed && filter) {
+    filter->run(filter, req, after_body_filter, arg);
     return;
   }
-  gw_request_finish(req);
+  after_body_filter(req, failed, arg);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -376,7 +380,7 @@ static int send_op(proxy_op_t *op)
   }
   op->tries++;
   op->sent_ms = gw_now_ms();
-  op->client = gw_exchange_start(req->worker->pool, req->worker->resolver, &op->params, on_upstream_done, op);
+  op->client = gw_exchange_start(req->ctx->pool, req->ctx->resolver, &op->params, on_upstream_done, op);
   if (op->client == NULL && op->server) op->server->active--;
   return op->client ? 0 : -1;
 }
@@ -440,10 +444,11 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
-    if (req->location && mrb_test(req->location->header_filter))
-      gw_handler_filter_head(req, req->location->header_filter, filter_body_or_finish);
+    gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
+    if (filter)
+      filter->run(filter, req, filter_body_or_finish, NULL);
     else
-      filter_body_or_finish(req);
+      filter_body_or_finish(req, 0, NULL);
     return;
   }
   gw_request_finish(req);
@@ -500,20 +505,17 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }
 
-void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
+
+/* The upstream group called name, or NULL. */
+static gw_upstream_group_t *find_group(const gw_config_t *cfg, const char *name)
 {
-  gw_proxy_url_t u;
-  if (gw_proxy_parse_url(url, &u) < 0) {
-    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
-    fail_now(req, 502);
-    return;
-  }
-  gw_proxy_start_url(req, url, &u, key);
+  for (size_t i = 0; i < cfg->ngroups; i++)
+    if (strcmp(cfg->groups[i].name, name) == 0) return &cfg->groups[i];
+  return NULL;
 }
 
-void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *u, const char *key)
+static void start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *u, const char *key)
 {
-  gw_worker_t *w = req->worker;
   proxy_op_t *op = calloc(1, sizeof(*op));
   if (op == NULL) {
     fail_now(req, 500);
@@ -523,7 +525,7 @@ void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t
   gw_headers_init(&op->headers);
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
-  } else if (u->addrlen == 0 && (op->group = gw_config_group(w->config, u->host, strlen(u->host))) != NULL) {
+  } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
     op->server = pick_server(op->group, 0, key);
     if (op->server == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
@@ -556,7 +558,7 @@ void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t
   };
   /* Stream the body to the client as it comes, with back-pressure, unless a
    * body filter needs it whole or there is no client (a sub-request). */
-  if (gw_request_can_stream(req) && !(req->location && mrb_test(req->location->body_filter))) {
+  if (gw_request_can_stream(req) && !(req->location && req->location->body_filter)) {
     op->params.on_head = on_upstream_head;
     op->params.on_body = on_upstream_body;
   }
@@ -579,4 +581,49 @@ void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t
     snprintf(ev, sizeof(ev), "request sent to upstream %s", req->upstream_addr);
     gw_trace_event(req, ev);
   }
+}
+
+void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
+{
+  gw_proxy_url_t u;
+  if (gw_proxy_parse_url(url, &u) < 0) {
+    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
+    fail_now(req, 502);
+    return;
+  }
+  start_url(req, url, &u, key);
+}
+
+/* -- the proxy_pass handler -------------------------------------------------- */
+
+typedef struct {
+  gw_handler_t super;
+  char *url;              /* owned */
+  gw_proxy_url_t parsed;  /* split once, at load (points into url) */
+} proxy_handler_t;
+
+static void on_req(gw_handler_t *self, gw_request_t *req)
+{
+  proxy_handler_t *h = (proxy_handler_t *)self;
+  start_url(req, h->url, &h->parsed, NULL);
+}
+
+static void dispose(gw_handler_t *self)
+{
+  proxy_handler_t *h = (proxy_handler_t *)self;
+  free(h->url);
+  free(h);
+}
+
+gw_handler_t *gw_proxy_handler_new(const char *url)
+{
+  proxy_handler_t *h = calloc(1, sizeof(*h));
+  if (h == NULL) return NULL;
+  h->super = (gw_handler_t){.name = "proxy_pass", .on_req = on_req, .dispose = dispose};
+  h->url = strdup(url);
+  if (h->url == NULL || gw_proxy_parse_url(h->url, &h->parsed) < 0) {
+    dispose(&h->super);
+    return NULL;
+  }
+  return &h->super;
 }

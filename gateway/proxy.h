@@ -1,19 +1,21 @@
-/* proxy.h - answers a request by forwarding it to an upstream URL. */
+/* proxy.h - proxy_pass: answers a request by forwarding it to an upstream URL. */
 #ifndef GW_PROXY_H
 #define GW_PROXY_H
 
-#include "request.h"
+#include "handler.h"
 
 /* Splits "http://host[:port][/path]" or "unix:/path.sock" (the request-target
  * then passes unchanged). Returns 0, or -1 for anything else. */
 int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u);
 
+/* The handler of a `proxy_pass: URL` location; NULL for a URL that
+ * gw_proxy_parse_url() rejects, or when out of memory. */
+gw_handler_t *gw_proxy_handler_new(const char *url);
+
 /* Forwards req to url ("http://IP:PORT/prefix" or "http://GROUP/prefix");
- * finishes req with the upstream's response, or 502/504. key: the hash key
- * for a group balanced by :hash (may be NULL). */
+ * finishes req with the upstream's response, or 502/504 (req.proxy_pass
+ * from a script). key: the hash key for a group balanced by :hash (may be
+ * NULL). */
 void gw_proxy_start(gw_request_t *req, const char *url, const char *key);
-/* The same with the URL parsed already (a location's, parsed at load). u
- * and the URL it points into must outlive the request. */
-void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *u, const char *key);
 
 #endif

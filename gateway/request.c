@@ -1,32 +1,28 @@
-/* request.c - a request's life: routing, the pending-operation registry that
- * makes aborts safe, and the finish/abort paths. */
+/* request.c - a request's life: routing, dispatch to the location's handler,
+ * the pending-operation registry that makes aborts safe, and the finish,
+ * stream and abort paths, which go to the protocol through req->proto. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "conn.h"
-#include "gw_mruby.h"
 #include "handler.h"
-#include "log.h"
-#include "proxy.h"
 #include "request.h"
-#include "response.h"
 #include "router.h"
-#include "status.h"
-#include "worker.h"
+#include "trace.h"
 
-void gw_request_init(gw_request_t *req, gw_worker_t *w, const gw_server_t *server)
+void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
+                     const gw_protocol_t *proto, void *proto_ctx)
 {
   memset(req, 0, sizeof(*req));
-  req->worker = w;
+  req->ctx = ctx;
   req->server = server;
+  req->proto = proto;
+  req->proto_ctx = proto_ctx;
   req->method = "GET";
   gw_headers_init(&req->headers);
   gw_headers_init(&req->resp_headers);
   req->body = evbuffer_new();
   req->resp_body = evbuffer_new();
-  req->rb_req = mrb_nil_value();
-  req->root_slot = -1;
   req->head_length = -1;
   req->pending.next = req->pending.prev = &req->pending;
 }
@@ -40,40 +36,43 @@ void gw_request_reset(gw_request_t *req)
   if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
   req->target_len = req->path_len = 0;
   req->status = 0;
-  free(req->proxy_url);
-  free(req->proxy_key);
-  req->proxy_url = req->proxy_key = NULL;
   req->inline_body = NULL;
   req->inline_len = 0;
   req->text_plain = 0;
   req->head_length = -1;
   req->streaming = 0;
   req->on_drain = NULL;
-  req->after_filter = NULL;
-  req->filter_arg = NULL;
   req->body_streaming = 0;
   req->body_length = 0;
   req->on_body_more = NULL;
   req->body_arg = NULL;
-  req->has_output = req->failed = req->head = req->filtering = 0;
+  req->has_output = req->head = 0;
   req->location = NULL;
   req->upstream_addr[0] = '\0';
   req->upstream_status = req->upstream_reused = 0;
   req->upstream_ms = 0;
 }
 
+/* The handler's state for this request goes (the request ended). */
+static void release_state(gw_request_t *req)
+{
+  gw_req_state_t *s = req->handler_state;
+  if (s != NULL) {
+    req->handler_state = NULL;
+    s->release(s);
+  }
+}
+
 void gw_request_dispose(gw_request_t *req)
 {
   if (req->running) gw_request_abort(req);
+  release_state(req);
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
   evbuffer_free(req->body);
   evbuffer_free(req->resp_body);
   free(req->target);
   req->target = NULL;
-  free(req->proxy_url);
-  free(req->proxy_key);
-  req->proxy_url = req->proxy_key = NULL;
 }
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *))
@@ -103,7 +102,7 @@ void gw_request_simple_response(gw_request_t *req, int status, const char *body)
   if (body)
     evbuffer_add(req->resp_body, body, strlen(body));
   else
-    evbuffer_add_printf(req->resp_body, "%d %s\n", status, gw_response_reason(status));
+    evbuffer_add_printf(req->resp_body, "%d %s\n", status, gw_http_reason(status));
 }
 
 void gw_request_split_target(gw_request_t *req)
@@ -121,47 +120,44 @@ void gw_request_start(gw_request_t *req)
   if (req->location == NULL) {
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);
-  } else if (req->location->status) {
-    gw_status_respond(req);
-  } else if (req->location->proxy_pass) {
-    gw_proxy_start_url(req, req->location->proxy_pass, &req->location->proxy_url, NULL);
-  } else {
-    gw_handler_start(req);
+    return;
   }
+  gw_handler_t *h = req->location->handler;
+  h->on_req(h, req);
 }
 
 void gw_request_finish(gw_request_t *req)
 {
   req->running = 0;
-  gw_handler_release(req);
-  req->on_finish(req);
+  release_state(req);
+  req->proto->send(req);
 }
 
 int gw_request_can_stream(const gw_request_t *req)
 {
-  return req->conn != NULL;
+  return req->proto->stream_head != NULL;
 }
 
 void gw_request_stream_begin(gw_request_t *req, long long content_length)
 {
-  gw_conn_stream_head(req->conn, content_length);
+  req->proto->stream_head(req, content_length);
 }
 
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
 {
-  return gw_conn_stream_body(req->conn, data, len);
+  return req->proto->stream_body(req, data, len);
 }
 
 void gw_request_stream_end(gw_request_t *req, int complete)
 {
   req->running = 0;
-  gw_handler_release(req);
-  gw_conn_stream_end(req->conn, complete);
+  release_state(req);
+  req->proto->stream_end(req, complete);
 }
 
 void gw_request_body_taken(gw_request_t *req)
 {
-  gw_conn_body_taken(req->conn);
+  if (req->proto->body_taken) req->proto->body_taken(req);
 }
 
 void gw_request_abort(gw_request_t *req)
@@ -172,7 +168,7 @@ void gw_request_abort(gw_request_t *req)
     p->cancel(p);
   }
   req->running = 0;
-  gw_handler_release(req);
+  release_state(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)

@@ -1,10 +1,16 @@
-/* request.h - one HTTP request and its response, from parse to last byte.
+/* request.h - one HTTP request and its response, from parse to last byte,
+ * between two interfaces:
  *
- * A client request lives inside its connection (gw_conn_t) and is reused for
- * every request on it; a sub-request is allocated by its parent. Everything a
- * request waits on (timer, sub-request, upstream exchange) is registered in
- * its `pending` list, so gw_request_abort() can cancel it all when the client
- * goes away. */
+ *  - the protocol side (gw_protocol_t), implemented by whoever received the
+ *    request: an HTTP/1.1 connection (conn.c), a sub-request's parent
+ *    (subrequest.c); it sends the response whole or streamed and feeds a
+ *    request body that streams in;
+ *  - the handler side (handler.h): the location's handler object answers it.
+ *
+ * request.c knows neither side's kinds. Everything a request waits on
+ * (timer, sub-request, upstream exchange) is registered in its `pending`
+ * list, so gw_request_abort() can cancel it all when the client goes away;
+ * the state a handler keeps for it (handler_state) is released when it ends. */
 #ifndef GW_REQUEST_H
 #define GW_REQUEST_H
 
@@ -13,11 +19,11 @@
 #include <mruby.h>
 
 #include "config.h"
+#include "context.h"
 #include "headers.h"
+#include "http_status.h"
 
 typedef struct gw_request_s gw_request_t;
-typedef struct gw_conn_s gw_conn_t;
-typedef struct gw_worker_s gw_worker_t;
 
 /* Something a request waits for. Embedded in the operation's own struct. */
 typedef struct gw_pending_s {
@@ -27,10 +33,37 @@ typedef struct gw_pending_s {
   void (*cancel)(struct gw_pending_s *p);
 } gw_pending_t;
 
+/* The protocol side of a request (see the top of this file). proto_ctx in
+ * the request is its own (the connection, the sub-request). */
+typedef struct {
+  /* The response is complete (status, resp_headers, body as set): send it.
+   * The protocol may reuse or free req afterwards. */
+  void (*send)(gw_request_t *req);
+  /* Streaming, NULL where the response cannot stream (a sub-request is
+   * collected whole). stream_head sends the head announcing content_length
+   * (-1: unknown); stream_body returns 0, 1 (over the high water mark:
+   * pause until req->on_drain) or -1 (the client is gone and the request
+   * was aborted: touch nothing of it); stream_end ends the body, complete
+   * or cut short. */
+  void (*stream_head)(gw_request_t *req, long long content_length);
+  int (*stream_body)(gw_request_t *req, const char *data, size_t len);
+  void (*stream_end)(gw_request_t *req, int complete);
+  /* A streamed request body: its consumer took bytes out of req->body, so
+   * more may be read (back-pressure). NULL: the body never streams. */
+  void (*body_taken)(gw_request_t *req);
+} gw_protocol_t;
+
+/* State a handler keeps for one request (mruby: the fiber, the Ruby
+ * object), released once when the request finishes or is aborted. */
+typedef struct gw_req_state_s {
+  void (*release)(struct gw_req_state_s *s);
+} gw_req_state_t;
+
 struct gw_request_s {
-  gw_worker_t *worker;
+  gw_context_t *ctx;        /* the worker's loop, VM, pool... */
   const gw_server_t *server;
-  gw_conn_t *conn;          /* client connection; NULL for a sub-request */
+  const gw_protocol_t *proto; /* how the response leaves (conn.c, subrequest.c) */
+  void *proto_ctx;          /* ... and its own state (the connection, the sub-request) */
   gw_request_t *parent;     /* sub-request: who waits for it; else NULL */
   int depth;                /* sub-request nesting: 0 for a client request */
 
@@ -66,26 +99,17 @@ struct gw_request_s {
   gw_headers_t resp_headers;/* owned, validated when set */
   struct evbuffer *resp_body;/* owned */
   int has_output;           /* a script wrote output */
-  char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
-  char *proxy_key;          /* owned: its hash_key:, or NULL */
   const char *inline_body;  /* when set, the body instead of resp_body: borrowed
-                               from a handler's String result until on_finish returns */
+                               from a handler's String result until proto->send returns */
   size_t inline_len;
   int text_plain;           /* send Content-Type: text/plain; charset=utf-8 */
   long long head_length;    /* HEAD: Content-Length to announce (an upstream's); -1: the body's */
 
   /* -- handler -- */
   const gw_location_t *location;
-  mrb_value rb_req;         /* Gateway::Request wrapping this, or nil; its pointer is
-                               cleared when this request finishes */
-  int root_slot;            /* slot in the worker's GC root array holding the fiber; -1: none */
-  int failed;               /* the handler raised; the response is 500 */
+  gw_req_state_t *handler_state; /* owned by its handler: released at finish/abort; or NULL */
   int running;              /* between start and finish */
-  int filtering;            /* the fiber runs the location's body filter */
   int streaming;            /* its head is sent; the body follows in pieces */
-  /* A header filter runs: called (instead of finishing) when it is done. */
-  void (*after_filter)(gw_request_t *req);
-  void *filter_arg;
   /* Set by a streaming producer: called when the client's output drained
    * below the low water mark after gw_request_stream_data() returned 1. */
   void (*on_drain)(gw_request_t *req);
@@ -95,21 +119,19 @@ struct gw_request_s {
   double t_start_ms;
   char waiting_for[96];
   gw_pending_t pending;     /* list head of what this request waits for */
-
-  /* Called once when the response is complete (client: write it; sub-request:
-   * wake the parent). May free the request. */
-  void (*on_finish)(gw_request_t *req);
-  void *finish_arg;
 };
 
-void gw_request_init(gw_request_t *req, gw_worker_t *w, const gw_server_t *server);
+void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
+                     const gw_protocol_t *proto, void *proto_ctx);
 /* Resets per-request state, keeping buffers for the next request. */
 void gw_request_reset(gw_request_t *req);
 /* Frees everything the request owns (not the struct itself). */
 void gw_request_dispose(gw_request_t *req);
 
-/* Routes and runs the request (handler fiber or proxy). on_finish is called
- * when the response is complete, possibly before this returns. */
+/* Routes the request (unless it was routed when its head was read) and
+ * hands it to its location's handler; 404 when no location matches.
+ * proto->send is called when the response is complete, possibly before this
+ * returns. */
 void gw_request_start(gw_request_t *req);
 
 /* Completes the response with whatever status/headers/body are set. */
@@ -119,15 +141,12 @@ void gw_request_finish(gw_request_t *req);
 void gw_request_simple_response(gw_request_t *req, int status, const char *body);
 
 /* The client went away (or the worker stops): cancels every pending
- * operation; no fiber is resumed afterwards; on_finish is not called. */
+ * operation; no fiber is resumed afterwards; proto->send is not called. */
 void gw_request_abort(gw_request_t *req);
 
-/* Streaming a response to the client instead of finishing it whole (client
- * requests only: gw_request_can_stream()). begin sends the head (status and
- * resp_headers as set) announcing content_length, or -1 for unknown; data
- * returns 0, 1 (pause until on_drain) or -1 (the client is gone and the
- * request was aborted: touch nothing of it); end finishes the request,
- * complete or cut short. */
+/* Streaming a response instead of finishing it whole, where the protocol
+ * can (gw_request_can_stream()): see gw_protocol_t. end finishes the
+ * request, complete or cut short. */
 int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
@@ -146,6 +165,12 @@ int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, cons
 
 /* Sets path_len: target[0, path_len) is the path, before any '?'. */
 void gw_request_split_target(gw_request_t *req);
+
+/* 1 when the response status never has a body (1xx, 204, 304). */
+static inline int gw_request_bodyless(const gw_request_t *r)
+{
+  return gw_http_bodyless(r->status ? r->status : 200);
+}
 
 /* Path and query views. */
 static inline size_t gw_request_query_len(const gw_request_t *r)

@@ -5,11 +5,11 @@
 #include <time.h>
 
 #include "log.h"
+#include "http_status.h"
 #include "response.h"
-#include "worker.h"
 
 /* The "Date: ...\r\n" line, formatted once per second per worker. */
-static const char *date_line(gw_worker_t *w)
+static const char *date_line(gw_context_t *w)
 {
   time_t now = time(NULL);
   if (now != w->date_time) {
@@ -21,45 +21,6 @@ static const char *date_line(gw_worker_t *w)
   return w->date;
 }
 
-const char *gw_response_reason(int status)
-{
-  switch (status) {
-  case 100: return "Continue";
-  case 101: return "Switching Protocols";
-  case 200: return "OK";
-  case 201: return "Created";
-  case 202: return "Accepted";
-  case 204: return "No Content";
-  case 206: return "Partial Content";
-  case 301: return "Moved Permanently";
-  case 302: return "Found";
-  case 303: return "See Other";
-  case 304: return "Not Modified";
-  case 307: return "Temporary Redirect";
-  case 308: return "Permanent Redirect";
-  case 400: return "Bad Request";
-  case 401: return "Unauthorized";
-  case 403: return "Forbidden";
-  case 404: return "Not Found";
-  case 405: return "Method Not Allowed";
-  case 408: return "Request Timeout";
-  case 409: return "Conflict";
-  case 411: return "Length Required";
-  case 413: return "Content Too Large";
-  case 414: return "URI Too Long";
-  case 415: return "Unsupported Media Type";
-  case 417: return "Expectation Failed";
-  case 429: return "Too Many Requests";
-  case 431: return "Request Header Fields Too Large";
-  case 500: return "Internal Server Error";
-  case 501: return "Not Implemented";
-  case 502: return "Bad Gateway";
-  case 503: return "Service Unavailable";
-  case 504: return "Gateway Timeout";
-  case 505: return "HTTP Version Not Supported";
-  default: return "Unknown";
-  }
-}
 
 /* Headers the core computes itself; a script's own values are not sent. */
 static int is_managed(const gw_header_t *h)
@@ -106,13 +67,13 @@ static void put_uint(head_t *h, size_t v)
 
 /* Status line and headers into head; `length` is the Content-Length to
  * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
-static void put_head(head_t *head, gw_request_t *req, gw_worker_t *w, int keepalive, long long length)
+static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepalive, long long length)
 {
   int status = req->status ? req->status : 200;
   PUT_LIT(head, "HTTP/1.1 ");
   put_uint(head, (size_t)status);
   PUT_LIT(head, " ");
-  const char *reason = gw_response_reason(status);
+  const char *reason = gw_http_reason(status);
   put(head, reason, strlen(reason));
   PUT_LIT(head, "\r\n");
   int has_server = 0;
@@ -143,30 +104,25 @@ static void put_head(head_t *head, gw_request_t *req, gw_worker_t *w, int keepal
   PUT_LIT(head, "\r\n");
 }
 
-int gw_response_bodyless(const gw_request_t *req)
-{
-  int status = req->status ? req->status : 200;
-  return status == 204 || status == 304 || (status >= 100 && status < 200);
-}
 
-size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length)
+size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length)
 {
   size_t before = evbuffer_get_length(out);
   head_t head;
   head.len = 0;
   head.out = out;
-  put_head(&head, req, w, keepalive, gw_response_bodyless(req) ? GW_LENGTH_CLOSE : length);
+  put_head(&head, req, w, keepalive, gw_request_bodyless(req) ? GW_LENGTH_CLOSE : length);
   evbuffer_add(out, head.buf, head.len);
   return evbuffer_get_length(out) - before;
 }
 
-size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive)
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive)
 {
   size_t before = evbuffer_get_length(out);
   head_t head;
   head.len = 0;
   head.out = out;
-  int bodyless = gw_response_bodyless(req);
+  int bodyless = gw_request_bodyless(req);
   size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
   long long length = bodyless ? GW_LENGTH_CLOSE
                      : req->head && req->head_length >= 0 ? req->head_length

@@ -1,4 +1,4 @@
-/* response.h - serialises a finished request's response onto the wire. */
+/* response.h - serialises a request's response onto the wire as HTTP/1.1. */
 #ifndef GW_RESPONSE_H
 #define GW_RESPONSE_H
 
@@ -9,7 +9,7 @@
 /* Appends status line, headers (Server, Date, Content-Length, Connection as
  * needed) and body to out. Moves the body out of req->resp_body. Both
  * writers return the size of the head. */
-size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive);
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive);
 
 /* Framing of a streamed response (gw_response_write_head). */
 #define GW_LENGTH_CHUNKED (-1LL) /* Transfer-Encoding: chunked */
@@ -17,12 +17,6 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_worker_t *w
 
 /* Only the head, for a body that follows in pieces: `length` is the
  * Content-Length, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
-size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_worker_t *w, int keepalive, long long length);
-
-/* 1 for a status that never has a body (1xx, 204, 304). */
-int gw_response_bodyless(const gw_request_t *req);
-
-/* "Not Found" for 404, ...; "Unknown" for codes we do not name. */
-const char *gw_response_reason(int status);
+size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length);
 
 #endif

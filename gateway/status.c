@@ -3,13 +3,13 @@
  * help texts all come from gw_stats_fields, so the views cannot drift. */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "log.h"
 #include "stats.h"
 #include "status.h"
-#include "worker.h"
 
 /* A JSON string: quotes, backslashes and control bytes escaped. */
 static void put_json_string(struct evbuffer *out, const char *s)
@@ -27,7 +27,7 @@ static void put_json_string(struct evbuffer *out, const char *s)
   evbuffer_add(out, "\"", 1);
 }
 
-static void render_json(struct evbuffer *out, gw_worker_t *w)
+static void render_json(struct evbuffer *out, const gw_config_t *config)
 {
   evbuffer_add_printf(out, "{\"served_by\":%d,\"workers\":[", (int)getpid());
   int first = 1;
@@ -48,8 +48,8 @@ static void render_json(struct evbuffer *out, gw_worker_t *w)
   }
   /* Upstream health as this worker sees it (each worker keeps its own). */
   evbuffer_add(out, "],\"upstreams\":{", 15);
-  for (size_t g = 0; g < w->config->ngroups; g++) {
-    const gw_upstream_group_t *grp = &w->config->groups[g];
+  for (size_t g = 0; g < config->ngroups; g++) {
+    const gw_upstream_group_t *grp = &config->groups[g];
     if (g) evbuffer_add(out, ",", 1);
     put_json_string(out, grp->name);
     evbuffer_add(out, ":[", 2);
@@ -83,10 +83,10 @@ static void render_prometheus(struct evbuffer *out)
   }
 }
 
-void gw_status_respond(gw_request_t *req)
+static void on_req(gw_handler_t *self, gw_request_t *req)
 {
-  gw_worker_t *w = req->worker;
-  gw_worker_publish_stats(w);
+  (void)self;
+  req->ctx->publish_stats(req->ctx);
   req->status = 200;
   const char *q = req->target + req->path_len;
   int prometheus = strstr(q, "format=prometheus") != NULL;
@@ -95,8 +95,20 @@ void gw_status_respond(gw_request_t *req)
     render_prometheus(req->resp_body);
   } else {
     gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
-    render_json(req->resp_body, w);
+    render_json(req->resp_body, req->ctx->config);
   }
   gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
   gw_request_finish(req);
+}
+
+static void dispose(gw_handler_t *self)
+{
+  free(self);
+}
+
+gw_handler_t *gw_status_handler_new(void)
+{
+  gw_handler_t *h = malloc(sizeof(*h));
+  if (h) *h = (gw_handler_t){.name = "status", .on_req = on_req, .dispose = dispose};
+  return h;
 }

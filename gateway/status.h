@@ -1,10 +1,11 @@
-/* status.h - the status page: every worker's stats as JSON or Prometheus text. */
+/* status.h - the status page handler (`status: true`): every worker's stats
+ * as JSON or Prometheus text. */
 #ifndef GW_STATUS_H
 #define GW_STATUS_H
 
-#include "request.h"
+#include "handler.h"
 
-/* Answers req (a location with status: true) and finishes it. */
-void gw_status_respond(gw_request_t *req);
+/* A new status page handler; NULL when out of memory. */
+gw_handler_t *gw_status_handler_new(void);
 
 #endif

@@ -17,7 +17,6 @@
 #include "proxy.h"
 #include "stats.h"
 #include "subrequest.h"
-#include "worker.h"
 
 /* Internal sub-requests nest at most this deep (nginx allows 50). */
 #define GW_MAX_SUBREQUEST_DEPTH 16
@@ -79,13 +78,14 @@ static void deliver_later(gw_subreq_t *s)
 {
   event_del(&s->timeout_ev);
   event_del(&s->step_ev);
-  event_assign(&s->step_ev, s->parent->worker->base, -1, 0, on_deliver, s);
+  event_assign(&s->step_ev, s->parent->ctx->base, -1, 0, on_deliver, s);
   event_active(&s->step_ev, EV_TIMEOUT, 0);
 }
 
+/* The child's protocol side: its response is collected whole for the parent. */
 static void on_child_finish(gw_request_t *child)
 {
-  gw_subreq_t *s = child->finish_arg;
+  gw_subreq_t *s = child->proto_ctx;
   s->status = child->status ? child->status : 200;
   gw_headers_copy(&s->headers, &child->resp_headers);
   if (child->text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
@@ -95,6 +95,8 @@ static void on_child_finish(gw_request_t *child)
     evbuffer_add_buffer(s->body, child->resp_body);
   deliver_later(s);
 }
+
+static const gw_protocol_t child_protocol = {.send = on_child_finish};
 
 static void on_start_child(evutil_socket_t fd, short what, void *arg)
 {
@@ -139,7 +141,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   gw_request_t *parent = s->parent;
   gw_request_t *c = malloc(sizeof(*c));
   if (c == NULL) return NULL;
-  gw_request_init(c, parent->worker, parent->server);
+  gw_request_init(c, parent->ctx, parent->server, &child_protocol, s);
   c->parent = parent;
   c->depth = parent->depth + 1;
   c->method = p->method;
@@ -162,13 +164,12 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
     if (host) gw_headers_add(&c->headers, "Host", 4, host->value, host->value_len);
   }
   if (p->body_len) evbuffer_add(c->body, p->body, p->body_len);
-  c->on_finish = on_child_finish;
   return c;
 }
 
 gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t *p, gw_subreq_done_cb cb, void *arg)
 {
-  gw_worker_t *w = parent->worker;
+  gw_context_t *w = parent->ctx;
   gw_subreq_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return NULL;
   gw_stats_self->subrequests++;
@@ -192,7 +193,6 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
       subreq_free(s);
       return NULL;
     }
-    s->child->finish_arg = s;
     event_active(&s->step_ev, EV_TIMEOUT, 0); /* start from the loop, not from inside a fiber */
   } else {
     gw_proxy_url_t u;

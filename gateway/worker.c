@@ -15,21 +15,19 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 
-#include <mruby.h>
-#include <mruby/array.h>
-
+#include "access_log.h"
 #include "conn.h"
-#include "handler.h"
 #include "log.h"
+#include "mruby_handler.h"
+#include "resolver.h"
 #include "stats.h"
+#include "upstream.h"
 #include "worker.h"
-
-gw_worker_t *gw_worker;
 
 #define ACCEPT_BURST 64
 #define EMFILE_PAUSE_MS 100
 
-void gw_worker_publish_stats(gw_worker_t *w)
+static void publish_stats(gw_context_t *w)
 {
   gw_worker_stats_t *st = gw_stats_self;
   uint32_t idle = 0, reading = 0, writing = 0;
@@ -42,8 +40,7 @@ void gw_worker_publish_stats(gw_worker_t *w)
   st->connections_idle = idle;
   st->connections_reading = reading;
   st->connections_writing = writing;
-  /* Every used root slot holds a parked fiber or a running sub-request task. */
-  st->fibers_parked = (uint32_t)(RARRAY_LEN(w->roots) - w->nfree);
+  st->fibers_parked = gw_mruby_parked_fibers();
   gw_upstream_stats_t us;
   gw_upstream_pool_stats(w->pool, &us);
   st->upstream_opened = us.opened;
@@ -60,29 +57,17 @@ void gw_worker_publish_stats(gw_worker_t *w)
   }
 }
 
-static void on_full_gc(evutil_socket_t fd, short what, void *arg)
-{
-  gw_worker_t *w = arg;
-  (void)fd;
-  (void)what;
-  mrb_full_gc(w->mrb); /* from the loop: no Ruby code is running */
-}
-
 static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
-  gw_worker_publish_stats(arg);
+  publish_stats(arg);
 }
 
-static void worker_exit_if_done(gw_worker_t *w)
+/* A connection closed: a stopping worker exits once the last one has. */
+static void on_conn_closed(gw_context_t *ctx)
 {
-  if (w->stopping && w->nconns == 0) event_base_loopbreak(w->base);
-}
-
-void gw_worker_conn_closed(gw_worker_t *w)
-{
-  worker_exit_if_done(w);
+  if (ctx->stopping && ctx->nconns == 0) event_base_loopbreak(ctx->base);
 }
 
 static void on_accept(evutil_socket_t fd, short what, void *arg)
@@ -111,7 +96,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
       setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     gw_stats_self->connections_accepted++;
-    if (gw_conn_new(w, cfd, (struct sockaddr *)&ss) == NULL) {
+    if (gw_conn_new(&w->ctx, cfd, (struct sockaddr *)&ss) == NULL) {
       gw_log_error("out of memory for a new connection");
       close(cfd);
     }
@@ -123,15 +108,15 @@ static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
   gw_worker_t *w = arg;
   (void)fd;
   (void)what;
-  if (!w->stopping) event_add(w->listen_ev, NULL);
+  if (!w->ctx.stopping) event_add(w->listen_ev, NULL);
 }
 
 static void stop_accepting(gw_worker_t *w)
 {
   event_del(w->listen_ev);
   event_del(w->accept_pause_ev);
-  close(w->server->fd);
-  w->server->fd = -1;
+  close(w->ctx.server->fd);
+  w->ctx.server->fd = -1;
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
@@ -140,31 +125,22 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   (void)what;
   if (sig == SIGUSR1) { /* logrotate: the master forwards its SIGUSR1 */
     gw_log_reopen();
+    gw_access_log_reopen();
     return;
   }
   int graceful = sig == SIGQUIT;
-  if (w->stopping && graceful) return;
-  w->stopping = 1;
-  gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, w->nconns);
-  if (w->server->fd >= 0) stop_accepting(w);
+  gw_context_t *ctx = &w->ctx;
+  if (ctx->stopping && graceful) return;
+  ctx->stopping = 1;
+  gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
+  if (ctx->server->fd >= 0) stop_accepting(w);
   gw_conn_t *next;
-  for (gw_conn_t *c = w->conns; c; c = next) {
+  for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
     gw_conn_shutdown(c, graceful);
   }
-  if (!graceful) event_base_loopexit(w->base, NULL); /* after the closes above run */
-  worker_exit_if_done(w);
-}
-
-/* 1 if some location of the server runs Ruby (a handler, a body or a header
- * filter), which may wait on Async.sleep and wants exact timers. */
-static int runs_ruby(const gw_server_t *server)
-{
-  for (size_t i = 0; i < server->nlocations; i++) {
-    const gw_location_t *l = &server->locations[i];
-    if (!mrb_nil_p(l->handler) || mrb_test(l->body_filter) || mrb_test(l->header_filter)) return 1;
-  }
-  return 0;
+  if (!graceful) event_base_loopexit(ctx->base, NULL); /* after the closes above run */
+  on_conn_closed(ctx);
 }
 
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
@@ -195,26 +171,27 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
       gw_log_warn("cpu_affinity %d: %s", server->cpu, strerror(errno));
   }
 
-  w->config = cfg;
-  w->server = server;
-  w->index = index;
-  w->mrb = cfg->mrb;
-  w->roots = mrb_nil_value();
+  gw_context_t *ctx = &w->ctx;
+  ctx->config = cfg;
+  ctx->server = server;
+  ctx->index = index;
+  ctx->mrb = cfg->mrb;
+  ctx->on_conn_closed = on_conn_closed;
+  ctx->publish_stats = publish_stats;
 
   /* The precise timer: libevent's default cached coarse clock ticks every
    * 4 ms here and fires a 10 ms timer as early as 6 ms. It costs a
    * timerfd_settime() per loop round, so a server whose locations run no
    * Ruby (proxy_pass and status only: timeouts in seconds) goes without. */
   struct event_config *ec = event_config_new();
-  if (runs_ruby(server)) event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
-  w->base = event_base_new_with_config(ec);
+  if (server->precise_timers) event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+  ctx->base = event_base_new_with_config(ec);
   event_config_free(ec);
-  if (w->base == NULL) {
+  if (ctx->base == NULL) {
     gw_log_crit("cannot create the event loop");
     _exit(2);
   }
-  gw_worker = w;
-  if (gw_handler_worker_init(w) < 0) {
+  if (gw_mruby_worker_init(ctx) < 0) {
     gw_log_crit("cannot set up the handler runtime");
     _exit(2);
   }
@@ -223,19 +200,19 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   int keepalive = cfg->ngroups ? 0 : GW_DEFAULT_KEEPALIVE;
   for (size_t i = 0; i < cfg->ngroups; i++)
     if (cfg->groups[i].keepalive > keepalive) keepalive = cfg->groups[i].keepalive;
-  w->pool = gw_upstream_pool_new(w->base, keepalive, 60000);
+  ctx->pool = gw_upstream_pool_new(ctx->base, keepalive, 60000);
   gw_resolver_config_t rc = {
     .servers = cfg->resolver_servers,
     .timeout_ms = cfg->resolver_timeout_ms,
     .tries = cfg->resolver_tries,
   };
   char err[256];
-  w->resolver = gw_resolver_new(w->base, &rc, err, sizeof(err));
-  if (w->resolver == NULL) gw_log_error("DNS resolver: %s; host names will not resolve", err);
+  ctx->resolver = gw_resolver_new(ctx->base, &rc, err, sizeof(err));
+  if (ctx->resolver == NULL) gw_log_error("DNS resolver: %s; host names will not resolve", err);
 
   int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGUSR1};
   for (int i = 0; i < 4; i++) {
-    w->signal_evs[i] = evsignal_new(w->base, sigs[i], on_signal, w);
+    w->signal_evs[i] = evsignal_new(ctx->base, sigs[i], on_signal, w);
     event_add(w->signal_evs[i], NULL);
   }
   signal(SIGHUP, SIG_IGN);
@@ -245,38 +222,34 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   gw_stats_attach(server->port, index, cfg->generation);
-  w->gc_ev = event_new(w->base, -1, 0, on_full_gc, w);
-  w->stats_ev = event_new(w->base, -1, EV_PERSIST, on_stats_timer, w);
+  w->stats_ev = event_new(ctx->base, -1, EV_PERSIST, on_stats_timer, ctx);
   struct timeval one_second = {1, 0};
   event_add(w->stats_ev, &one_second);
 
-  w->listen_ev = event_new(w->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
-  w->accept_pause_ev = evtimer_new(w->base, on_accept_resume, w);
+  w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
+  w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
   gw_log_info("serving %s:%d", server->host, server->port);
 
-  event_base_dispatch(w->base);
+  event_base_dispatch(ctx->base);
 
   /* Teardown, so that leak checkers see a clean exit. */
   gw_conn_t *next;
-  for (gw_conn_t *c = w->conns; c; c = next) {
+  for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
     gw_conn_shutdown(c, 0);
   }
-  event_base_loop(w->base, EVLOOP_NONBLOCK); /* run the deferred frees */
-  gw_upstream_pool_free(w->pool);
-  if (w->resolver) gw_resolver_free(w->resolver);
+  event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
+  gw_upstream_pool_free(ctx->pool);
+  if (ctx->resolver) gw_resolver_free(ctx->resolver);
   for (int i = 0; i < 4; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);
   event_free(w->stats_ev);
-  event_free(w->gc_ev);
   gw_stats_detach();
   if (server->fd >= 0) close(server->fd);
-  mrb_gc_unregister(w->mrb, w->roots);
-  free(w->free_slots);
-  gw_worker = NULL;
+  gw_mruby_worker_dispose();
   gw_config_free(cfg, NULL);
-  event_base_free(w->base);
+  event_base_free(ctx->base);
   exit(0);
 }

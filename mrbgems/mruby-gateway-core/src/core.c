@@ -8,6 +8,7 @@
 #include <mruby/string.h>
 
 #include "gw_mruby.h"
+#include "proxy.h"
 #include "log.h"
 
 static mrb_value gw_mrb_log(mrb_state *mrb, mrb_value self)

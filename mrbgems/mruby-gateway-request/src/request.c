@@ -12,6 +12,7 @@
 #include <mruby/variable.h>
 
 #include "gw_mruby.h"
+#include "proxy.h"
 #include "log.h"
 
 #define REQ(self) gw_mrb_request_ptr(mrb, self)
@@ -141,10 +142,7 @@ static mrb_value req_proxy_pass(mrb_state *mrb, mrb_value self)
   gw_proxy_url_t u;
   if (gw_proxy_parse_url(url, &u) < 0)
     mrb_raisef(mrb, E_ARGUMENT_ERROR, "proxy_pass: need an http:// URL (\"http://127.0.0.1:8080/path\" or \"http://GROUP/\"), got %s", url);
-  free(r->proxy_url);
-  free(r->proxy_key);
-  r->proxy_url = strdup(url);
-  r->proxy_key = key ? strdup(key) : NULL;
+  gw_mrb_set_proxy_pass(mrb, r, url, key);
   return mrb_nil_value();
 }
 
@@ -162,7 +160,7 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   (void)self;
   mrb_get_args(mrb, "oo", &rbreq, &exc);
   gw_request_t *r = gw_mrb_request_ptr(mrb, rbreq);
-  r->failed = 1;
+  gw_mrb_fail(r);
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
   mrb_value text = mrb_str_new_cstr(mrb, "");

@@ -1,0 +1,648 @@
+/* mruby_handler.c - the mruby handler: runs a location's Ruby block, and
+ * header and body filters, in fibers, and implements the bridge the gems
+ * use (gw_mruby.h).
+ *
+ * Every handler runs in its own mruby Fiber whose body is Gateway::RUNNER
+ * (mrbgems/mruby-gateway-request): it calls the location's block with the
+ * request, turns a Rack-style result into a response and rescues every
+ * exception. A fiber is started and resumed only from the event loop (never
+ * from inside another fiber), always from the root context, and through a
+ * Ruby proc (Gateway::RESUME), not mrb_fiber_resume(): see there why. A
+ * fiber that parks with nothing pending (a bare Fiber.yield) fails its
+ * request instead of hanging it. While a fiber is parked its only GC root is
+ * one slot of the worker's `roots` array, taken at start and given back at
+ * finish or abort.
+ *
+ * What a request holds of Ruby (its fiber's root slot, its Gateway::Request
+ * object, a req.proxy_pass URL) lives in a script_t, the request's
+ * handler_state, which the request releases when it finishes or aborts.
+ *
+ * Fibers are reused, as threads in a pool: the runner loops, reporting each
+ * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
+ * (its context and stacks) costs more than the rest of a small handler, and
+ * the idle ones are few. A fiber that was aborted while parked, died, or
+ * grew a large stack is dropped instead. */
+#include <ctype.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/data.h>
+#include <mruby/error.h>
+#include <mruby/hash.h>
+#include <mruby/proc.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "gw_mruby.h"
+#include "log.h"
+#include "mruby_handler.h"
+#include "proxy.h"
+
+/* What a fiber runs. */
+typedef enum { RUN_HANDLER, RUN_HEADER_FILTER, RUN_BODY_FILTER } run_kind_t;
+
+/* Fiber bodies: Gateway::RUNNER (handlers, and header filters: filter.call(req))
+ * and Gateway::FILTER_RUNNER (body filters). */
+typedef enum { FIBER_RUNNER, FIBER_FILTER_RUNNER } fiber_kind_t;
+
+/* Idle fibers kept per kind for reuse, and the largest stacks (VM values,
+ * call frames) a fiber may have grown and still be kept. */
+#define IDLE_FIBERS 128
+#define IDLE_FIBER_STACK 1024
+#define IDLE_FIBER_FRAMES 64
+
+/* Aborted requests whose parked fibers trigger one full GC (count_dropped). */
+#define DROPPED_FIBERS_GC 256
+
+/* The runtime of this worker (one worker, one VM per process); its ctx is
+ * NULL in the master and at config time. */
+static struct {
+  gw_context_t *ctx;
+  mrb_state *mrb;
+  gw_request_t *current;    /* request whose fiber is running right now, or NULL */
+  mrb_value roots;          /* Array: GC roots of parked fibers, one slot per request */
+  int *free_slots;          /* free indexes of `roots` (stack) */
+  int nfree, free_cap;
+  struct RProc *runners[2]; /* by fiber_kind_t */
+  mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
+  struct RProc *resumers[3]; /* Gateway::RESUME[1], [2]: resume a fiber with 1 or 2 values */
+  int job_done;             /* the fiber just resumed reported its job done */
+  int will_wait;            /* ... or called an async primitive, which parks it */
+  struct RClass *request_class;
+  struct RClass *fiber_class;
+  mrb_sym sym_new;
+  struct event *gc_ev;      /* a full GC, after many aborted fibers */
+  int dropped_fibers;
+} rt;
+
+/* A request's ties to Ruby (its handler_state). */
+typedef struct {
+  gw_req_state_t super;
+  gw_request_t *req;
+  mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
+                               cleared when the request ends */
+  int root_slot;            /* slot in `roots` holding the running fiber; -1: none */
+  int failed;               /* the code raised; the response is 500 */
+  run_kind_t kind;          /* what the fiber runs */
+  gw_filter_done_cb done;   /* a filter's continuation, and its argument */
+  void *done_arg;
+  char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
+  char *proxy_key;          /* owned: its hash_key:, or NULL */
+} script_t;
+
+/* The C request owns itself; the Ruby object only points at it. */
+static const struct mrb_data_type request_type = {"Gateway::Request", NULL};
+
+static void on_full_gc(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  (void)arg;
+  mrb_full_gc(rt.mrb); /* from the loop: no Ruby code is running */
+}
+
+int gw_mruby_worker_init(gw_context_t *ctx)
+{
+  mrb_state *mrb = ctx->mrb;
+  rt.ctx = ctx;
+  rt.mrb = mrb;
+  rt.roots = mrb_ary_new(mrb);
+  mrb_gc_register(mrb, rt.roots);
+  rt.gc_ev = event_new(ctx->base, -1, 0, on_full_gc, NULL);
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  static const char *const names[2] = {"RUNNER", "FILTER_RUNNER"};
+  for (int kind = 0; kind < 2; kind++) {
+    mrb_value runner = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_cstr(mrb, names[kind]));
+    if (mrb->exc || !mrb_proc_p(runner)) return -1;
+    rt.runners[kind] = mrb_proc_ptr(runner);
+    mrb_gc_register(mrb, runner); /* even if the constant is reassigned */
+    rt.idle_fibers[kind] = mrb_ary_new(mrb);
+    mrb_gc_register(mrb, rt.idle_fibers[kind]);
+  }
+  mrb_value resume = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RESUME"));
+  if (mrb->exc || !mrb_array_p(resume) || RARRAY_LEN(resume) != 3) return -1;
+  for (int n = 1; n <= 2; n++) {
+    mrb_value p = mrb_ary_ref(mrb, resume, n);
+    if (!mrb_proc_p(p)) return -1;
+    rt.resumers[n] = mrb_proc_ptr(p);
+    mrb_gc_register(mrb, p); /* even if the constant is reassigned */
+  }
+  rt.request_class = mrb_class_get_under(mrb, gw, "Request");
+  rt.fiber_class = mrb_class_get(mrb, "Fiber");
+  rt.sym_new = mrb_intern_lit(mrb, "new");
+  return mrb->exc || rt.gc_ev == NULL ? -1 : 0;
+}
+
+void gw_mruby_worker_dispose(void)
+{
+  if (rt.ctx == NULL) return;
+  mrb_gc_unregister(rt.mrb, rt.roots);
+  free(rt.free_slots);
+  if (rt.gc_ev) event_free(rt.gc_ev);
+  memset(&rt, 0, sizeof(rt));
+}
+
+unsigned gw_mruby_parked_fibers(void)
+{
+  /* Every used root slot holds a parked fiber or a running sub-request task. */
+  return rt.ctx ? (unsigned)(RARRAY_LEN(rt.roots) - rt.nfree) : 0;
+}
+
+static int take_slot(void)
+{
+  if (rt.nfree > 0) return rt.free_slots[--rt.nfree];
+  int slot = (int)RARRAY_LEN(rt.roots);
+  mrb_ary_push(rt.mrb, rt.roots, mrb_nil_value());
+  return slot;
+}
+
+static void give_slot(int slot)
+{
+  mrb_ary_set(rt.mrb, rt.roots, slot, mrb_nil_value());
+  if (rt.nfree == rt.free_cap) {
+    int cap = rt.free_cap ? rt.free_cap * 2 : 64;
+    int *p = realloc(rt.free_slots, (size_t)cap * sizeof(int));
+    if (p == NULL) return; /* the slot leaks; the array stays correct */
+    rt.free_slots = p;
+    rt.free_cap = cap;
+  }
+  rt.free_slots[rt.nfree++] = slot;
+}
+
+static mrb_value fiber_of(const script_t *s)
+{
+  return mrb_ary_ref(rt.mrb, rt.roots, s->root_slot);
+}
+
+/* A fiber left parked for good (an abort, or not kept for reuse). mruby's GC
+ * counts objects, not the stacks their contexts malloc'd, so thousands of
+ * them can pile up before it runs: collect them now and then. */
+static void count_dropped(void)
+{
+  if (++rt.dropped_fibers >= DROPPED_FIBERS_GC) {
+    rt.dropped_fibers = 0;
+    event_active(rt.gc_ev, EV_TIMEOUT, 0);
+  }
+}
+
+/* Unroots the request's fiber (if it has one). */
+static void drop_fiber(script_t *s)
+{
+  if (s->root_slot >= 0) {
+    if (mrb_test(mrb_fiber_alive_p(rt.mrb, fiber_of(s)))) count_dropped();
+    give_slot(s->root_slot);
+    s->root_slot = -1;
+  }
+}
+
+static fiber_kind_t fiber_kind(run_kind_t kind)
+{
+  return kind == RUN_BODY_FILTER ? FIBER_FILTER_RUNNER : FIBER_RUNNER;
+}
+
+/* The job is over and the fiber waits for the next: back to the idle pool,
+ * unless the pool is full or the fiber's stacks grew (deep recursion), which
+ * would keep that memory for good. */
+static void recycle_fiber(script_t *s)
+{
+  mrb_value fiber = fiber_of(s);
+  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber))->cxt;
+  mrb_value pool = rt.idle_fibers[fiber_kind(s->kind)];
+  if (RARRAY_LEN(pool) < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
+      cx->ciend - cx->cibase <= IDLE_FIBER_FRAMES) {
+    mrb_ary_push(rt.mrb, pool, fiber);
+  } else {
+    count_dropped();
+  }
+  give_slot(s->root_slot);
+  s->root_slot = -1;
+}
+
+/* The request ended: drop its ties to Ruby. */
+static void script_release(gw_req_state_t *state)
+{
+  script_t *s = (script_t *)state;
+  if (!mrb_nil_p(s->rb_req)) DATA_PTR(s->rb_req) = NULL;
+  drop_fiber(s);
+  free(s->proxy_url);
+  free(s->proxy_key);
+  free(s);
+}
+
+/* req's script_t, made on first use. NULL when out of memory. */
+static script_t *script_of(gw_request_t *req)
+{
+  if (req->handler_state) return (script_t *)req->handler_state; /* only this handler sets one */
+  script_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->super.release = script_release;
+  s->req = req;
+  s->rb_req = mrb_nil_value();
+  s->root_slot = -1;
+  req->handler_state = &s->super;
+  return s;
+}
+
+/* -- running the fiber ------------------------------------------------------- */
+
+typedef struct {
+  struct RProc *resumer; /* Gateway::RESUME[argc - 1] */
+  mrb_int argc;          /* fiber, then 1 or 2 values */
+  mrb_value argv[3];
+} resume_args_t;
+
+/* fiber.resume(values...) from Ruby (Gateway::RESUME says why not from C). */
+static mrb_value do_resume(mrb_state *mrb, void *ud)
+{
+  resume_args_t *a = ud;
+  return mrb_yield_argv(mrb, mrb_obj_value(a->resumer), a->argc, a->argv);
+}
+
+/* A handler failed outside the runner's own rescue (which logs for itself). */
+static void fail_unexpectedly(script_t *s, mrb_value exc)
+{
+  gw_request_t *req = s->req;
+  mrb_value msg = mrb_inspect(rt.mrb, exc);
+  gw_log_error("handler for %s %.*s failed: %s", req->method, (int)req->path_len, req->target,
+               mrb_string_p(msg) ? mrb_string_cstr(rt.mrb, msg) : "?");
+  s->failed = 1;
+}
+
+static mrb_value call_rack(mrb_state *mrb, void *ud)
+{
+  mrb_value *args = ud;
+  return mrb_funcall_argv(mrb, args[0], mrb_intern_lit(mrb, "_rack"), 1, &args[1]);
+}
+
+/* [status, headers, body]: Gateway::Request#_rack sets the response. */
+static void rack_response(script_t *s, mrb_value result)
+{
+  mrb_state *mrb = rt.mrb;
+  mrb_value args[2] = {s->rb_req, result};
+  mrb_bool raised = FALSE;
+  mrb_value exc = mrb_protect_error(mrb, call_rack, args, &raised);
+  if (raised) {
+    fail_unexpectedly(s, exc);
+    mrb->exc = NULL;
+    gw_request_simple_response(s->req, 500, NULL);
+  }
+}
+
+/* The fiber returned `result`: build the response unless the handler did,
+ * or hand a filter's result on. */
+static void complete(script_t *s, mrb_value result)
+{
+  gw_request_t *req = s->req;
+  if (s->kind != RUN_HANDLER) { /* a filter: its caller goes on (or fails) */
+    int failed = s->failed;
+    s->failed = 0;
+    s->kind = RUN_HANDLER;
+    s->done(req, failed, s->done_arg);
+    return;
+  }
+  if (s->failed) {
+    gw_request_simple_response(req, 500, NULL);
+  } else if (s->proxy_url) { /* req.proxy_pass(url): the upstream answers */
+    drop_fiber(s);
+    gw_proxy_start(req, s->proxy_url, s->proxy_key);
+    return;
+  } else if (!req->has_output && mrb_string_p(result)) {
+    /* The common case: borrowed, not copied. No Ruby code runs (and so no
+     * GC) before the protocol has written it out. */
+    if (req->status == 0) req->status = 200;
+    req->text_plain = gw_headers_find(&req->resp_headers, "content-type") == NULL;
+    req->inline_body = RSTRING_PTR(result);
+    req->inline_len = (size_t)RSTRING_LEN(result);
+  } else if (!req->has_output && mrb_array_p(result)) {
+    rack_response(s, result);
+  } else if (req->status == 0) {
+    req->status = 200;
+  }
+  if (gw_trace) {
+    char done[48];
+    snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
+    gw_trace_event(req, done);
+  }
+  gw_request_finish(req);
+}
+
+static const char *run_kind_name(run_kind_t kind)
+{
+  return kind == RUN_HEADER_FILTER ? "header filter" : kind == RUN_BODY_FILTER ? "body filter" : "handler";
+}
+
+static void run(script_t *s, mrb_int argc, const mrb_value *argv)
+{
+  gw_request_t *req = s->req;
+  mrb_state *mrb = rt.mrb;
+  mrb_value fiber = fiber_of(s);
+  resume_args_t a = {rt.resumers[argc], argc + 1, {fiber, argv[0], argc > 1 ? argv[1] : mrb_nil_value()}};
+  mrb_bool raised = FALSE;
+  rt.current = req;
+  rt.job_done = 0;
+  rt.will_wait = 0;
+  if (gw_trace) {
+    char ev[160];
+    if (req->waiting_for[0])
+      snprintf(ev, sizeof(ev), "fiber resumed by %s", req->waiting_for);
+    else
+      snprintf(ev, sizeof(ev), "fiber started (%s)", run_kind_name(s->kind));
+    gw_trace_event(req, ev);
+    req->waiting_for[0] = '\0';
+  }
+  mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
+  rt.current = NULL;
+  if (raised || mrb->exc) {
+    fail_unexpectedly(s, raised ? result : mrb_obj_value(mrb->exc));
+    mrb->exc = NULL;
+  } else if (rt.job_done) {
+    recycle_fiber(s);
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && !rt.will_wait) {
+    /* Parked, but on nothing that will resume it: a bare Fiber.yield. */
+    gw_log_error("handler for %s %.*s failed: its fiber yielded without waiting for anything "
+                 "(Fiber.yield in a handler; use Async.sleep or Async::HTTP)",
+                 req->method, (int)req->path_len, req->target);
+    s->failed = 1;
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber))) {
+    if (gw_trace) {
+      char ev[160];
+      snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->waiting_for);
+      gw_trace_event(req, ev);
+    }
+    return; /* parked: a pending operation will resume it */
+  }
+  complete(s, result);
+}
+
+/* Runs code (the location's block, or a filter) for req in a fiber. */
+static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, gw_filter_done_cb done, void *done_arg)
+{
+  mrb_state *mrb = rt.mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  script_t *s = script_of(req);
+  if (s == NULL) { /* out of memory */
+    if (done) {
+      done(req, 1, done_arg);
+    } else {
+      gw_request_simple_response(req, 500, NULL);
+      gw_request_finish(req);
+    }
+    return;
+  }
+  s->kind = kind;
+  s->done = done;
+  s->done_arg = done_arg;
+  mrb_value rbreq = gw_mrb_request_value(mrb, req);
+  mrb_value pool = rt.idle_fibers[fiber_kind(kind)];
+  mrb_value fiber;
+  if (RARRAY_LEN(pool) > 0) {
+    fiber = mrb_ary_pop(mrb, pool);
+    mrb_gc_protect(mrb, fiber); /* until rooted below */
+  } else {
+    fiber = mrb_funcall_with_block(mrb, mrb_obj_value(rt.fiber_class), rt.sym_new, 0, NULL,
+                                   mrb_obj_value(rt.runners[fiber_kind(kind)]));
+  }
+  drop_fiber(s); /* the handler's fiber, before its body filter's */
+  if (mrb->exc) { /* out of memory, in practice */
+    fail_unexpectedly(s, mrb_obj_value(mrb->exc));
+    mrb->exc = NULL;
+    complete(s, mrb_nil_value());
+  } else {
+    s->root_slot = gw_mrb_root(fiber);
+    mrb_value argv[2] = {code, rbreq};
+    run(s, 2, argv);
+  }
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+/* -- the handler and filter objects ------------------------------------------- */
+
+typedef struct {
+  gw_handler_t super;
+  mrb_value proc;           /* kept alive by the config's Ruby objects */
+} mruby_handler_t;
+
+static void handler_on_req(gw_handler_t *self, gw_request_t *req)
+{
+  start_fiber(req, RUN_HANDLER, ((mruby_handler_t *)self)->proc, NULL, NULL);
+}
+
+static void handler_dispose(gw_handler_t *self)
+{
+  free(self);
+}
+
+gw_handler_t *gw_mruby_handler_new(mrb_state *mrb, mrb_value proc)
+{
+  (void)mrb;
+  mruby_handler_t *h = malloc(sizeof(*h));
+  if (h == NULL) return NULL;
+  h->super = (gw_handler_t){.name = "mruby", .on_req = handler_on_req, .dispose = handler_dispose};
+  h->proc = proc;
+  return &h->super;
+}
+
+typedef struct {
+  gw_filter_t super;
+  mrb_value proc;           /* kept alive by the config's Ruby objects */
+  run_kind_t kind;
+} mruby_filter_t;
+
+static void filter_run(gw_filter_t *self, gw_request_t *req, gw_filter_done_cb done, void *arg)
+{
+  mruby_filter_t *f = (mruby_filter_t *)self;
+  start_fiber(req, f->kind, f->proc, done, arg);
+}
+
+static void filter_dispose(gw_filter_t *self)
+{
+  free(self);
+}
+
+gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, int body)
+{
+  (void)mrb;
+  mruby_filter_t *f = malloc(sizeof(*f));
+  if (f == NULL) return NULL;
+  f->super = (gw_filter_t){.run = filter_run, .dispose = filter_dispose};
+  f->proc = proc;
+  f->kind = body ? RUN_BODY_FILTER : RUN_HEADER_FILTER;
+  return &f->super;
+}
+
+/* -- bridge ------------------------------------------------------------------ */
+
+void gw_mrb_job_done(void)
+{
+  rt.job_done = 1;
+}
+
+void gw_mrb_will_wait(void)
+{
+  rt.will_wait = 1;
+}
+
+void gw_fiber_resume(gw_request_t *req, mrb_value v)
+{
+  mrb_state *mrb = rt.mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  run((script_t *)req->handler_state, 1, &v);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+int gw_mrb_root(mrb_value v)
+{
+  int slot = take_slot();
+  mrb_ary_set(rt.mrb, rt.roots, slot, v);
+  return slot;
+}
+
+void gw_mrb_unroot(int slot)
+{
+  give_slot(slot);
+}
+
+gw_request_t *gw_mrb_current_request_or_null(void)
+{
+  return rt.current;
+}
+
+int gw_mrb_is_request_fiber(mrb_value v)
+{
+  if (rt.ctx == NULL || mrb_type(v) != MRB_TT_FIBER) return 0;
+  const struct mrb_context *c = ((struct RFiber *)mrb_ptr(v))->cxt;
+  return c != NULL && c->cibase != NULL && (c->cibase->proc == rt.runners[0] || c->cibase->proc == rt.runners[1]);
+}
+
+int gw_mrb_in_request_fiber(mrb_state *mrb)
+{
+  gw_request_t *req = rt.current;
+  const script_t *s = req ? (const script_t *)req->handler_state : NULL;
+  if (s == NULL || s->root_slot < 0) return 0;
+  return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
+}
+
+gw_request_t *gw_mrb_current_request(mrb_state *mrb)
+{
+  gw_request_t *req = rt.current;
+  if (req == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "no current request: this can only be called inside a handler");
+  return req;
+}
+
+mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req)
+{
+  script_t *s = script_of(req);
+  if (s == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  if (mrb_nil_p(s->rb_req)) {
+    struct RData *d = mrb_data_object_alloc(mrb, rt.request_class, req, &request_type);
+    s->rb_req = mrb_obj_value(d);
+  }
+  return s->rb_req;
+}
+
+gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj)
+{
+  gw_request_t *req = mrb_data_check_get_ptr(mrb, obj, &request_type);
+  if (req == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "this request has already finished");
+  return req;
+}
+
+void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, const char *key)
+{
+  script_t *s = script_of(req);
+  char *u = strdup(url), *k = key ? strdup(key) : NULL;
+  if (s == NULL || u == NULL || (key && k == NULL)) {
+    free(u);
+    free(k);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  free(s->proxy_url);
+  free(s->proxy_key);
+  s->proxy_url = u;
+  s->proxy_key = k;
+}
+
+void gw_mrb_fail(gw_request_t *req)
+{
+  script_t *s = script_of(req);
+  if (s) s->failed = 1;
+}
+
+struct event_base *gw_mrb_event_base(void)
+{
+  return rt.ctx ? rt.ctx->base : NULL;
+}
+
+void gw_mrb_publish_stats(void)
+{
+  if (rt.ctx) rt.ctx->publish_stats(rt.ctx);
+}
+
+int gw_mrb_worker_index(void)
+{
+  return rt.ctx ? rt.ctx->index : -1;
+}
+
+mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
+{
+  static struct RClass *headers_class; /* one VM per process */
+  if (headers_class == NULL) headers_class = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Headers");
+  mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)hs->count);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *f = &hs->items[i];
+    mrb_value k = mrb_str_new(mrb, f->name, (mrb_int)f->name_len);
+    char *p = RSTRING_PTR(k);
+    for (size_t j = 0; j < f->name_len; j++) p[j] = (char)tolower((unsigned char)p[j]);
+    mrb_value v = mrb_str_new(mrb, f->value, (mrb_int)f->value_len);
+    mrb_value old = mrb_hash_fetch(mrb, h, k, mrb_nil_value());
+    if (mrb_string_p(old)) { /* a repeated field */
+      mrb_str_cat_lit(mrb, old, ", ");
+      mrb_str_cat_str(mrb, old, v);
+      continue;
+    }
+    mrb_hash_set(mrb, h, k, v);
+  }
+  struct RObject *o = (struct RObject *)mrb_obj_alloc(mrb, MRB_TT_OBJECT, headers_class);
+  mrb_value obj = mrb_obj_value(o);
+  mrb_iv_set(mrb, obj, mrb_intern_lit(mrb, "@h"), h); /* Gateway::Headers#initialize, without the call */
+  return obj;
+}
+
+void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str)
+{
+  str = mrb_obj_as_string(mrb, str);
+  evbuffer_add(req->resp_body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+  req->has_output = 1;
+}
+
+void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status)
+{
+  if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
+  req->status = (int)status;
+}
+
+void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value)
+{
+  name = mrb_obj_as_string(mrb, name);
+  value = mrb_obj_as_string(mrb, value);
+  if (gw_request_set_header(req, RSTRING_PTR(name), (size_t)RSTRING_LEN(name), RSTRING_PTR(value),
+                            (size_t)RSTRING_LEN(value)) != 0) {
+    gw_log_error("refused response header %s: the name must be a token and the value may not contain CR, LF or NUL",
+                 mrb_string_cstr(mrb, mrb_inspect(mrb, name)));
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid response header %v: the name must be a token and the value may not "
+               "contain CR, LF or NUL", name);
+  }
+}
+
+mrb_value gw_mrb_error(mrb_state *mrb, const char *class_name, const char *msg)
+{
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  const char *short_name = strncmp(class_name, "Gateway::", 9) == 0 ? class_name + 9 : class_name;
+  struct RClass *cls = mrb_class_get_under(mrb, gw, short_name);
+  return mrb_exc_new_str(mrb, cls, mrb_str_new_cstr(mrb, msg));
+}
