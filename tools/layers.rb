@@ -53,16 +53,11 @@ module Layers
     "#{File.basename(gem_dir).sub(/\Amruby-(gateway-)?/, '')}/#{File.basename(file).sub(/\.[cho]\z/, '')}"
   end
 
-  # name => {dir:, gem:} for every .c/.h of the tree (gateway/ and gem src/).
+  # path => module for every .c and .h of gateway/ and of the gems' src/.
   def sources(root)
-    files = {}
-    Dir[File.join(root, 'gateway', '*.{c,h}')].each do |f|
-      files[f] = File.basename(f).sub(/\.[ch]\z/, '')
-    end
-    Dir[File.join(root, 'mrbgems', '*', 'src', '*.{c,h}')].each do |f|
-      files[f] = gem_module(File.dirname(f, 2), f)
-    end
-    files
+    core = Dir[File.join(root, 'gateway', '*.{c,h}')].to_h { |f| [f, File.basename(f).sub(/\.[ch]\z/, '')] }
+    gems = Dir[File.join(root, 'mrbgems', '*', 'src', '*.{c,h}')].to_h { |f| [f, gem_module(File.dirname(f, 2), f)] }
+    core.merge(gems)
   end
 
   def include_graph(root)
@@ -98,7 +93,9 @@ module Layers
     abort "layers: no objects under #{root}/build: run `rake` first" if objs.empty?
     defined = {}
     undefined = Hash.new { |h, k| h[k] = [] }
-    IO.popen(['nm', '-A', '-P', '-g', *objs.keys.sort], &:read).each_line do |line|
+    out = IO.popen(['nm', '-A', '-P', '-g', *objs.keys.sort], &:read)
+    abort 'layers: nm failed' unless $?.success?
+    out.each_line do |line|
       file, sym, type = line.split(/:?\s+/)
       mod = objs[file]
       if type == 'U' then undefined[mod] << sym
@@ -153,7 +150,7 @@ module Layers
           path.unshift(prev[path.first]) while path.first != start
           return path + [start]
         end
-        next if prev.key?(w) || w == start
+        next if prev.key?(w)
 
         prev[w] = v
         queue << w
@@ -201,52 +198,58 @@ module Layers
     end
   end
 
-  def run(argv)
-    opts = { root: File.expand_path('..', __dir__), warn_only: false }
-    OptionParser.new do |o|
-      o.banner = 'usage: ruby tools/layers.rb [--warn-only] [--dot FILE] [--root DIR]'
-      o.on('--warn-only', 'report, but always exit 0') { opts[:warn_only] = true }
-      o.on('--dot FILE', 'write the module graph for Graphviz') { |f| opts[:dot] = f }
-      o.on('--root DIR', 'the tree to check (default: this checkout)') { |d| opts[:root] = d }
-    end.parse!(argv)
-    root = opts[:root]
-    graphs = [include_graph(root), call_graph(root)]
-    problems = 0
-    graphs.each do |g|
+  # Prints each graph's cycles and gateway/ -> gem edges; returns their count.
+  def report_cycles(graphs)
+    graphs.sum do |g|
       sccs = cycles(g)
       puts "#{g.kind} graph: #{g.nodes.size} modules, #{g.edges.values.sum(&:size)} edges, #{sccs.size} cycle(s)"
       sccs.each do |scc|
         puts "  cycle {#{scc.join(', ')}}"
         describe(g, scc).each { |text| puts "    #{text}" }
       end
-      problems += sccs.size
+      into_gems = []
+      g.each_edge { |a, b, ex| into_gems << "#{a} -> #{b} (#{ex})" if !a.include?('/') && b.include?('/') }
+      into_gems.each { |e| puts "  gateway/ uses a gem: #{e}" }
+      sccs.size + into_gems.size
+    end
+  end
+
+  # Prints every edge up the declared layers; returns their count.
+  def report_layers(graphs, layers)
+    level = {}
+    layers.each_with_index { |(name, mods), i| mods.each { |m| level[m] = [i, name] } }
+    puts "layers (#{layers.map(&:first).join(' < ')}):"
+    up = 0
+    graphs.each do |g|
       g.each_edge do |a, b, ex|
-        next if a.include?('/') || !b.include?('/')
+        next unless level[a] && level[b] && level[a][0] < level[b][0]
 
-        puts "  gateway/ uses a gem: #{a} -> #{b} (#{ex})"
-        problems += 1
+        puts "  upward #{g.kind}: #{a} [#{level[a][1]}] -> #{b} [#{level[b][1]}] (#{ex})"
+        up += 1
       end
     end
-    layers_file = File.join(root, 'tools', 'layers.txt')
-    if (layers = read_layers(layers_file))
-      level = {}
-      layers.each_with_index { |(name, mods), i| mods.each { |m| level[m] = [i, name] } }
-      puts "layers (#{layers.map(&:first).join(' < ')}):"
-      graphs.each do |g|
-        g.each_edge do |a, b, ex|
-          next unless level[a] && level[b] && level[a][0] < level[b][0]
+    unplaced = graphs.flat_map(&:nodes).uniq.reject { |m| m.include?('/') || level[m] }
+    puts "  warning: unplaced in layers.txt: #{unplaced.join(' ')}" unless unplaced.empty?
+    up
+  end
 
-          puts "  upward #{g.kind}: #{a} [#{level[a][1]}] -> #{b} [#{level[b][1]}] (#{ex})"
-          problems += 1
-        end
-      end
-      core = graphs.flat_map(&:nodes).uniq.reject { |m| m.include?('/') }
-      unplaced = core - level.keys
-      puts "  warning: unplaced in #{File.basename(layers_file)}: #{unplaced.join(' ')}" unless unplaced.empty?
-    end
+  def run(argv)
+    opts = { root: File.expand_path('..', __dir__) }
+    OptionParser.new do |o|
+      o.banner = 'usage: ruby tools/layers.rb [--warn-only] [--dot FILE] [--root DIR]'
+      o.on('--warn-only', 'report, but always exit 0') { opts[:warn_only] = true }
+      o.on('--dot FILE', 'write the module graph for Graphviz') { |f| opts[:dot] = f }
+      o.on('--root DIR', 'the tree to check (default: this checkout)') { |d| opts[:root] = d }
+    end.parse!(argv)
+    graphs = [include_graph(opts[:root]), call_graph(opts[:root])]
+    problems = report_cycles(graphs)
+    layers = read_layers(File.join(opts[:root], 'tools', 'layers.txt'))
+    problems += report_layers(graphs, layers) if layers
     write_dot(opts[:dot], graphs) if opts[:dot]
     puts problems.zero? ? 'layers: OK' : "layers: #{problems} problem(s)"
     problems.zero? || opts[:warn_only] ? 0 : 1
+  rescue OptionParser::ParseError => e
+    abort "layers: #{e.message}"
   end
 end
 
