@@ -1,5 +1,6 @@
-/* config.h - the configuration as the C core sees it, read out of the mruby
- * objects that the config script built (Gateway::Config.current). */
+/* config.h - the configuration as the C core sees it: servers, limits,
+ * locations and upstream groups (types only; config_load.c reads them out of
+ * the mruby objects the config script built). */
 #ifndef GW_CONFIG_H
 #define GW_CONFIG_H
 
@@ -102,20 +103,5 @@ typedef struct {
   int resolver_tries;
   int generation;          /* 0 at start, +1 per reload (set by the master) */
 } gw_config_t;
-
-/* The group called name (len bytes), or NULL. */
-gw_upstream_group_t *gw_config_group(gw_config_t *cfg, const char *name, size_t len);
-
-/* Evaluates the config file in a new VM. On error returns NULL and writes
- * "FILE:LINE: message" into err. The caller owns the result (gw_config_free). */
-gw_config_t *gw_config_load(const char *path, char *err, size_t errlen);
-
-/* Opens (or takes over from `old`, when the same host:port is listed there)
- * every server's listening socket. Returns 0, or -1 with err set. */
-int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen);
-
-/* Closes listening sockets that are not shared with `keep` (may be NULL),
- * closes the VM and frees everything. */
-void gw_config_free(gw_config_t *cfg, const gw_config_t *keep);
 
 #endif

@@ -10,7 +10,7 @@
 #ifndef GW_HANDLER_H
 #define GW_HANDLER_H
 
-#include "request.h"
+typedef struct gw_request_s gw_request_t;
 
 typedef struct gw_handler_s gw_handler_t;
 typedef struct gw_filter_s gw_filter_t;

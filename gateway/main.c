@@ -10,7 +10,7 @@
 #include <llhttp.h>
 #include <mruby/version.h>
 
-#include "config.h"
+#include "config_load.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "master.h"

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 #include "access_log.h"
-#include "config.h"
+#include "config_load.h"
 #include "log.h"
 #include "master.h"
 #include "stats.h"

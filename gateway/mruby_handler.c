@@ -39,6 +39,7 @@
 #include <mruby/variable.h>
 
 #include "gw_mruby.h"
+#include "handler.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "proxy.h"

@@ -3,6 +3,7 @@
 #define GW_PROXY_H
 
 #include "handler.h"
+#include "request.h"
 
 /* Splits "http://host[:port][/path]" or "unix:/path.sock" (the request-target
  * then passes unchanged). Returns 0, or -1 for anything else. */

@@ -1,11 +1,14 @@
 /* request.c - a request's life: routing, dispatch to the location's handler,
  * the pending-operation registry that makes aborts safe, and the finish,
- * stream and abort paths, which go to the protocol through req->proto. */
+ * stream and abort paths, which go to the protocol through req->proto; and
+ * trace mode, which logs that life (trace.h). */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "handler.h"
+#include "log.h"
 #include "request.h"
 #include "router.h"
 #include "trace.h"
@@ -175,4 +178,37 @@ int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, cons
 {
   if (!gw_header_field_is_safe(name, nlen, value, vlen)) return -1;
   return gw_headers_add(&req->resp_headers, name, nlen, value, vlen);
+}
+
+/* -- trace mode -------------------------------------------------------------- */
+
+int gw_trace;
+
+void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
+{
+  if (!gw_trace) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(req->waiting_for, sizeof(req->waiting_for), fmt, ap);
+  va_end(ap);
+}
+
+void gw_trace_event(gw_request_t *req, const char *event)
+{
+  gw_log_notice("trace #%lu %s %.*s%s +%.3f ms: %s", req->id, req->method, (int)req->path_len, req->target,
+                req->parent ? " (sub-request)" : "", gw_now_ms() - req->t_start_ms, event);
+}
+
+void gw_trace_start(gw_request_t *req)
+{
+  static unsigned long next_id;
+  req->id = ++next_id;
+  req->t_start_ms = gw_now_ms();
+  req->waiting_for[0] = '\0';
+  char ev[64];
+  if (req->location)
+    snprintf(ev, sizeof(ev), "routed to a %s location", req->location->handler->name);
+  else
+    snprintf(ev, sizeof(ev), "no location matches");
+  gw_trace_event(req, ev);
 }

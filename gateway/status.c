@@ -9,6 +9,7 @@
 
 #include "log.h"
 #include "stats.h"
+#include "request.h"
 #include "status.h"
 
 /* A JSON string: quotes, backslashes and control bytes escaped. */

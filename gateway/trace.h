@@ -1,10 +1,10 @@
 /* trace.h - trace mode (--trace or GATEWAY_TRACE=1): each request's route,
  * and each fiber start, suspend and resume, logged with the event behind it
- * and timestamps. */
+ * and timestamps. Implemented in request.c. */
 #ifndef GW_TRACE_H
 #define GW_TRACE_H
 
-#include "request.h"
+typedef struct gw_request_s gw_request_t;
 
 extern int gw_trace;
 

@@ -16,6 +16,7 @@
 #include <netinet/tcp.h>
 
 #include "access_log.h"
+#include "config_load.h"
 #include "conn.h"
 #include "log.h"
 #include "mruby_handler.h"

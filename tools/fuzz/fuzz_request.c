@@ -6,7 +6,8 @@
  * The real gw_conn_t runs on one end of a socketpair(AF_UNIX, SOCK_STREAM)
  * inside a minimal worker (an event_base and a server with zero locations,
  * so every complete request is answered 404 by the router and no mruby code
- * runs: see stubs.c). The harness writes the input to the other end in
+ * runs, and nothing but the request layer and HTTP/1.1 is linked). The
+ * harness writes the input to the other end in
  * slices, runs the loop, reads what comes back and checks it:
  *
  *   - the output is a sequence of well-formed HTTP/1.1 responses (parsed by
@@ -51,9 +52,15 @@
 #include "conn.h"
 #include "log.h"
 #include "settings.h"
-#include "worker.h"
+#include "context.h"
 
-extern unsigned long gw_fuzz_conns_closed; /* stubs.c */
+/* The worker's hook: a connection closed (the harness counts them). */
+static unsigned long conns_closed;
+static void on_conn_closed(gw_context_t *ctx)
+{
+  (void)ctx;
+  conns_closed++;
+}
 
 #define HDR 5
 #define MAX_BYTE_SLICES 512
@@ -65,7 +72,7 @@ extern unsigned long gw_fuzz_conns_closed; /* stubs.c */
 
 static struct event_base *base;
 static gw_server_t server;
-static gw_worker_t worker;
+static gw_context_t worker;
 static int log_memfd = -1;          /* the access log, as the harness reads it */
 static struct sockaddr_in peer;
 
@@ -168,7 +175,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
   server.cpu = -1;
   worker.base = base;
   worker.server = &server;
-  worker.roots = mrb_nil_value();
+  worker.on_conn_closed = on_conn_closed;
   /* The error log: every level, into /dev/null, so the format strings of the
    * rejection messages run with fuzzed arguments. */
   int devnull = open("/dev/null", O_WRONLY | O_CLOEXEC);
@@ -262,7 +269,7 @@ static void run_conn(const uint8_t *data, size_t len, const size_t *cuts, size_t
   int sv[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
     FAIL("socketpair: %s", strerror(errno));
-  unsigned long closed_before = gw_fuzz_conns_closed;
+  unsigned long closed_before = conns_closed;
   if (gw_conn_new(&worker, sv[1], (struct sockaddr *)&peer) == NULL) FAIL("gw_conn_new");
   pump(sv[0], r);
 
@@ -284,7 +291,7 @@ static void run_conn(const uint8_t *data, size_t len, const size_t *cuts, size_t
   for (int i = 0; i < 256 && worker.nconns > 0; i++) event_base_loop(base, EVLOOP_NONBLOCK);
   if (worker.nconns != 0 || worker.conns != NULL)
     FAIL("the connection was not freed after the client closed (%zu open)", worker.nconns);
-  if (gw_fuzz_conns_closed != closed_before + 1) FAIL("gw_worker_conn_closed not called once");
+  if (conns_closed != closed_before + 1) FAIL("the on_conn_closed hook was not called once");
 
   struct stat st;
   if (fstat(log_memfd, &st) < 0) FAIL("fstat: %s", strerror(errno));

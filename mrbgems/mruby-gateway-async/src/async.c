@@ -1,114 +1,13 @@
-/* async.c - natives shared by the async primitives: the check that a fiber may
- * yield here, and the Async.sleep timer. */
-#include <math.h>
-#include <stdlib.h>
-#include <time.h>
-
+/* async.c - the async gem: Async.sleep (sleep.c) and Async::HTTP
+ * (subrequest.c), on the check they share (yield.c). */
 #include <mruby.h>
-#include <mruby/error.h>
-#include <event2/event_struct.h>
 
-#include "gw_mruby.h"
 #include "async.h"
-
-/* Called by every primitive that parks the fiber, before it arms anything, so
- * an error is clear and nothing is left pending: the wait must suspend the
- * request's own fiber (not a Fiber the handler made), and not across a C
- * function frame (a block a C-implemented method calls back, e.g. a Hash
- * default block), which mruby 3.1 cannot do. Then it tells the core that
- * the coming park is a real wait. */
-void gw_async_check_yieldable(mrb_state *mrb, const char *what)
-{
-  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
-    mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
-               "%s cannot wait inside a Fiber the handler created: the wait would suspend that "
-               "Fiber, not the request; call it in the handler itself", what);
-  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
-    if (ci->cci > 0)
-      mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
-                 "%s cannot wait here: it was called inside a block passed to a method written in C, and "
-                 "mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block", what);
-  }
-  if (mrb->c == mrb->root_c)
-    mrb_raisef(mrb, E_RUNTIME_ERROR, "%s can only be called inside a handler", what);
-  gw_mrb_will_wait();
-}
-
-/* -- Async.sleep ------------------------------------------------------------- */
-
-/* A year: long enough for anything real, short enough for a timeval. */
-#define GW_MAX_SLEEP_S (365 * 24 * 3600)
-
-typedef struct {
-  gw_pending_t pending;
-  struct event ev;
-  gw_request_t *req;
-  struct timespec deadline; /* CLOCK_MONOTONIC */
-} sleep_op_t;
-
-static void sleep_cancel(gw_pending_t *p)
-{
-  sleep_op_t *op = (sleep_op_t *)p;
-  gw_stats_self->timers_pending--;
-  event_del(&op->ev);
-  free(op);
-}
-
-static void arm(sleep_op_t *op, double seconds)
-{
-  struct timeval tv;
-  tv.tv_sec = (time_t)seconds;
-  tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
-  evtimer_add(&op->ev, &tv);
-}
-
-static void on_wake(evutil_socket_t fd, short what, void *arg)
-{
-  sleep_op_t *op = arg;
-  (void)fd;
-  (void)what;
-  struct timespec now;
-  clock_gettime(CLOCK_MONOTONIC, &now);
-  double left = (double)(op->deadline.tv_sec - now.tv_sec) + (double)(op->deadline.tv_nsec - now.tv_nsec) / 1e9;
-  if (left > 0) { /* never wake early, whatever clock libevent used */
-    arm(op, left + 1e-6);
-    return;
-  }
-  gw_request_t *req = op->req;
-  gw_request_pending_remove(&op->pending);
-  free(op);
-  gw_stats_self->timers_pending--;
-  gw_fiber_resume(req, mrb_nil_value());
-}
-
-/* Async._gw_sleep(seconds): arms the timer; the mrblib wrapper yields. */
-static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
-{
-  mrb_float seconds = mrb_as_float(mrb, mrb_get_arg1(mrb));
-  (void)self;
-  if (!(seconds >= 0) || seconds > GW_MAX_SLEEP_S)
-    mrb_raisef(mrb, E_ARGUMENT_ERROR, "Async.sleep: seconds must be a number from 0 to %d", GW_MAX_SLEEP_S);
-  gw_async_check_yieldable(mrb, "Async.sleep");
-  gw_request_t *req = gw_mrb_current_request(mrb);
-  sleep_op_t *op = calloc(1, sizeof(*op));
-  if (op == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  op->req = req;
-  clock_gettime(CLOCK_MONOTONIC, &op->deadline);
-  double ns = (double)op->deadline.tv_nsec + seconds * 1e9;
-  op->deadline.tv_sec += (time_t)(ns / 1e9);
-  op->deadline.tv_nsec = (long)fmod(ns, 1e9);
-  evtimer_assign(&op->ev, gw_mrb_event_base(), on_wake, op);
-  arm(op, seconds);
-  gw_request_pending_add(req, &op->pending, sleep_cancel);
-  gw_stats_self->timers_pending++;
-  gw_trace_wait(req, "Async.sleep(%.6f) timer", seconds);
-  return mrb_nil_value();
-}
 
 void mrb_mruby_gateway_async_gem_init(mrb_state *mrb)
 {
   struct RClass *async = mrb_define_module(mrb, "Async");
-  mrb_define_module_function(mrb, async, "_gw_sleep", async_sleep, MRB_ARGS_REQ(1));
+  gw_async_sleep_init(mrb, async);
   gw_async_subrequest_init(mrb, async);
 }
 

@@ -4,9 +4,10 @@
 
 #include <mruby.h>
 
-/* Raises FiberError unless the running handler fiber can yield from here. */
+/* Raises FiberError unless the running handler fiber can yield from here (yield.c). */
 void gw_async_check_yieldable(mrb_state *mrb, const char *what);
-/* Defines Async::HTTP natives (subrequest.c). */
+/* Define Async.sleep (sleep.c) and the Async::HTTP natives (subrequest.c). */
+void gw_async_sleep_init(mrb_state *mrb, struct RClass *async);
 void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async);
 
 #endif

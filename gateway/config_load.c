@@ -1,4 +1,4 @@
-/* config.c - evaluates the config script in a fresh mruby VM and copies what
+/* config_load.c - evaluates the config script in a fresh mruby VM and copies what
  * the C core needs (servers, limits, locations) out of Gateway::Config.current.
  * Also opens the listening sockets, reusing those of the previous config on
  * reload so that no connection is refused while workers are replaced. */
@@ -19,7 +19,7 @@
 #include <mruby/string.h>
 #include <mruby/variable.h>
 
-#include "config.h"
+#include "config_load.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "mruby_handler.h"
@@ -306,13 +306,6 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
         return NULL;
       }
   return cfg;
-}
-
-gw_upstream_group_t *gw_config_group(gw_config_t *cfg, const char *name, size_t len)
-{
-  for (size_t i = 0; i < cfg->ngroups; i++)
-    if (strlen(cfg->groups[i].name) == len && memcmp(cfg->groups[i].name, name, len) == 0) return &cfg->groups[i];
-  return NULL;
 }
 
 static int open_listener(gw_server_t *s, char *err, size_t errlen)
