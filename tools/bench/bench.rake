@@ -1,0 +1,32 @@
+# frozen_string_literal: true
+
+# Rake tasks for tools/bench/ (loaded by the Rakefile). See docs/bench.md.
+#
+#   rake bench:idle                       worker RSS per idle keep-alive connection:
+#                                         gateway (Ruby and non-Ruby), nginx, h2o
+#   rake bench:paired BASE=old/gateway    alternating base/new pairs, W2 hello + W3 proxy
+namespace :bench do
+  desc 'Idle keep-alive connections: worker RSS per connection, gateway vs nginx vs h2o ' \
+       '(IDLE_CONNS=5000); writes build/bench/idle.{md,json}'
+  task idle: :build do
+    require_relative 'idle_conns'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::IdleConns.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:idle: #{e.message}"
+  end
+
+  desc 'No-slowdown check: BASE=old/gateway vs NEW (build/gateway) in alternating pairs (PAIRS=3), ' \
+       'W2 hello and W3 proxy; writes build/bench/paired.{md,json}'
+  task :paired do
+    # Build build/gateway only when it is the binary under test.
+    Rake::Task[:build].invoke unless ENV['NEW'] && !ENV['NEW'].empty?
+    require_relative 'paired'
+    env = ENV.to_h
+    env['NEW'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Paired.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:paired: #{e.message}"
+  end
+end

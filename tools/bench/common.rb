@@ -1,0 +1,363 @@
+# frozen_string_literal: true
+
+# Helpers shared by tools/bench/idle_conns.rb and tools/bench/paired.rb
+# (Ruby stdlib only): servers pinned with taskset and stopped by their own PID,
+# free loopback ports, the shared CPU lock, Debian packages installed only when
+# missing, /proc readings (RSS, CPU ticks, CPU busy shares), wrk runs.
+#
+# Everything talks to 127.0.0.1 only. A process is only ever signalled by the
+# PID this code got when it spawned it (or read from /proc as that process's
+# child and checked to still run the same binary): never by name.
+
+require 'fileutils'
+require 'json'
+require 'socket'
+require 'time'
+require 'tmpdir'
+
+module GatewayBench
+  HOST = '127.0.0.1'
+
+  class Error < StandardError; end
+
+  # One started server: its PID (the process we spawned; taskset and prlimit
+  # exec, so it is the server's own master), the binary it runs, a label.
+  Server = Struct.new(:name, :pid, :binary, :port, :dir, :log, keyword_init: true)
+
+  module Util
+    module_function
+
+    def monotonic
+      Process.clock_gettime(Process::CLOCK_MONOTONIC)
+    end
+
+    def env_int(env, key, default)
+      v = env[key]
+      v.nil? || v.strip.empty? ? default : Integer(v)
+    end
+
+    def command?(tool)
+      system('sh', '-c', "command -v #{tool} >/dev/null 2>&1")
+    end
+
+    # apt-get install PKG... only for those not installed (as ../shared/bench
+    # does), holding the CPU lock while dpkg unpacks.
+    def ensure_pkgs(pkgs, lock: '/tmp/cpu.lock', log: nil)
+      missing = pkgs.reject do |p|
+        `dpkg-query -W -f='${Status}' #{p} 2>/dev/null`.include?('install ok installed')
+      end
+      return if missing.empty?
+
+      log&.call("installing Debian packages: #{missing.join(' ')}")
+      env = { 'DEBIAN_FRONTEND' => 'noninteractive' }
+      apt = ['flock', lock, 'apt-get', '-o', 'DPkg::Lock::Timeout=600']
+      out = '/tmp/gateway-bench-apt.log'
+      ok = system(env, *apt, 'install', '-y', '--no-install-recommends', *missing, out: out, err: %i[child out])
+      unless ok
+        system(env, *apt, 'update', out: [out, 'a'], err: %i[child out])
+        ok = system(env, *apt, 'install', '-y', '--no-install-recommends', *missing, out: [out, 'a'], err: %i[child out])
+      end
+      raise Error, "apt-get install #{missing.join(' ')} failed, see #{out}" unless ok
+    end
+
+    # A port nothing listens on now (bind(0), then closed).
+    def free_port
+      s = TCPServer.new(HOST, 0)
+      s.addr[1]
+    ensure
+      s&.close
+    end
+
+    def accepts?(port)
+      TCPSocket.new(HOST, port, connect_timeout: 0.2).close
+      true
+    rescue SystemCallError, IOError
+      false
+    end
+
+    def children(pid)
+      File.read("/proc/#{pid}/task/#{pid}/children").split.map(&:to_i)
+    rescue SystemCallError
+      []
+    end
+
+    def descendants(pid)
+      kids = children(pid)
+      kids + kids.flat_map { |k| descendants(k) }
+    end
+
+    def exe(pid)
+      File.readlink("/proc/#{pid}/exe")
+    rescue SystemCallError
+      nil
+    end
+
+    def runs?(pid, binary)
+      e = exe(pid)
+      return false unless e
+
+      e.sub(/ \(deleted\)\z/, '') == File.realpath(binary)
+    rescue SystemCallError
+      false
+    end
+
+    def signal(sig, pid)
+      Process.kill(sig, pid)
+      true
+    rescue SystemCallError
+      false
+    end
+
+    def wait_exit(pid, seconds)
+      deadline = monotonic + seconds
+      loop do
+        return true if Process.waitpid(pid, Process::WNOHANG)
+        return false if monotonic > deadline
+
+        sleep 0.05
+      end
+    rescue Errno::ECHILD
+      true
+    end
+
+    # VmRSS (and RssAnon) of a process, in KiB.
+    def rss_kib(pid)
+      st = File.read("/proc/#{pid}/status")
+      { rss: st[/^VmRSS:\s+(\d+)/, 1].to_i, anon: st[/^RssAnon:\s+(\d+)/, 1].to_i }
+    end
+
+    # utime + stime clock ticks (/proc/PID/stat fields 14, 15).
+    def ticks(pid)
+      f = File.read("/proc/#{pid}/stat").split(') ', 2).last.split
+      f[11].to_i + f[12].to_i
+    rescue SystemCallError
+      nil
+    end
+
+    def clk_tck
+      @clk_tck ||= Integer(`getconf CLK_TCK`.strip, exception: false) || 100
+    end
+
+    # Per-CPU [busy, total] jiffies from /proc/stat.
+    def cpu_snap
+      File.readlines('/proc/stat').grep(/^cpu\d+ /).to_h do |l|
+        f = l.split
+        v = f[1..].map(&:to_i)
+        busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] || 0)
+        [f[0], [busy, busy + v[3] + v[4]]]
+      end
+    end
+
+    # Busy share (0..1) of CPU cpu between two snaps.
+    def cpu_busy(before, after, cpu)
+      k = "cpu#{cpu}"
+      return nil unless before[k] && after[k]
+
+      busy = after[k][0] - before[k][0]
+      tot = after[k][1] - before[k][1]
+      tot.positive? ? busy.to_f / tot : nil
+    end
+
+    def median(xs)
+      xs = xs.compact.sort
+      return nil if xs.empty?
+
+      n = xs.size
+      n.odd? ? xs[n / 2] : (xs[n / 2 - 1] + xs[n / 2]) / 2.0
+    end
+  end
+
+  # Starts and stops servers; holds the CPU lock around measurement steps.
+  class Runner
+    include Util
+
+    attr_reader :server_cpu, :load_cpu, :out_dir, :nofile
+
+    def initialize(root:, env: ENV, tag: 'bench')
+      @root = root
+      @tag = tag
+      @server_cpu = env_int(env, 'SERVER_CPU', 1)
+      @load_cpu = env_int(env, 'LOAD_CPU', 0)
+      @lock_path = env.fetch('CPU_LOCK', '/tmp/cpu.lock')
+      @lock_wait = Float(env.fetch('LOCK_WAIT', '900'))
+      # The servers' open-file limit: SERVER_NOFILE, at most our hard limit
+      # (raising a hard limit needs CAP_SYS_RESOURCE, which a container may lack).
+      @nofile = [env_int(env, 'SERVER_NOFILE', 65_536), Process.getrlimit(:NOFILE)[1]].min
+      @out_dir = File.expand_path(env.fetch('BENCH_OUT', File.join(root, 'build/bench')), root)
+      @servers = []
+      FileUtils.mkdir_p(@out_dir)
+    end
+
+    def log(msg)
+      $stderr.puts "[bench:#{@tag} #{Time.now.strftime('%H:%M:%S')}] #{msg}"
+    end
+
+    # A fresh scratch directory for one server's config and logs.
+    def scratch(name)
+      Dir.mktmpdir("gateway-bench-#{name}-")
+    end
+
+    # Spawns argv with a raised fd limit and pinned to the server CPU (prlimit
+    # and taskset both exec: the PID is the server's), waits until port
+    # accepts. The server is stopped by stop_all (also on errors).
+    def start(name, argv, port:, dir:, binary:, timeout: 15)
+      log_path = File.join(dir, "#{name}.log")
+      cmd = ['prlimit', "--nofile=#{@nofile}", 'taskset', '-c', @server_cpu.to_s, *argv]
+      pid = Process.spawn(*cmd, chdir: dir, pgroup: true, in: File::NULL, out: [log_path, 'w'], err: %i[child out])
+      srv = Server.new(name: name, pid: pid, binary: binary, port: port, dir: dir, log: log_path)
+      @servers << srv
+      deadline = monotonic + timeout
+      loop do
+        if Process.waitpid(pid, Process::WNOHANG)
+          @servers.delete(srv)
+          raise Error, "#{name} exited during start-up (#{$?}); log:\n#{tail(log_path)}"
+        end
+        break if accepts?(port)
+        raise Error, "#{name} did not accept on #{HOST}:#{port} within #{timeout} s; log:\n#{tail(log_path)}" if monotonic > deadline
+
+        sleep 0.05
+      end
+      srv
+    end
+
+    def tail(path, n = 15)
+      File.exist?(path) ? File.readlines(path).last(n).join : '(no log)'
+    end
+
+    # TERM to the PID we spawned (KILL after 5 s), then by PID to any child
+    # (read before) still running the same binary.
+    def stop(srv)
+      return unless srv && @servers.delete(srv)
+
+      kids = descendants(srv.pid).select { |k| runs?(k, srv.binary) }
+      signal(:TERM, srv.pid)
+      unless wait_exit(srv.pid, 5)
+        log "#{srv.name} (pid #{srv.pid}) ignored TERM for 5 s: KILL"
+        signal(:KILL, srv.pid)
+        wait_exit(srv.pid, 5)
+      end
+      left = kids.select { |k| runs?(k, srv.binary) }
+      left.each { |k| signal(:TERM, k) }
+      sleep 0.5 unless left.empty?
+      left.select { |k| runs?(k, srv.binary) }.each { |k| signal(:KILL, k) }
+    end
+
+    def stop_all
+      @servers.dup.reverse_each { |s| stop(s) }
+    end
+
+    def with_cpu_lock
+      File.open(@lock_path, File::RDWR | File::CREAT, 0o666) do |f|
+        unless f.flock(File::LOCK_EX | File::LOCK_NB)
+          log "waiting for #{@lock_path} (another benchmark is measuring)..."
+          deadline = monotonic + @lock_wait
+          until f.flock(File::LOCK_EX | File::LOCK_NB)
+            raise Error, "#{@lock_path} still held after #{@lock_wait.to_i} s; giving up" if monotonic > deadline
+
+            sleep 0.25
+          end
+        end
+        begin
+          yield
+        ensure
+          f.flock(File::LOCK_UN)
+        end
+      end
+    end
+
+    # ------------------------------------------------------------ servers
+
+    def gateway_conf_check(bin, conf)
+      out = IO.popen([bin, '-t', '-f', conf, err: %i[child out]], &:read)
+      raise Error, "#{bin} -t -f #{conf} rejected the config:\n#{out}" unless $?.success?
+    end
+
+    def start_gateway(name, bin, conf_text, port)
+      dir = scratch(name)
+      conf = File.join(dir, 'gateway.rb')
+      File.write(conf, conf_text)
+      gateway_conf_check(bin, conf)
+      start(name, [bin, '-f', conf], port: port, dir: dir, binary: bin)
+    end
+
+    # nginx, one worker, everything under dir; body is the http{} content.
+    def start_nginx(name, port, http_body, worker_connections: 8192)
+      dir = scratch(name)
+      %w[tmp_body tmp_proxy tmp_fcgi tmp_uwsgi tmp_scgi].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
+      conf = File.join(dir, 'nginx.conf')
+      File.write(conf, <<~NGINX)
+        daemon off;
+        master_process on;
+        worker_processes 1;
+        user root;
+        pid #{dir}/nginx.pid;
+        error_log #{dir}/error.log warn;
+        worker_rlimit_nofile #{[@nofile, worker_connections * 2 + 64].min};
+        events { worker_connections #{worker_connections}; multi_accept on; }
+        http {
+            access_log off;
+            client_body_temp_path #{dir}/tmp_body;
+            proxy_temp_path #{dir}/tmp_proxy;
+            fastcgi_temp_path #{dir}/tmp_fcgi;
+            uwsgi_temp_path #{dir}/tmp_uwsgi;
+            scgi_temp_path #{dir}/tmp_scgi;
+            default_type text/plain;
+        #{http_body.gsub(/^/, '    ')}
+        }
+      NGINX
+      bin = `sh -c 'command -v nginx'`.strip
+      out = IO.popen([bin, '-t', '-q', '-p', dir, '-e', "#{dir}/error.log", '-c', conf, err: %i[child out]], &:read)
+      raise Error, "nginx rejected #{conf}:\n#{out}" unless $?.success?
+
+      start(name, [bin, '-p', dir, '-e', "#{dir}/error.log", '-c', conf], port: port, dir: dir, binary: bin)
+    end
+
+    # ---------------------------------------------------------------- wrk
+
+    # wrk pinned to the load CPU, bounded (killed after duration + 30 s).
+    # Returns its output.
+    def run_wrk(args, url, duration)
+      cmd = ['taskset', '-c', @load_cpu.to_s, 'wrk', *args, "-d#{duration}s", '--latency', url]
+      out = +''
+      r, w = IO.pipe
+      pid = Process.spawn(*cmd, in: File::NULL, out: w, err: w)
+      w.close
+      reader = Thread.new { r.read }
+      unless wait_exit(pid, duration + 30)
+        signal(:TERM, pid)
+        signal(:KILL, pid) unless wait_exit(pid, 3)
+        wait_exit(pid, 2)
+        out << "# killed after #{duration + 30} s\n"
+      end
+      out.prepend(reader.value.to_s)
+      r.close
+      { cmd: cmd.join(' '), out: out, status: $?&.exitstatus }
+    end
+
+    def self.parse_wrk(out)
+      num = lambda do |s|
+        return nil unless s
+
+        v = s.to_f
+        v * { 'k' => 1e3, 'M' => 1e6 }.fetch(s[/[kM]\z/].to_s, 1)
+      end
+      lat = lambda do |pct|
+        m = out.match(/^\s+#{pct}%\s+([\d.]+)(us|ms|s)\b/)
+        m && (m[1].to_f * { 'us' => 0.001, 'ms' => 1.0, 's' => 1000.0 }[m[2]])
+      end
+      errs = 0
+      if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
+        errs += m[1..4].sum(&:to_i)
+      end
+      errs += out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
+      {
+        requests: out[/(\d+) requests in/, 1]&.to_i,
+        seconds: (m = out.match(/requests in ([\d.]+)(ms|s|m)\b/)) && m[1].to_f * { 'ms' => 0.001, 's' => 1, 'm' => 60 }[m[2]],
+        rps: num.call(out[/Requests\/sec:\s+([\d.]+[kM]?)/, 1]),
+        p50_ms: lat.call(50),
+        p99_ms: lat.call(99),
+        errors: errs
+      }
+    end
+  end
+end
