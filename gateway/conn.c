@@ -45,6 +45,7 @@
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
+enum { SCAN_LINE, SCAN_CR, SCAN_CRLF, SCAN_CRLFCR, SCAN_DONE };
 
 static char shared_buf[SHARED_BUF_SIZE];
 
@@ -60,7 +61,7 @@ static void set_timer(gw_conn_t *c, int ms);
 
 static int reject(gw_conn_t *c, int status)
 {
-  if (c->error_status == 0) c->error_status = status;
+  if (c->a->error_status == 0) c->a->error_status = status;
   return -1;
 }
 
@@ -83,13 +84,13 @@ static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n
 static int on_message_begin(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  c->head_bytes = c->nheaders = c->ncontent_length = c->ntransfer_encoding = c->nhost = 0;
-  c->last_cb = CB_NONE;
-  c->hname_len = c->hvalue_len = 0;
-  c->req.target_len = 0;
-  c->req.start_ms = gw_now_ms();
-  c->body_bytes = 0;
-  c->req.method = NULL; /* known once the request-target starts (on_url) */
+  c->a->head_bytes = c->a->nheaders = c->a->ncontent_length = c->a->ntransfer_encoding = c->a->nhost = 0;
+  c->a->last_cb = CB_NONE;
+  c->a->hname_len = c->a->hvalue_len = 0;
+  c->a->req.target_len = 0;
+  c->a->req.start_ms = gw_now_ms();
+  c->a->body_bytes = 0;
+  c->a->req.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
     if (c->requests > 0) set_timer(c, c->server->limits.header_timeout_ms);
@@ -100,45 +101,45 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->req;
+  gw_request_t *r = &c->a->req;
   if (r->target_len == 0) r->method = llhttp_method_name(p->method); /* for the access log of a rejected head */
   if (r->target_len + n > c->server->limits.max_request_line) return reject(c, 414);
-  c->head_bytes += n;
+  c->a->head_bytes += n;
   return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int commit_header(gw_conn_t *c)
 {
   const gw_limits_t *lim = &c->server->limits;
-  if (++c->nheaders > lim->max_headers) return reject(c, 431);
-  if (c->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
-  if (c->hname_len == 14 && strncasecmp(c->hname, "content-length", 14) == 0) c->ncontent_length++;
-  if (c->hname_len == 17 && strncasecmp(c->hname, "transfer-encoding", 17) == 0) c->ntransfer_encoding++;
-  if (c->hname_len == 4 && strncasecmp(c->hname, "host", 4) == 0) c->nhost++;
+  if (++c->a->nheaders > lim->max_headers) return reject(c, 431);
+  if (c->a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
+  if (c->a->hname_len == 14 && strncasecmp(c->a->hname, "content-length", 14) == 0) c->a->ncontent_length++;
+  if (c->a->hname_len == 17 && strncasecmp(c->a->hname, "transfer-encoding", 17) == 0) c->a->ntransfer_encoding++;
+  if (c->a->hname_len == 4 && strncasecmp(c->a->hname, "host", 4) == 0) c->a->nhost++;
   /* llhttp accepts these bytes in a value; nothing upstream should ever see them. */
-  for (size_t i = 0; i < c->hvalue_len; i++)
-    if (c->hvalue[i] == '\r' || c->hvalue[i] == '\n' || c->hvalue[i] == '\0') return reject(c, 400);
+  for (size_t i = 0; i < c->a->hvalue_len; i++)
+    if (c->a->hvalue[i] == '\r' || c->a->hvalue[i] == '\n' || c->a->hvalue[i] == '\0') return reject(c, 400);
   /* Trailing whitespace is not part of the value (RFC 9110 §5.5). */
-  while (c->hvalue_len > 0 && (c->hvalue[c->hvalue_len - 1] == ' ' || c->hvalue[c->hvalue_len - 1] == '\t'))
-    c->hvalue_len--;
-  if (gw_headers_add(&c->req.headers, c->hname, c->hname_len, c->hvalue ? c->hvalue : "", c->hvalue_len))
+  while (c->a->hvalue_len > 0 && (c->a->hvalue[c->a->hvalue_len - 1] == ' ' || c->a->hvalue[c->a->hvalue_len - 1] == '\t'))
+    c->a->hvalue_len--;
+  if (gw_headers_add(&c->a->req.headers, c->a->hname, c->a->hname_len, c->a->hvalue ? c->a->hvalue : "", c->a->hvalue_len))
     return reject(c, 500);
-  c->hname_len = c->hvalue_len = 0;
+  c->a->hname_len = c->a->hvalue_len = 0;
   return 0;
 }
 
 static int count_head(gw_conn_t *c, size_t n)
 {
-  c->head_bytes += n;
-  return c->head_bytes > c->server->limits.max_header_size ? reject(c, 431) : 0;
+  c->a->head_bytes += n;
+  return c->a->head_bytes > c->server->limits.max_header_size ? reject(c, 431) : 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  c->last_cb = CB_FIELD;
+  c->a->last_cb = CB_FIELD;
   if (count_head(c, n)) return -1;
-  return append(&c->hname, &c->hname_len, &c->hname_cap, at, n) ? reject(c, 500) : 0;
+  return append(&c->a->hname, &c->a->hname_len, &c->a->hname_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
@@ -148,18 +149,18 @@ static int on_header_value(llhttp_t *p, const char *at, size_t n)
    * as a second value span. A value split across two reads also comes in two
    * spans, but then the first one ends exactly where that read's data ended;
    * otherwise a CRLF was skipped in between: obs-fold. RFC 9112 §5.2: reject. */
-  if (c->last_cb == CB_VALUE && !c->value_at_data_end) return reject(c, 400);
-  c->last_cb = CB_VALUE;
-  c->value_at_data_end = at + n == c->data_end;
+  if (c->a->last_cb == CB_VALUE && !c->a->value_at_data_end) return reject(c, 400);
+  c->a->last_cb = CB_VALUE;
+  c->a->value_at_data_end = at + n == c->a->data_end;
   if (count_head(c, n + 4)) return -1;
-  return append(&c->hvalue, &c->hvalue_len, &c->hvalue_cap, at, n) ? reject(c, 500) : 0;
+  return append(&c->a->hvalue, &c->a->hvalue_len, &c->a->hvalue_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int on_header_value_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
   if (count_head(c, 4)) return -1; /* ": " and CRLF, once per field however it was split */
-  c->last_cb = CB_VALUE_DONE;
+  c->a->last_cb = CB_VALUE_DONE;
   return commit_header(c);
 }
 
@@ -178,7 +179,7 @@ static int valid_host(const char *v, size_t len)
 static int on_headers_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->req;
+  gw_request_t *r = &c->a->req;
   if (p->http_major != 1) return reject(c, 505);
   r->http_minor = p->http_minor;
   r->method_id = p->method;
@@ -187,11 +188,11 @@ static int on_headers_complete(llhttp_t *p)
   if (r->target_len == 0) return reject(c, 400);
   gw_request_split_target(r);
   int chunked = (p->flags & F_CHUNKED) != 0;
-  if (c->ncontent_length > 1) return reject(c, 400);
-  if (c->ntransfer_encoding > 0 && (r->http_minor == 0 || c->ncontent_length > 0)) return reject(c, 400);
+  if (c->a->ncontent_length > 1) return reject(c, 400);
+  if (c->a->ntransfer_encoding > 0 && (r->http_minor == 0 || c->a->ncontent_length > 0)) return reject(c, 400);
   /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
-  if (c->nhost > 1 || (r->http_minor == 1 && c->nhost == 0)) return reject(c, 400);
-  const gw_header_t *host = c->nhost ? gw_headers_find(&r->headers, "host") : NULL;
+  if (c->a->nhost > 1 || (r->http_minor == 1 && c->a->nhost == 0)) return reject(c, 400);
+  const gw_header_t *host = c->a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
    * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
@@ -205,12 +206,12 @@ static int on_headers_complete(llhttp_t *p)
   if (!has_body) return 0;
   /* The location decides the body limit, and whether the body streams. */
   const gw_location_t *loc = r->location = gw_router_match(c->server, r->target, r->path_len);
-  c->max_body = loc ? loc->max_body : c->server->limits.max_body;
-  if (!chunked && p->content_length > c->max_body) return reject(c, 413);
+  c->a->max_body = loc ? loc->max_body : c->server->limits.max_body;
+  if (!chunked && p->content_length > c->a->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");
   if (expect && r->http_minor == 1) {
     if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
-    evbuffer_add(c->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    evbuffer_add(c->a->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
   }
   c->state = GW_CONN_BODY;
   set_timer(c, c->server->limits.body_timeout_ms);
@@ -225,9 +226,9 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->req;
-  c->body_bytes += n;
-  if (c->body_bytes > c->max_body) return reject(c, 413);
+  gw_request_t *r = &c->a->req;
+  c->a->body_bytes += n;
+  if (c->a->body_bytes > c->a->max_body) return reject(c, 413);
   set_timer(c, c->server->limits.body_timeout_ms); /* a gap between reads */
   return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
 }
@@ -235,7 +236,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 static int on_message_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  c->req_ready = 1;
+  c->a->req_ready = 1;
   return HPE_PAUSED;
 }
 
@@ -292,28 +293,89 @@ static void set_reading(gw_conn_t *c, int on)
     event_del(&c->read_ev);
 }
 
+/* -- the active part: taken when bytes arrive, given back when idle ---------- */
+
+#define SPARE_ACTIVE_MAX 64 /* kept for reuse by this worker, buffers and all */
+
+static gw_conn_active_t *spare_active;
+static int nspare_active;
+
+static void active_free(gw_conn_active_t *a)
+{
+  gw_request_dispose(&a->req);
+  evbuffer_free(a->out);
+  free(a->hname);
+  free(a->hvalue);
+  free(a);
+}
+
+/* Gives c an active part (a spare one, or new). Returns 0, or -1 when out
+ * of memory. */
+static int take_active(gw_conn_t *c)
+{
+  gw_conn_active_t *a = spare_active;
+  if (a != NULL) {
+    spare_active = a->next_spare;
+    nspare_active--;
+  } else {
+    a = calloc(1, sizeof(*a));
+    if (a == NULL) return -1;
+    a->out = evbuffer_new();
+    if (a->out == NULL) {
+      free(a);
+      return -1;
+    }
+    gw_request_init(&a->req, c->ctx, c->server, &http1_protocol, NULL);
+  }
+  llhttp_init(&a->parser, HTTP_REQUEST, &parser_settings);
+  a->parser.data = c;
+  a->head_scan = SCAN_LINE;
+  a->error_status = 0;
+  a->req.proto_ctx = c;
+  a->req.remote_addr = c->remote_addr;
+  event_assign(&a->write_ev, c->ctx->base, c->fd, EV_WRITE, on_write, c);
+  c->a = a;
+  return 0;
+}
+
+/* An idle connection with nothing left to send gives its active part back
+ * (its request was reset when its response was queued). */
+static void give_active(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  c->a = NULL;
+  event_del(&a->write_ev);
+  a->writing = a->flush_soon = 0;
+  if (evbuffer_get_length(a->out) > 0) evbuffer_drain(a->out, evbuffer_get_length(a->out));
+  if (nspare_active >= SPARE_ACTIVE_MAX || c->dead) {
+    active_free(a);
+    return;
+  }
+  a->next_spare = spare_active;
+  spare_active = a;
+  nspare_active++;
+}
+
+static int may_give_active(const gw_conn_t *c)
+{
+  const gw_conn_active_t *a = c->a;
+  return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.running &&
+         c->pos == c->len && evbuffer_get_length(a->out) == 0;
+}
+
 gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
 {
   gw_conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) return NULL;
-  c->out = evbuffer_new();
-  if (c->out == NULL) {
-    free(c);
-    return NULL;
-  }
   c->ctx = ctx;
   c->server = ctx->server;
   c->fd = fd;
   c->state = GW_CONN_IDLE;
-  llhttp_init(&c->parser, HTTP_REQUEST, &parser_settings);
-  c->parser.data = c;
-  gw_request_init(&c->req, ctx, ctx->server, &http1_protocol, c);
   if (peer->sa_family == AF_INET)
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
+    inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->remote_addr, sizeof(c->remote_addr));
   else if (peer->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->req.remote_addr, sizeof(c->req.remote_addr));
+    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->remote_addr, sizeof(c->remote_addr));
   event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
-  event_assign(&c->write_ev, ctx->base, fd, EV_WRITE, on_write, c);
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
@@ -333,11 +395,8 @@ static void conn_free(gw_conn_t *c)
   if (c->next) c->next->prev = c->prev;
   ctx->nconns--;
   event_del(&c->timer_ev);
-  gw_request_dispose(&c->req);
-  evbuffer_free(c->out);
+  if (c->a) give_active(c);
   if (c->buf != shared_buf) free(c->buf);
-  free(c->hname);
-  free(c->hvalue);
   free(c);
   ctx->on_conn_closed(ctx);
 }
@@ -348,9 +407,9 @@ static void conn_close(gw_conn_t *c)
 {
   if (c->dead) return;
   c->dead = 1;
-  if (c->req.running) gw_request_abort(&c->req);
+  if (c->a && c->a->req.running) gw_request_abort(&c->a->req);
   event_del(&c->read_ev);
-  event_del(&c->write_ev);
+  if (c->a) event_del(&c->a->write_ev);
   close(c->fd);
   c->fd = -1;
   event_del(&c->timer_ev);
@@ -371,8 +430,9 @@ static void start_lingering(gw_conn_t *c)
  * for the socket, -1 when the connection was closed. */
 static int conn_flush(gw_conn_t *c)
 {
-  while (evbuffer_get_length(c->out) > 0) {
-    int n = evbuffer_write(c->out, c->fd);
+  if (c->a == NULL) return 0; /* idle: nothing was queued */
+  while (evbuffer_get_length(c->a->out) > 0) {
+    int n = evbuffer_write(c->a->out, c->fd);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
@@ -380,11 +440,11 @@ static int conn_flush(gw_conn_t *c)
       return -1;
     }
   }
-  if (evbuffer_get_length(c->out) > 0) {
-    if (!c->writing) {
-      c->writing = 1;
+  if (evbuffer_get_length(c->a->out) > 0) {
+    if (!c->a->writing) {
+      c->a->writing = 1;
       struct timeval tv = {c->server->limits.send_timeout_ms / 1000, (c->server->limits.send_timeout_ms % 1000) * 1000};
-      event_add(&c->write_ev, &tv);
+      event_add(&c->a->write_ev, &tv);
     }
     return 1;
   }
@@ -396,9 +456,9 @@ static int conn_flush(gw_conn_t *c)
  * and the body that came in the same upstream read leave in one write. */
 static void conn_flush_soon(gw_conn_t *c)
 {
-  if (c->writing || c->flush_soon) return;
-  c->flush_soon = 1;
-  event_active(&c->write_ev, EV_WRITE, 1);
+  if (c->a->writing || c->a->flush_soon) return;
+  c->a->flush_soon = 1;
+  event_active(&c->a->write_ev, EV_WRITE, 1);
 }
 
 static const char *status_reason_for_log(int status)
@@ -419,26 +479,26 @@ static const char *status_reason_for_log(int status)
 /* Answers a request that failed to parse, then closes. */
 static void reject_request(gw_conn_t *c, int status)
 {
-  if (c->req.running) { /* a streamed body went wrong while its request ran */
-    gw_request_abort(&c->req);
-    if (c->req.streaming) { /* the response has begun: all we can do is close */
-      gw_log_info("%s: %d %s in a streamed request body; closing", c->req.remote_addr, status,
+  if (c->a->req.running) { /* a streamed body went wrong while its request ran */
+    gw_request_abort(&c->a->req);
+    if (c->a->req.streaming) { /* the response has begun: all we can do is close */
+      gw_log_info("%s: %d %s in a streamed request body; closing", c->remote_addr, status,
                   status_reason_for_log(status));
       conn_close(c);
       return;
     }
   }
-  gw_log_info("%s: %d %s (%s)", c->req.remote_addr, status, status_reason_for_log(status),
-              llhttp_get_error_reason(&c->parser) ? llhttp_get_error_reason(&c->parser) : "");
-  gw_request_t *r = &c->req;
+  gw_log_info("%s: %d %s (%s)", c->remote_addr, status, status_reason_for_log(status),
+              llhttp_get_error_reason(&c->a->parser) ? llhttp_get_error_reason(&c->a->parser) : "");
+  gw_request_t *r = &c->a->req;
   r->keepalive = 0;
   r->head = 0;
   r->http_minor = 1;
   if (r->target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
-  size_t before = evbuffer_get_length(c->out);
-  size_t head = gw_response_write(r, c->out, c->ctx, 0);
-  size_t sent = evbuffer_get_length(c->out) - before;
+  size_t before = evbuffer_get_length(c->a->out);
+  size_t head = gw_response_write(r, c->a->out, c->ctx, 0);
+  size_t sent = evbuffer_get_length(c->a->out) - before;
   gw_stats_self->responses[status / 100]++;
   gw_access_log_write(r, status, sent, sent - head);
   gw_request_reset(r);
@@ -452,13 +512,12 @@ static void reject_request(gw_conn_t *c, int status)
  * a front proxy may read differently (smuggling). This scanner checks that
  * every line of a head ends in CRLF, over each new piece of the head, and
  * stops at the blank line (what follows is body). */
-enum { SCAN_LINE, SCAN_CR, SCAN_CRLF, SCAN_CRLFCR, SCAN_DONE };
 
 static int scan_head(gw_conn_t *c)
 {
   const char *p = c->buf + c->pos, *end = c->buf + c->len;
-  while (p < end && c->head_scan != SCAN_DONE) {
-    if (c->head_scan == SCAN_LINE) {
+  while (p < end && c->a->head_scan != SCAN_DONE) {
+    if (c->a->head_scan == SCAN_LINE) {
       /* The rest of a line holds no CR or LF but its final CRLF: find them
        * with memchr rather than byte by byte. */
       const char *lf = memchr(p, '\n', (size_t)(end - p));
@@ -466,19 +525,19 @@ static int scan_head(gw_conn_t *c)
       const char *cr = memchr(p, '\r', (size_t)(stop - p));
       if (lf == NULL) { /* the line goes on in the next read; a CR may only be its last byte */
         if (cr != NULL && cr != end - 1) return -1;
-        c->head_scan = cr ? SCAN_CR : SCAN_LINE;
+        c->a->head_scan = cr ? SCAN_CR : SCAN_LINE;
         return 0;
       }
       if (cr != lf - 1) return -1; /* a bare LF, or a CR inside the line */
-      c->head_scan = SCAN_CRLF;
+      c->a->head_scan = SCAN_CRLF;
       p = lf + 1;
       continue;
     }
     char b = *p++;
-    switch (c->head_scan) {
-    case SCAN_CR: if (b != '\n') return -1; c->head_scan = SCAN_CRLF; break;
-    case SCAN_CRLF: if (b == '\n') return -1; c->head_scan = b == '\r' ? SCAN_CRLFCR : SCAN_LINE; break;
-    case SCAN_CRLFCR: if (b != '\n') return -1; c->head_scan = SCAN_DONE; break;
+    switch (c->a->head_scan) {
+    case SCAN_CR: if (b != '\n') return -1; c->a->head_scan = SCAN_CRLF; break;
+    case SCAN_CRLF: if (b == '\n') return -1; c->a->head_scan = b == '\r' ? SCAN_CRLFCR : SCAN_LINE; break;
+    case SCAN_CRLFCR: if (b != '\n') return -1; c->a->head_scan = SCAN_DONE; break;
     default: break;
     }
   }
@@ -487,54 +546,54 @@ static int scan_head(gw_conn_t *c)
 
 static int body_full(const gw_conn_t *c)
 {
-  return c->req.body_streaming && evbuffer_get_length(c->req.body) >= BODY_HIGH_WATER;
+  return c->a->req.body_streaming && evbuffer_get_length(c->a->req.body) >= BODY_HIGH_WATER;
 }
 
 /* A streamed request body grew or ended: tell its consumer. */
 static void body_arrived(gw_conn_t *c)
 {
-  if (c->req.on_body_more != NULL) c->req.on_body_more(&c->req);
+  if (c->a->req.on_body_more != NULL) c->a->req.on_body_more(&c->a->req);
 }
 
 /* Parses and runs buffered requests until input runs out or a request waits;
  * also parses the body of a running request that streams it. */
 static void conn_process(gw_conn_t *c)
 {
-  while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->req.body_streaming)) {
+  while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->a->req.body_streaming)) {
     if (c->pos == c->len || body_full(c)) break;
-    if (evbuffer_get_length(c->out) > OUT_HIGH_WATER) break;
+    if (evbuffer_get_length(c->a->out) > OUT_HIGH_WATER) break;
     if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) && scan_head(c) < 0) {
       reject_request(c, 400);
       break;
     }
     const char *start = c->buf + c->pos;
-    c->data_end = c->buf + c->len;
-    size_t body_before = c->body_bytes;
-    llhttp_errno_t err = llhttp_execute(&c->parser, start, c->len - c->pos);
+    c->a->data_end = c->buf + c->len;
+    size_t body_before = c->a->body_bytes;
+    llhttp_errno_t err = llhttp_execute(&c->a->parser, start, c->len - c->pos);
     if (err == HPE_OK) {
       c->pos = c->len;
-      if (c->req.body_streaming && c->body_bytes > body_before) body_arrived(c);
+      if (c->a->req.body_streaming && c->a->body_bytes > body_before) body_arrived(c);
       break;
     }
     if (err == HPE_PAUSED) {
-      c->pos = (size_t)(llhttp_get_error_pos(&c->parser) - c->buf);
-      llhttp_resume(&c->parser);
-      if (c->req_ready && c->req.body_streaming) { /* the last of a streamed body */
-        c->req_ready = 0;
-        c->req.body_streaming = 0;
+      c->pos = (size_t)(llhttp_get_error_pos(&c->a->parser) - c->buf);
+      llhttp_resume(&c->a->parser);
+      if (c->a->req_ready && c->a->req.body_streaming) { /* the last of a streamed body */
+        c->a->req_ready = 0;
+        c->a->req.body_streaming = 0;
         set_timer(c, 0);
         body_arrived(c);
         continue;
       }
       /* The request is complete, or (streaming its body) its head is. */
-      c->req_ready = 0;
+      c->a->req_ready = 0;
       c->state = GW_CONN_BUSY;
-      set_timer(c, c->req.body_streaming ? c->server->limits.body_timeout_ms : 0);
+      set_timer(c, c->a->req.body_streaming ? c->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
-      gw_request_start(&c->req); /* may finish (http1_send) before returning */
+      gw_request_start(&c->a->req); /* may finish (http1_send) before returning */
       continue;
     }
-    int status = c->error_status ? c->error_status : (err == HPE_INVALID_VERSION ? 505 : 400);
+    int status = c->a->error_status ? c->a->error_status : (err == HPE_INVALID_VERSION ? 505 : 400);
     reject_request(c, status);
     break;
   }
@@ -555,7 +614,7 @@ static void conn_process(gw_conn_t *c)
     set_reading(c, 0);
     return;
   }
-  set_reading(c, !(c->state == GW_CONN_BUSY && !c->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
+  set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
 /* Moves unparsed bytes out of the shared buffer before it is reused. */
@@ -585,6 +644,7 @@ static void conn_leave(gw_conn_t *c)
 {
   if (--c->in_callback == 0 && !c->dead) {
     if (keep_leftover(c) < 0) conn_close(c);
+    else if (may_give_active(c)) give_active(c); /* idle again: wait in little memory */
   }
 }
 
@@ -627,17 +687,23 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
       return;
     }
     /* EOF or error. A client that leaves mid-request is logged (nginx's 499). */
-    if (c->state == GW_CONN_BUSY && c->req.running) {
-      gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->req.remote_addr,
-                  c->req.method, (int)c->req.path_len, c->req.target);
-      gw_access_log_write(&c->req, 499, 0, 0); /* nginx's 499: nothing was sent */
+    if (c->state == GW_CONN_BUSY && c->a->req.running) {
+      gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->remote_addr,
+                  c->a->req.method, (int)c->a->req.path_len, c->a->req.target);
+      gw_access_log_write(&c->a->req, 499, 0, 0); /* nginx's 499: nothing was sent */
     }
     conn_close(c);
     conn_leave(c);
     return;
   }
   c->len += (size_t)n;
-  if (c->state != GW_CONN_BUSY || c->req.body_streaming) conn_process(c);
+  if (c->a == NULL && take_active(c) < 0) { /* bytes of a new request: parse them */
+    gw_log_error("out of memory for a request on %s's connection", c->remote_addr);
+    conn_close(c);
+    conn_leave(c);
+    return;
+  }
+  if (c->state != GW_CONN_BUSY || c->a->req.body_streaming) conn_process(c);
   else if (c->buf == shared_buf) keep_leftover(c);
   conn_leave(c);
 }
@@ -647,15 +713,15 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
   gw_conn_t *c = arg;
   (void)fd;
   conn_enter(c);
-  c->writing = 0;
-  c->flush_soon = 0;
+  c->a->writing = 0;
+  c->a->flush_soon = 0;
   if (what & EV_TIMEOUT) {
-    gw_log_info("%s: send timed out, closing", c->req.remote_addr);
+    gw_log_info("%s: send timed out, closing", c->remote_addr);
     conn_close(c);
   } else if (conn_flush(c) == 0 && c->state != GW_CONN_CLOSING && c->state != GW_CONN_BUSY) {
     conn_process(c); /* pipelined requests waiting for output room */
-  } else if (!c->dead && c->req.streaming && c->req.on_drain && evbuffer_get_length(c->out) < OUT_LOW_WATER) {
-    c->req.on_drain(&c->req); /* room again: the producer may go on */
+  } else if (!c->dead && c->a->req.streaming && c->a->req.on_drain && evbuffer_get_length(c->a->out) < OUT_LOW_WATER) {
+    c->a->req.on_drain(&c->a->req); /* room again: the producer may go on */
   }
   conn_leave(c);
 }
@@ -679,13 +745,13 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   }
   c->deadline = 0;
   conn_enter(c);
-  if (c->state == GW_CONN_BUSY && c->req.body_streaming) c->state = GW_CONN_BODY; /* still reading it */
+  if (c->state == GW_CONN_BUSY && c->a->req.body_streaming) c->state = GW_CONN_BODY; /* still reading it */
   switch (c->state) {
   case GW_CONN_HEAD:
   case GW_CONN_BODY:
     /* 408 with a lingering close: the client may still be sending. */
-    gw_log_info("%s: %s timed out", c->req.remote_addr, c->state == GW_CONN_HEAD ? "request head" : "request body");
-    c->error_status = 408;
+    gw_log_info("%s: %s timed out", c->remote_addr, c->state == GW_CONN_HEAD ? "request head" : "request body");
+    c->a->error_status = 408;
     reject_request(c, 408);
     conn_flush(c);
     break;
@@ -704,23 +770,23 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * that body is drained by the lingering close. */
 static int may_keep_alive(const gw_conn_t *c)
 {
-  return c->req.keepalive && !c->ctx->stopping && !c->req.body_streaming;
+  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming;
 }
 
 /* A response is queued whole (or its last piece): count and log it, then get
  * ready for the next request on this connection. */
 static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t head_bytes)
 {
-  gw_request_t *req = &c->req;
+  gw_request_t *req = &c->a->req;
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
   c->requests++;
   gw_request_reset(req);
-  llhttp_resume(&c->parser);
+  llhttp_resume(&c->a->parser);
   c->state = GW_CONN_IDLE;
-  c->head_scan = SCAN_LINE;
-  c->error_status = 0;
+  c->a->head_scan = SCAN_LINE;
+  c->a->error_status = 0;
   if (!keepalive) c->close_after = 1;
   set_timer(c, c->server->limits.keepalive_timeout_ms);
   if (c->in_callback == 0) { /* finished later, from some other event */
@@ -735,9 +801,9 @@ static void http1_send(gw_request_t *req)
 {
   gw_conn_t *c = req->proto_ctx;
   int keepalive = may_keep_alive(c);
-  size_t before = evbuffer_get_length(c->out);
-  size_t head = gw_response_write(req, c->out, c->ctx, keepalive);
-  response_done(c, keepalive, evbuffer_get_length(c->out) - before, head);
+  size_t before = evbuffer_get_length(c->a->out);
+  size_t head = gw_response_write(req, c->a->out, c->ctx, keepalive);
+  response_done(c, keepalive, evbuffer_get_length(c->a->out) - before, head);
 }
 
 /* -- streamed request bodies (proxy_pass) -- */
@@ -746,8 +812,8 @@ static void http1_send(gw_request_t *req)
 static void http1_body_taken(gw_request_t *req)
 {
   gw_conn_t *c = req->proto_ctx;
-  if (c->dead || !c->req.body_streaming || c->reading) return;
-  if (evbuffer_get_length(c->req.body) >= BODY_LOW_WATER) return;
+  if (c->dead || !c->a->req.body_streaming || c->reading) return;
+  if (evbuffer_get_length(c->a->req.body) >= BODY_LOW_WATER) return;
   conn_enter(c);
   set_timer(c, c->server->limits.body_timeout_ms);
   conn_process(c);
@@ -763,19 +829,19 @@ static void http1_stream_head(gw_request_t *req, long long content_length)
   gw_conn_t *c = req->proto_ctx;
   int keepalive = may_keep_alive(c);
   long long length = content_length;
-  c->stream_chunked = 0;
+  c->a->stream_chunked = 0;
   if (!req->head && !gw_request_bodyless(req) && length < 0) {
     if (req->http_minor >= 1) {
       length = GW_LENGTH_CHUNKED;
-      c->stream_chunked = 1;
+      c->a->stream_chunked = 1;
     } else { /* an HTTP/1.0 client: the body ends when we close */
       length = GW_LENGTH_CLOSE;
       keepalive = 0;
     }
   }
-  c->stream_keepalive = keepalive;
-  c->stream_head_bytes = gw_response_write_head(req, c->out, c->ctx, keepalive, length);
-  c->stream_bytes = c->stream_head_bytes;
+  c->a->stream_keepalive = keepalive;
+  c->a->stream_head_bytes = gw_response_write_head(req, c->a->out, c->ctx, keepalive, length);
+  c->a->stream_bytes = c->a->stream_head_bytes;
   req->streaming = 1;
   conn_flush_soon(c); /* with the body if it came in the same read, else alone */
 }
@@ -787,19 +853,19 @@ static int http1_stream_body(gw_request_t *req, const char *data, size_t len)
 {
   gw_conn_t *c = req->proto_ctx;
   if (c->dead) return -1;
-  if (c->stream_chunked) {
+  if (c->a->stream_chunked) {
     char size[24];
     int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-    evbuffer_add(c->out, size, (size_t)n);
-    evbuffer_add(c->out, data, len);
-    evbuffer_add(c->out, "\r\n", 2);
-    c->stream_bytes += (size_t)n + len + 2;
+    evbuffer_add(c->a->out, size, (size_t)n);
+    evbuffer_add(c->a->out, data, len);
+    evbuffer_add(c->a->out, "\r\n", 2);
+    c->a->stream_bytes += (size_t)n + len + 2;
   } else {
-    evbuffer_add(c->out, data, len);
-    c->stream_bytes += len;
+    evbuffer_add(c->a->out, data, len);
+    c->a->stream_bytes += len;
   }
   conn_flush_soon(c); /* each piece goes out as it comes */
-  return evbuffer_get_length(c->out) > OUT_HIGH_WATER;
+  return evbuffer_get_length(c->a->out) > OUT_HIGH_WATER;
 }
 
 /* The last piece: complete, or cut short (then the connection closes). */
@@ -809,14 +875,14 @@ static void http1_stream_end(gw_request_t *req, int complete)
   if (c->dead) return;
   req->streaming = 0;
   req->on_drain = NULL;
-  if (complete && c->stream_chunked) {
-    evbuffer_add(c->out, "0\r\n\r\n", 5);
-    c->stream_bytes += 5;
+  if (complete && c->a->stream_chunked) {
+    evbuffer_add(c->a->out, "0\r\n\r\n", 5);
+    c->a->stream_bytes += 5;
   }
   /* Cut short: close after what was sent, so the client sees the body end
    * early (before its length, or without the last chunk), never a fake
    * complete response. */
-  response_done(c, complete && c->stream_keepalive, c->stream_bytes, c->stream_head_bytes);
+  response_done(c, complete && c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
 }
 
 static const gw_protocol_t http1_protocol = {

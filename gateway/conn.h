@@ -21,21 +21,15 @@ typedef enum {
   GW_CONN_CLOSING      /* final response queued: flush, half-close, drain, close */
 } gw_conn_state_t;
 
-struct gw_conn_s {
-  gw_context_t *ctx;
-  const gw_server_t *server;
-  int fd;
-  gw_conn_state_t state;
-  struct event read_ev, write_ev, timer_ev;
-  int reading, writing;     /* read_ev / write_ev are added */
-  int flush_soon;           /* write_ev is made active to flush `out` (streaming) */
-  int64_t deadline;         /* CLOCK_MONOTONIC_COARSE ms of the current timeout; 0: none */
-  int64_t timer_at;         /* when timer_ev is armed to fire; 0: not armed */
-
+/* What a connection holds only while it has something to do: from the
+ * first byte of a request until its response is flushed. Idle keep-alive
+ * connections give it back (conn.c keeps a few for reuse), so waiting costs
+ * only the gw_conn_t below. */
+typedef struct gw_conn_active_s {
   llhttp_t parser;
-  char *buf;                /* unparsed input: the worker's shared buffer while
-                               inside a read callback, else owned (NULL when empty) */
-  size_t len, pos, cap;     /* buf[pos, len) is not parsed yet */
+  struct event write_ev;
+  int writing;              /* write_ev is added */
+  int flush_soon;           /* write_ev is made active to flush `out` (streaming) */
   struct evbuffer *out;     /* owned output */
 
   gw_request_t req;         /* the request being parsed or handled */
@@ -51,15 +45,31 @@ struct gw_conn_s {
   size_t max_body;          /* the request body limit of its location */
   size_t body_bytes;        /* request body bytes parsed so far */
   int error_status;         /* set by a parser callback that rejects the request */
-  int close_after;          /* close once `out` is flushed */
-  int in_callback;          /* depth of conn code on the stack: defer the free */
-  int dead;                 /* closed; free when in_callback drops to 0 */
-  unsigned requests;        /* requests served on this connection */
   int stream_chunked;       /* the streamed response is chunk-encoded */
   int stream_keepalive;     /* ... and announced keep-alive */
   size_t stream_bytes;      /* bytes of it queued so far (access log) */
   size_t stream_head_bytes; /* ... of which its head */
+  struct gw_conn_active_s *next_spare; /* conn.c's cache of unused ones */
+} gw_conn_active_t;
 
+struct gw_conn_s {
+  gw_context_t *ctx;
+  const gw_server_t *server;
+  gw_conn_active_t *a;      /* owned while busy (see above), else NULL */
+  int fd;
+  gw_conn_state_t state;
+  struct event read_ev, timer_ev;
+  int64_t deadline;         /* CLOCK_MONOTONIC_COARSE ms of the current timeout; 0: none */
+  int64_t timer_at;         /* when timer_ev is armed to fire; 0: not armed */
+  char *buf;                /* unparsed input: the worker's shared buffer while
+                               inside a read callback, else owned (NULL when empty) */
+  size_t len, pos, cap;     /* buf[pos, len) is not parsed yet */
+  unsigned requests;        /* requests served on this connection */
+  unsigned char reading;    /* read_ev is added */
+  unsigned char close_after;/* close once the output is flushed */
+  unsigned char dead;       /* closed; free when in_callback drops to 0 */
+  unsigned char in_callback;/* depth of conn code on the stack: defer the free */
+  char remote_addr[46];     /* the client's address as text (INET6_ADDRSTRLEN) */
   gw_conn_t *next, *prev;   /* ctx->conns */
 };
 

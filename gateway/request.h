@@ -85,7 +85,7 @@ struct gw_request_s {
   /* Set by the consumer: `body` grew, or the body ended (body_streaming 0). */
   void (*on_body_more)(gw_request_t *req);
   void *body_arg;
-  char remote_addr[INET6_ADDRSTRLEN];
+  const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
 
   /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
   char upstream_addr[320];

@@ -157,7 +157,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
     return NULL;
   }
   gw_request_split_target(c);
-  memcpy(c->remote_addr, parent->remote_addr, sizeof(c->remote_addr));
+  c->remote_addr = parent->remote_addr; /* the parent outlives its sub-requests */
   gw_headers_copy(&c->headers, p->headers);
   if (gw_headers_find(&c->headers, "host") == NULL) {
     const gw_header_t *host = gw_headers_find(&parent->headers, "host");
