@@ -7,7 +7,8 @@
 # runs only those tests.
 #
 # Each test_NAME.c is a standalone program (its own main(), tools/unit/unit.h)
-# linked against only the modules it tests, which it names itself in a comment:
+# linked against only the modules it tests, which it names itself in a comment
+# line (the first line that starts with `unit:` after `/*` or a comment's `*`):
 #
 #   /* unit: router headers */
 #
@@ -57,7 +58,8 @@ module GatewayUnit
 
   # The words of the test's `unit:` comment line (see above).
   def self.modules(src)
-    words = File.read(src)[%r{/\*\s*unit:\s*(.*?)\*/}m, 1]&.split
+    line = File.foreach(src).find { |l| l =~ %r{\A\s*(/\*|\*)\s*unit:} }
+    words = line&.sub(%r{\A\s*(/\*|\*)\s*unit:}, '')&.sub(%r{\*/.*}m, '')&.split
     return words if words
 
     fallback = "gateway/#{name_of(src)}.c"
