@@ -112,6 +112,7 @@ module GatewayUnit
   # Runs each binary (TIMEOUT seconds at most); prints one line per test, the
   # output of those that failed, and aborts if any did.
   def self.run(variant, bins)
+    $stdout.sync = true
     failed = []
     totals = [0, 0]
     bins.each do |bin|
