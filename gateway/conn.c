@@ -29,7 +29,9 @@
 #include <arpa/inet.h>
 
 #include "access_log.h"
+#include "chunked.h"
 #include "conn.h"
+#include "head_scan.h"
 #include "log.h"
 #include "response.h"
 #include "router.h"
@@ -45,7 +47,6 @@
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
-enum { SCAN_LINE, SCAN_CR, SCAN_CRLF, SCAN_CRLFCR, SCAN_DONE };
 
 static char shared_buf[SHARED_BUF_SIZE];
 
@@ -329,7 +330,7 @@ static int take_active(gw_conn_t *c)
   }
   llhttp_init(&a->parser, HTTP_REQUEST, &parser_settings);
   a->parser.data = c;
-  a->head_scan = SCAN_LINE;
+  gw_head_scan_init(&a->head_scan);
   a->error_status = 0;
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
@@ -508,42 +509,6 @@ static void reject_request(gw_conn_t *c, int status)
   set_timer(c, 0);
 }
 
-/* llhttp 8.1 takes "\r\n\n" as the end of a request head: a bare LF that
- * a front proxy may read differently (smuggling). This scanner checks that
- * every line of a head ends in CRLF, over each new piece of the head, and
- * stops at the blank line (what follows is body). */
-
-static int scan_head(gw_conn_t *c)
-{
-  const char *p = c->buf + c->pos, *end = c->buf + c->len;
-  while (p < end && c->a->head_scan != SCAN_DONE) {
-    if (c->a->head_scan == SCAN_LINE) {
-      /* The rest of a line holds no CR or LF but its final CRLF: find them
-       * with memchr rather than byte by byte. */
-      const char *lf = memchr(p, '\n', (size_t)(end - p));
-      const char *stop = lf ? lf : end;
-      const char *cr = memchr(p, '\r', (size_t)(stop - p));
-      if (lf == NULL) { /* the line goes on in the next read; a CR may only be its last byte */
-        if (cr != NULL && cr != end - 1) return -1;
-        c->a->head_scan = cr ? SCAN_CR : SCAN_LINE;
-        return 0;
-      }
-      if (cr != lf - 1) return -1; /* a bare LF, or a CR inside the line */
-      c->a->head_scan = SCAN_CRLF;
-      p = lf + 1;
-      continue;
-    }
-    char b = *p++;
-    switch (c->a->head_scan) {
-    case SCAN_CR: if (b != '\n') return -1; c->a->head_scan = SCAN_CRLF; break;
-    case SCAN_CRLF: if (b == '\n') return -1; c->a->head_scan = b == '\r' ? SCAN_CRLFCR : SCAN_LINE; break;
-    case SCAN_CRLFCR: if (b != '\n') return -1; c->a->head_scan = SCAN_DONE; break;
-    default: break;
-    }
-  }
-  return 0;
-}
-
 static int body_full(const gw_conn_t *c)
 {
   return c->a->req.body_streaming && evbuffer_get_length(c->a->req.body) >= BODY_HIGH_WATER;
@@ -562,7 +527,10 @@ static void conn_process(gw_conn_t *c)
   while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->a->req.body_streaming)) {
     if (c->pos == c->len || body_full(c)) break;
     if (evbuffer_get_length(c->a->out) > OUT_HIGH_WATER) break;
-    if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) && scan_head(c) < 0) {
+    /* llhttp 8.1 takes "\r\n\n" as the end of a head: head_scan.c checks
+     * every line ends in CRLF before the parser sees it (smuggling). */
+    if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) &&
+        gw_head_scan(&c->a->head_scan, c->buf + c->pos, c->len - c->pos) < 0) {
       reject_request(c, 400);
       break;
     }
@@ -785,7 +753,7 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   gw_request_reset(req);
   llhttp_resume(&c->a->parser);
   c->state = GW_CONN_IDLE;
-  c->a->head_scan = SCAN_LINE;
+  gw_head_scan_init(&c->a->head_scan);
   c->a->error_status = 0;
   if (!keepalive) c->close_after = 1;
   set_timer(c, c->server->limits.keepalive_timeout_ms);
@@ -854,12 +822,7 @@ static int http1_stream_body(gw_request_t *req, const char *data, size_t len)
   gw_conn_t *c = req->proto_ctx;
   if (c->dead) return -1;
   if (c->a->stream_chunked) {
-    char size[24];
-    int n = snprintf(size, sizeof(size), "%zx\r\n", len);
-    evbuffer_add(c->a->out, size, (size_t)n);
-    evbuffer_add(c->a->out, data, len);
-    evbuffer_add(c->a->out, "\r\n", 2);
-    c->a->stream_bytes += (size_t)n + len + 2;
+    c->a->stream_bytes += gw_chunked_add(c->a->out, data, len);
   } else {
     evbuffer_add(c->a->out, data, len);
     c->a->stream_bytes += len;
@@ -875,10 +838,7 @@ static void http1_stream_end(gw_request_t *req, int complete)
   if (c->dead) return;
   req->streaming = 0;
   req->on_drain = NULL;
-  if (complete && c->a->stream_chunked) {
-    evbuffer_add(c->a->out, "0\r\n\r\n", 5);
-    c->a->stream_bytes += 5;
-  }
+  if (complete && c->a->stream_chunked) c->a->stream_bytes += gw_chunked_end(c->a->out);
   /* Cut short: close after what was sent, so the client sees the body end
    * early (before its length, or without the last chunk), never a fake
    * complete response. */

@@ -10,6 +10,7 @@
 #include <event2/event_struct.h>
 #include <llhttp.h>
 
+#include "head_scan.h"
 #include "request.h"
 
 typedef enum {
@@ -36,7 +37,7 @@ typedef struct gw_conn_active_s {
   int req_ready;            /* req is parsed completely and not yet started */
   /* parse bookkeeping for the current request head */
   size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding, nhost;
-  int head_scan;            /* line-ending scanner state for the head (conn.c) */
+  gw_head_scan_t head_scan; /* line endings of the head checked so far */
   int last_cb;              /* which llhttp callback ran last (obs-fold detection) */
   const char *data_end;     /* end of the data given to llhttp_execute() */
   int value_at_data_end;    /* the last header-value span ended at data_end */

@@ -1,13 +1,16 @@
 /* test_response.c - reason phrases, bodyless statuses and the head writer
- * (gateway/response.c). The worker is only read for its cached Date line,
- * so a zeroed gw_worker_t stands in for it.
- * unit: response log access_log headers */
+ * (gateway/response.c) and the status codes' table (http_status.c). The
+ * worker's context is only read for its cached Date line, so a zeroed
+ * gw_context_t stands in for it.
+ * unit: response http_status log access_log headers */
 #include <stdlib.h>
 #include <string.h>
 #include <event2/buffer.h>
 
 #include "response.h"
-#include "worker.h"
+#include "context.h"
+#include "http_status.h"
+#include "request.h"
 #include "unit.h"
 
 static void test_reason(void)
@@ -27,14 +30,14 @@ static void test_reason(void)
     {503, "Service Unavailable"}, {504, "Gateway Timeout"}, {505, "HTTP Version Not Supported"},
   };
   for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++)
-    if (!CHECK_EQ_STR(gw_response_reason(named[i].status), named[i].reason)) unit_note("status %d", named[i].status);
+    if (!CHECK_EQ_STR(gw_http_reason(named[i].status), named[i].reason)) unit_note("status %d", named[i].status);
   int unknown[] = {0, -1, 1, 99, 199, 299, 418, 599, 600, 1000, 2000000000};
   for (size_t i = 0; i < sizeof(unknown) / sizeof(unknown[0]); i++)
-    if (!CHECK_EQ_STR(gw_response_reason(unknown[i]), "Unknown")) unit_note("status %d", unknown[i]);
+    if (!CHECK_EQ_STR(gw_http_reason(unknown[i]), "Unknown")) unit_note("status %d", unknown[i]);
   /* a non-empty phrase of token-ish text for every status a client can see */
   int bad = 0;
   for (int s = 100; s < 600; s++) {
-    const char *r = gw_response_reason(s);
+    const char *r = gw_http_reason(s);
     if (r == NULL || *r == '\0' || strpbrk(r, "\r\n") != NULL) bad++;
   }
   CHECK_EQ_INT(bad, 0);
@@ -45,7 +48,7 @@ static int bodyless(int status)
   gw_request_t req;
   memset(&req, 0, sizeof(req));
   req.status = status;
-  return gw_response_bodyless(&req);
+  return gw_request_bodyless(&req);
 }
 
 static void test_bodyless(void)
@@ -68,7 +71,7 @@ static void test_bodyless(void)
 
 typedef struct {
   gw_request_t req;
-  gw_worker_t w;
+  gw_context_t w;
   struct evbuffer *out;
 } fixture_t;
 
@@ -127,7 +130,7 @@ static void test_write_head(void)
   CHECK(!has_line(h, "yesterday"));
   CHECK(!has_line(h, "Connection"));
   CHECK(strstr(h, "\r\n\r\n") == h + strlen(h) - 4); /* one blank line, at the end */
-  CHECK(strlen(f.w.date) > 0 && has_line(h, f.w.date)); /* the worker's cached Date line */
+  CHECK(strlen(f.w.date) > 0 && has_line(h, f.w.date)); /* the context's cached Date line */
   free(h);
 
   /* no keep-alive; chunked */
