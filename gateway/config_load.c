@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <mruby.h>
@@ -22,6 +23,7 @@
 #include "config_load.h"
 #include "gw_mruby.h"
 #include "handler.h"
+#include "log.h"
 #include "mruby_handler.h"
 #include "proxy.h"
 #include "router.h"
@@ -308,6 +310,11 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
   return cfg;
 }
 
+/* Binding a port that a lingering socket still holds (a client of an earlier
+ * run, in TIME_WAIT or not) fails for a moment: retry, as nginx does. */
+#define LISTEN_TRIES 5
+#define LISTEN_RETRY_MS 500
+
 static int open_listener(gw_server_t *s, char *err, size_t errlen)
 {
   struct sockaddr_storage ss;
@@ -316,16 +323,25 @@ static int open_listener(gw_server_t *s, char *err, size_t errlen)
     snprintf(err, errlen, "listen %s:%d: host must be an IP address", s->host, s->port);
     return -1;
   }
-  int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) goto fail;
-  int one = 1;
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-  if (bind(fd, (struct sockaddr *)&ss, sslen) < 0 || listen(fd, 4096) < 0) goto fail;
-  s->fd = fd;
-  return 0;
-fail:
+  for (int try = 1;; try++) {
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) break;
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, sslen) == 0 && listen(fd, 4096) == 0) {
+      s->fd = fd;
+      return 0;
+    }
+    int e = errno;
+    close(fd);
+    errno = e;
+    if (e != EADDRINUSE || try == LISTEN_TRIES) break;
+    gw_log_warn("listen %s:%d: %s; trying again in %d ms (%d of %d)", s->host, s->port, strerror(e),
+                LISTEN_RETRY_MS, try, LISTEN_TRIES - 1);
+    struct timespec pause = {0, LISTEN_RETRY_MS * 1000000L};
+    nanosleep(&pause, NULL);
+  }
   snprintf(err, errlen, "listen %s:%d: %s", s->host, s->port, strerror(errno));
-  if (fd >= 0) close(fd);
   return -1;
 }
 
