@@ -94,7 +94,7 @@ static int on_message_begin(llhttp_t *p)
   c->a->req.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
-    if (c->requests > 0) set_timer(c, c->server->limits.header_timeout_ms);
+    if (c->served) set_timer(c, c->ctx->server->limits.header_timeout_ms);
   }
   return 0;
 }
@@ -104,14 +104,14 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
   gw_conn_t *c = p->data;
   gw_request_t *r = &c->a->req;
   if (r->target_len == 0) r->method = llhttp_method_name(p->method); /* for the access log of a rejected head */
-  if (r->target_len + n > c->server->limits.max_request_line) return reject(c, 414);
+  if (r->target_len + n > c->ctx->server->limits.max_request_line) return reject(c, 414);
   c->a->head_bytes += n;
   return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int commit_header(gw_conn_t *c)
 {
-  const gw_limits_t *lim = &c->server->limits;
+  const gw_limits_t *lim = &c->ctx->server->limits;
   if (++c->a->nheaders > lim->max_headers) return reject(c, 431);
   if (c->a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
   if (c->a->hname_len == 14 && strncasecmp(c->a->hname, "content-length", 14) == 0) c->a->ncontent_length++;
@@ -132,7 +132,7 @@ static int commit_header(gw_conn_t *c)
 static int count_head(gw_conn_t *c, size_t n)
 {
   c->a->head_bytes += n;
-  return c->a->head_bytes > c->server->limits.max_header_size ? reject(c, 431) : 0;
+  return c->a->head_bytes > c->ctx->server->limits.max_header_size ? reject(c, 431) : 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
@@ -206,8 +206,8 @@ static int on_headers_complete(llhttp_t *p)
   int has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
   if (!has_body) return 0;
   /* The location decides the body limit, and whether the body streams. */
-  const gw_location_t *loc = r->location = gw_router_match(c->server, r->target, r->path_len);
-  c->a->max_body = loc ? loc->max_body : c->server->limits.max_body;
+  const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
+  c->a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
   if (!chunked && p->content_length > c->a->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");
   if (expect && r->http_minor == 1) {
@@ -215,7 +215,7 @@ static int on_headers_complete(llhttp_t *p)
     evbuffer_add(c->a->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
   }
   c->state = GW_CONN_BODY;
-  set_timer(c, c->server->limits.body_timeout_ms);
+  set_timer(c, c->ctx->server->limits.body_timeout_ms);
   if (loc && loc->stream_body) { /* start now; conn_process() feeds the body as it comes */
     r->body_streaming = 1;
     r->body_length = chunked ? -1 : (long long)p->content_length;
@@ -230,7 +230,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
   gw_request_t *r = &c->a->req;
   c->a->body_bytes += n;
   if (c->a->body_bytes > c->a->max_body) return reject(c, 413);
-  set_timer(c, c->server->limits.body_timeout_ms); /* a gap between reads */
+  set_timer(c, c->ctx->server->limits.body_timeout_ms); /* a gap between reads */
   return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
 }
 
@@ -326,7 +326,7 @@ static int take_active(gw_conn_t *c)
       free(a);
       return -1;
     }
-    gw_request_init(&a->req, c->ctx, c->server, &http1_protocol, NULL);
+    gw_request_init(&a->req, c->ctx, c->ctx->server, &http1_protocol, NULL);
   }
   llhttp_init(&a->parser, HTTP_REQUEST, &parser_settings);
   a->parser.data = c;
@@ -369,7 +369,6 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   gw_conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) return NULL;
   c->ctx = ctx;
-  c->server = ctx->server;
   c->fd = fd;
   c->state = GW_CONN_IDLE;
   if (peer->sa_family == AF_INET)
@@ -380,7 +379,7 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
-  set_timer(c, c->server->limits.header_timeout_ms);
+  set_timer(c, c->ctx->server->limits.header_timeout_ms);
   c->next = ctx->conns;
   if (ctx->conns) ctx->conns->prev = c;
   ctx->conns = c;
@@ -444,7 +443,7 @@ static int conn_flush(gw_conn_t *c)
   if (evbuffer_get_length(c->a->out) > 0) {
     if (!c->a->writing) {
       c->a->writing = 1;
-      struct timeval tv = {c->server->limits.send_timeout_ms / 1000, (c->server->limits.send_timeout_ms % 1000) * 1000};
+      struct timeval tv = {c->ctx->server->limits.send_timeout_ms / 1000, (c->ctx->server->limits.send_timeout_ms % 1000) * 1000};
       event_add(&c->a->write_ev, &tv);
     }
     return 1;
@@ -556,7 +555,7 @@ static void conn_process(gw_conn_t *c)
       /* The request is complete, or (streaming its body) its head is. */
       c->a->req_ready = 0;
       c->state = GW_CONN_BUSY;
-      set_timer(c, c->a->req.body_streaming ? c->server->limits.body_timeout_ms : 0);
+      set_timer(c, c->a->req.body_streaming ? c->ctx->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
       gw_request_start(&c->a->req); /* may finish (http1_send) before returning */
       continue;
@@ -749,14 +748,14 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
-  c->requests++;
+  c->served = 1;
   gw_request_reset(req);
   llhttp_resume(&c->a->parser);
   c->state = GW_CONN_IDLE;
   gw_head_scan_init(&c->a->head_scan);
   c->a->error_status = 0;
   if (!keepalive) c->close_after = 1;
-  set_timer(c, c->server->limits.keepalive_timeout_ms);
+  set_timer(c, c->ctx->server->limits.keepalive_timeout_ms);
   if (c->in_callback == 0) { /* finished later, from some other event */
     conn_enter(c);
     conn_process(c);
@@ -783,7 +782,7 @@ static void http1_body_taken(gw_request_t *req)
   if (c->dead || !c->a->req.body_streaming || c->reading) return;
   if (evbuffer_get_length(c->a->req.body) >= BODY_LOW_WATER) return;
   conn_enter(c);
-  set_timer(c, c->server->limits.body_timeout_ms);
+  set_timer(c, c->ctx->server->limits.body_timeout_ms);
   conn_process(c);
   conn_leave(c);
 }
@@ -862,7 +861,7 @@ void gw_conn_shutdown(gw_conn_t *c, int graceful)
      * client may be sending this instant (it would see a reset). Give it a
      * moment instead: a request that comes is answered with Connection:
      * close (the worker is stopping), an idle client is closed after it. */
-    int ms = c->server->limits.keepalive_timeout_ms;
+    int ms = c->ctx->server->limits.keepalive_timeout_ms;
     set_timer(c, ms < GW_DRAIN_IDLE_MS ? ms : GW_DRAIN_IDLE_MS);
   } else {
     c->close_after = 1; /* answered, then closed */

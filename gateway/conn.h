@@ -55,7 +55,6 @@ typedef struct gw_conn_active_s {
 
 struct gw_conn_s {
   gw_context_t *ctx;
-  const gw_server_t *server;
   gw_conn_active_t *a;      /* owned while busy (see above), else NULL */
   int fd;
   gw_conn_state_t state;
@@ -64,12 +63,12 @@ struct gw_conn_s {
   int64_t timer_at;         /* when timer_ev is armed to fire; 0: not armed */
   char *buf;                /* unparsed input: the worker's shared buffer while
                                inside a read callback, else owned (NULL when empty) */
-  size_t len, pos, cap;     /* buf[pos, len) is not parsed yet */
-  unsigned requests;        /* requests served on this connection */
+  uint32_t len, pos, cap;   /* buf[pos, len) is not parsed yet (at most 64 KiB) */
   unsigned char reading;    /* read_ev is added */
   unsigned char close_after;/* close once the output is flushed */
   unsigned char dead;       /* closed; free when in_callback drops to 0 */
   unsigned char in_callback;/* depth of conn code on the stack: defer the free */
+  unsigned char served;     /* a response went out: later heads get header_timeout */
   char remote_addr[46];     /* the client's address as text (INET6_ADDRSTRLEN) */
   gw_conn_t *next, *prev;   /* ctx->conns */
 };
