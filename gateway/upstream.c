@@ -52,8 +52,12 @@
 #include <event2/event_struct.h>
 #include <llhttp.h>
 
+#include "addr.h"
+#include "buf.h"
+#include "error.h"
 #include "headers.h"
 #include "log.h"
+#include "timeutil.h"
 #include "upstream.h"
 
 #define GW_UPSTREAM_READ_SIZE (64 * 1024)
@@ -67,22 +71,17 @@
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_MAX_RESPONSE_BODY ((size_t)64 * 1024 * 1024)
 
-static const char ERR_REFUSED[] = "connection refused";
-static const char ERR_RESET[] = "connection reset by upstream";
-static const char ERR_PREMATURE[] = "upstream closed connection prematurely";
-static const char ERR_CONNECT_TIMEOUT[] = "upstream connect timed out";
-static const char ERR_TIMEOUT[] = "upstream timed out";
-static const char ERR_INVALID[] = "invalid upstream response";
-static const char ERR_TOO_LARGE[] = "upstream response too large";
-static const char ERR_CONNECT[] = "cannot connect to upstream";
-static const char ERR_NOMEM[] = "out of memory";
-
-typedef union {
-  struct sockaddr sa;
-  struct sockaddr_in in4;
-  struct sockaddr_in6 in6;
-  struct sockaddr_un un;
-} gw_sockaddr_t;
+/* Every failure the client reports: its kind and its log text. */
+static const gw_err_t ERR_REFUSED = {GW_ERR_CONNECT_REFUSED, "connection refused"};
+static const gw_err_t ERR_RESET = {GW_ERR_RESET, "connection reset by upstream"};
+static const gw_err_t ERR_PREMATURE = {GW_ERR_CLOSED, "upstream closed connection prematurely"};
+static const gw_err_t ERR_CONNECT_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"};
+static const gw_err_t ERR_TIMEOUT = {GW_ERR_TIMEOUT, "upstream timed out"};
+static const gw_err_t ERR_INVALID = {GW_ERR_BAD_RESPONSE, "invalid upstream response"};
+static const gw_err_t ERR_TOO_LARGE = {GW_ERR_TOO_LARGE, "upstream response too large"};
+static const gw_err_t ERR_CONNECT = {GW_ERR_CONNECT, "cannot connect to upstream"};
+static const gw_err_t ERR_NOMEM = {GW_ERR_NOMEM, "out of memory"};
+static const gw_err_t ERR_NONE = {GW_OK, NULL};
 
 typedef struct upstream_conn_s upstream_conn_t;
 
@@ -114,8 +113,8 @@ struct upstream_conn_s {
   struct event rev, wev, tev;
   llhttp_t parser;
   const char *chunk;           /* start of the data given to llhttp_execute */
-  char *field;                 /* header name then value, accumulated across reads */
-  size_t field_cap, name_len, value_len;
+  gw_buf_t field;              /* header name then value, accumulated across reads */
+  size_t name_len, value_len;  /* of them in field */
   char *stash;                 /* unparsed bytes kept across a pause: [stash_off, stash_len) */
   size_t stash_off, stash_len, stash_cap;
 };
@@ -131,8 +130,7 @@ struct gw_client_req_s {
   const char *span;            /* streaming: body span stashed by on_body for delivery */
   size_t span_len;
   struct event dev;            /* deferred failure from inside gw_client_request */
-  const char *err;
-  int timed_out;
+  gw_err_t err;                /* a failure found while parsing, or to report from dev */
   int connect_timeout_ms;
   int timeout_ms;
   size_t max_body;
@@ -204,8 +202,7 @@ static const struct timeval *pool_timeout(gw_upstream_pool_t *pool, int ms, stru
 {
   for (int i = 0; i < pool->ntcache; i++)
     if (pool->tcache[i].ms == ms) return pool->tcache[i].tv;
-  tmp->tv_sec = ms / 1000;
-  tmp->tv_usec = (ms % 1000) * 1000;
+  *tmp = gw_timeval_from_ms(ms);
   if (pool->ntcache < GW_UPSTREAM_TIMEOUT_CACHE) {
     const struct timeval *tv = event_base_init_common_timeout(pool->base, tmp);
     if (tv != NULL) {
@@ -285,7 +282,7 @@ static void conn_close(upstream_conn_t *c)
   event_del(&c->tev);
   close(c->fd);
   key_put(pool, c->key);
-  free(c->field);
+  gw_buf_dispose(&c->field);
   free(c->stash);
   free(c);
 }
@@ -394,7 +391,7 @@ static void pool_destroy(gw_upstream_pool_t *pool);
 
 /* Detaches the connection (parking or closing it), runs the callback, frees
  * the request. Always the last thing its caller does. */
-static void req_finish(gw_client_req_t *r, const char *err, int timed_out, int keep)
+static void req_finish(gw_client_req_t *r, gw_err_t err, int keep)
 {
   gw_upstream_pool_t *pool = r->pool;
   upstream_conn_t *c = r->conn;
@@ -404,16 +401,16 @@ static void req_finish(gw_client_req_t *r, const char *err, int timed_out, int k
     if (keep) conn_park(c); else conn_close(c);
   }
   pool->cb_depth++;
-  r->cb(err, timed_out, err ? NULL : &r->res, r->arg);
+  r->cb(err, err.kind != GW_OK ? NULL : &r->res, r->arg);
   pool->cb_depth--;
   req_free(r);
   if (pool->free_pending && pool->cb_depth == 0) pool_destroy(pool);
 }
 
-static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
+static void req_fail(gw_client_req_t *r, gw_err_t err)
 {
   if (!r->starting) {
-    req_finish(r, err, timed_out, 0);
+    req_finish(r, err, 0);
     return;
   }
   if (r->conn != NULL) {
@@ -423,7 +420,6 @@ static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
     conn_close(c);
   }
   r->err = err;
-  r->timed_out = timed_out;
   event_active(&r->dev, EV_TIMEOUT, 1);
 }
 
@@ -441,10 +437,10 @@ static void on_req_deferred(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_client_req_t *r = arg;
-  req_finish(r, r->err, r->timed_out, 0);
+  req_finish(r, r->err, 0);
 }
 
-static const char *errno_message(int e)
+static gw_err_t errno_error(int e)
 {
   switch (e) {
   case ECONNREFUSED: return ERR_REFUSED;
@@ -483,7 +479,7 @@ static void conn_io_failed(upstream_conn_t *c, int err)
     req_retry(r);
     return;
   }
-  req_fail(r, err == 0 ? ERR_PREMATURE : errno_message(err), 0);
+  req_fail(r, err == 0 ? ERR_PREMATURE : errno_error(err));
 }
 
 static void conn_attach(upstream_conn_t *c, gw_client_req_t *r)
@@ -515,7 +511,7 @@ static void req_connect(gw_client_req_t *r)
   int fd = socket(k->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     gw_log_error("upstream: socket(): %s", strerror(errno));
-    req_fail(r, ERR_CONNECT, 0);
+    req_fail(r, ERR_CONNECT);
     return;
   }
   if (k->addr.sa.sa_family != AF_UNIX) {
@@ -525,7 +521,7 @@ static void req_connect(gw_client_req_t *r)
   upstream_conn_t *c = calloc(1, sizeof(*c));
   if (c == NULL) {
     close(fd);
-    req_fail(r, ERR_CONNECT, 0);
+    req_fail(r, ERR_CONNECT);
     return;
   }
   c->pool = pool;
@@ -551,7 +547,7 @@ static void req_connect(gw_client_req_t *r)
   } else {
     int e = errno;
     if (e != ECONNREFUSED) gw_log_info("upstream: connect(): %s", strerror(e));
-    req_fail(r, e == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+    req_fail(r, e == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
   }
 }
 
@@ -653,18 +649,8 @@ static void conn_send(upstream_conn_t *c)
 
 static int field_append(upstream_conn_t *c, const char *at, size_t len)
 {
-  if (len == 0) return 0;
-  size_t need = c->name_len + c->value_len + len;
-  if (need > c->field_cap) {
-    size_t cap = c->field_cap ? c->field_cap : 256;
-    while (cap < need) cap *= 2;
-    char *p = realloc(c->field, cap);
-    if (p == NULL) return -1;
-    c->field = p;
-    c->field_cap = cap;
-  }
-  memcpy(c->field + c->name_len + c->value_len, at, len);
-  return 0;
+  c->field.len = c->name_len + c->value_len; /* the previous field is done with */
+  return gw_buf_append(&c->field, at, len);
 }
 
 /* The header block (1xx blocks included) may not exceed 64 KiB. */
@@ -706,7 +692,7 @@ static int on_header_value_complete(llhttp_t *p)
   if (r->headers_done) return 0;
   /* llhttp 8.1 accepts a line ": x": a field without a name is not HTTP. */
   if (c->name_len == 0) return -1;
-  int rc = gw_headers_add(&r->res.headers, c->field, c->name_len, c->value_len ? c->field + c->name_len : "", c->value_len);
+  int rc = gw_headers_add(&r->res.headers, c->field.data, c->name_len, c->value_len ? c->field.data + c->name_len : "", c->value_len);
   c->name_len = c->value_len = 0;
   return rc;
 }
@@ -858,7 +844,7 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
     len -= used;
     if (len == 0) return PARSE_MORE;
   }
-  if (r->err == NULL) r->err = ERR_INVALID;
+  if (r->err.kind == GW_OK) r->err = ERR_INVALID;
   return PARSE_ERROR;
 }
 
@@ -884,11 +870,11 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
   gw_client_req_t *r = c->req;
   switch (rc) {
   case PARSE_DONE:
-    req_finish(r, NULL, 0,
+    req_finish(r, ERR_NONE,
                leftover == 0 && req_all_sent(r) && !r->no_keepalive && llhttp_should_keep_alive(&c->parser));
     return 0;
   case PARSE_ERROR:
-    req_fail(r, r->err, 0);
+    req_fail(r, r->err);
     return 0;
   case PARSE_CANCELLED:
     req_abandon(r);
@@ -901,7 +887,7 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
       if (leftover > c->stash_cap) {
         char *p = realloc(c->stash, leftover);
         if (p == NULL) {
-          req_fail(r, ERR_NOMEM, 0);
+          req_fail(r, ERR_NOMEM);
           return 0;
         }
         c->stash = p;
@@ -927,14 +913,14 @@ static void conn_eof(upstream_conn_t *c)
   }
   llhttp_errno_t e = llhttp_finish(&c->parser);
   if ((e == HPE_OK || e == HPE_PAUSED) && r->msg_done && !r->interim) {
-    req_finish(r, NULL, 0, 0);
+    req_finish(r, ERR_NONE, 0);
     return;
   }
-  if (r->err != NULL) { /* an on_message_complete-time error */
-    req_fail(r, r->err, 0);
+  if (r->err.kind != GW_OK) { /* an on_message_complete-time error */
+    req_fail(r, r->err);
     return;
   }
-  req_fail(r, ERR_PREMATURE, 0);
+  req_fail(r, ERR_PREMATURE);
 }
 
 static void conn_readable(upstream_conn_t *c)
@@ -1002,7 +988,7 @@ static void on_conn_write(evutil_socket_t fd, short what, void *arg)
   if (err == EINPROGRESS || err == EINTR) return;
   if (err != 0) {
     if (err != ECONNREFUSED) gw_log_info("upstream: connect: %s", strerror(err));
-    req_fail(c->req, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+    req_fail(c->req, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
     return;
   }
   conn_connected(c);
@@ -1015,10 +1001,10 @@ static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
   upstream_conn_t *c = arg;
   switch (c->state) {
   case CONN_CONNECTING:
-    req_fail(c->req, ERR_CONNECT_TIMEOUT, 1);
+    req_fail(c->req, ERR_CONNECT_TIMEOUT);
     break;
   case CONN_ACTIVE:
-    req_fail(c->req, ERR_TIMEOUT, 1);
+    req_fail(c->req, ERR_TIMEOUT);
     break;
   case CONN_IDLE:
     conn_close(c);
@@ -1080,13 +1066,7 @@ static int method_is(const char *m, size_t len, const char *s)
 static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *addr)
 {
   memset(addr, 0, sizeof(*addr));
-  if (p->unix_path != NULL) {
-    size_t n = strlen(p->unix_path);
-    if (n == 0 || n >= sizeof(addr->un.sun_path)) return 0;
-    addr->un.sun_family = AF_UNIX;
-    memcpy(addr->un.sun_path, p->unix_path, n);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
-  }
+  if (p->unix_path != NULL) return gw_addr_from_unix(p->unix_path, addr);
   if (p->addr != NULL) {
     if (p->addrlen == 0 || p->addrlen > sizeof(*addr)) return 0;
     memcpy(addr, p->addr, p->addrlen);
@@ -1094,29 +1074,10 @@ static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *add
   }
   if (p->host == NULL) return 0;
   struct sockaddr_storage ss;
-  socklen_t len = gw_ip_sockaddr(p->host, p->port, &ss);
+  socklen_t len = gw_addr_from_ip(p->host, p->port, &ss);
   if (len > sizeof(*addr)) return 0;
   memcpy(addr, &ss, len);
   return len;
-}
-
-socklen_t gw_ip_sockaddr(const char *host, int port, struct sockaddr_storage *out)
-{
-  memset(out, 0, sizeof(*out));
-  if (port <= 0 || port > 65535) return 0;
-  struct sockaddr_in *in4 = (struct sockaddr_in *)out;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
-  if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons((uint16_t)port);
-    return sizeof(*in4);
-  }
-  if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons((uint16_t)port);
-    return sizeof(*in6);
-  }
-  return 0;
 }
 
 static int header_is(const gw_header_t *h, const char *name)
@@ -1239,7 +1200,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
 
   if (bad != NULL) {
     gw_log_error("upstream: %s (%s %s)", bad, method, params->unix_path ? params->unix_path : params->host ? params->host : "-");
-    req_fail(r, ERR_CONNECT, 0);
+    req_fail(r, ERR_CONNECT);
     r->starting = 0;
     return r;
   }

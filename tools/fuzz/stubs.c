@@ -34,7 +34,7 @@ void gw_handler_start(gw_request_t *req)
   UNREACHABLE("gw_handler_start");
 }
 
-void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *u, const char *key)
+void gw_proxy_start_url(gw_request_t *req, const char *url, const gw_url_t *u, const char *key)
 {
   (void)req, (void)url, (void)u, (void)key;
   UNREACHABLE("gw_proxy_start_url");

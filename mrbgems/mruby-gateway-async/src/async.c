@@ -10,6 +10,7 @@
 
 #include "gw_mruby.h"
 #include "async.h"
+#include "timeutil.h"
 
 /* Called by every primitive that parks the fiber, before it arms anything, so
  * an error is clear and nothing is left pending: the wait must suspend the
@@ -56,9 +57,7 @@ static void sleep_cancel(gw_pending_t *p)
 
 static void arm(sleep_op_t *op, double seconds)
 {
-  struct timeval tv;
-  tv.tv_sec = (time_t)seconds;
-  tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+  struct timeval tv = gw_timeval_from_s(seconds);
   evtimer_add(&op->ev, &tv);
 }
 
