@@ -1,12 +1,13 @@
-/* upstream.h - the non-blocking HTTP/1.1 client and its keep-alive pool.
+/* upstream.h - the non-blocking HTTP/1.1 client.
  *
  * Knows nothing of server-side requests or mruby: it sends one request to
  * host:port (or a unix socket) on a worker's event_base and calls back once
- * with the whole response (or an error), or, in streaming mode, hands over
- * the head and then the body piece by piece with back-pressure (pause and
- * resume). A request body may stream too, from an evbuffer the caller fills
- * (body_source). Idle keep-alive connections are kept per (host, port) and
- * reused.
+ * with the whole response (or an error kind, error.h), or, in streaming mode,
+ * hands over the head and then the body piece by piece with back-pressure
+ * (pause and resume). A request body may stream too, from an evbuffer the
+ * caller fills (body_source). Connections come from, and go back to, the
+ * keep-alive pool (pool.c: idle ones kept per address and reused); a
+ * gw_upstream_pool_t is the per-worker client state around it.
  * Used by proxy_pass and by URL sub-requests. */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
