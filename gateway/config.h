@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <mruby.h>
 
+#include "balancer.h" /* gw_upstream_group_t, gw_upstream_server_t */
 #include "settings.h"
+#include "url.h"
 
 typedef struct {
   size_t max_request_line; /* bytes of request-target; over -> 414 */
@@ -20,17 +22,6 @@ typedef struct {
   int keepalive_timeout_ms;
   int send_timeout_ms;
 } gw_limits_t;
-
-/* A proxy_pass URL, split (proxy.c: gw_proxy_parse_url). */
-typedef struct {
-  char host[256];     /* without brackets for IPv6 */
-  int port;           /* 80 when the URL has none */
-  const char *path;   /* points into the URL: "/x?y", or "" when it has none */
-  char hostport[300]; /* for the Host header */
-  struct sockaddr_storage addr; /* host:port when host is an IP literal */
-  socklen_t addrlen;  /* 0: host is a name (an upstream group, or resolved at run time) */
-  const char *unix_path; /* "unix:/path.sock": points into the URL; else NULL */
-} gw_proxy_url_t;
 
 struct gw_handler_s;
 struct gw_filter_s;
@@ -59,36 +50,6 @@ typedef struct {
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
 } gw_server_t;
-
-typedef struct {
-  char *host;           /* owned IP literal, or NULL for a unix socket */
-  int port;
-  struct sockaddr_storage addr; /* host:port, parsed at load */
-  socklen_t addrlen;
-  char *unix_path;      /* owned, or NULL */
-  char *label;          /* owned "host:port" or "unix:/path", for logs */
-  int weight;
-  /* per worker, changed at run time (passive health, least_conn) */
-  int fails;            /* consecutive failures */
-  double down_until_ms; /* skipped until then (CLOCK_MONOTONIC ms) */
-  int active;           /* requests in flight */
-  int current_weight;   /* smooth weighted round robin */
-} gw_upstream_server_t;
-
-typedef enum { GW_BALANCE_ROUND_ROBIN, GW_BALANCE_LEAST_CONN, GW_BALANCE_HASH } gw_balance_t;
-
-/* upstream :name, servers: [...], keepalive: N */
-typedef struct {
-  char *name;           /* owned */
-  gw_upstream_server_t *servers; /* owned array */
-  size_t nservers;
-  int keepalive;        /* idle connections kept per server */
-  gw_balance_t balance;
-  int max_fails;        /* 0: never mark a server down */
-  int fail_timeout_ms;
-  int connect_timeout_ms;
-  int timeout_ms;
-} gw_upstream_group_t;
 
 typedef struct {
   mrb_state *mrb;       /* the VM that evaluated the file; workers inherit it on fork */

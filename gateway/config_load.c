@@ -20,6 +20,7 @@
 #include <mruby/string.h>
 #include <mruby/variable.h>
 
+#include "addr.h"
 #include "config_load.h"
 #include "gw_mruby.h"
 #include "handler.h"
@@ -28,7 +29,6 @@
 #include "proxy.h"
 #include "router.h"
 #include "status.h"
-#include "upstream.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -176,16 +176,15 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       g->nservers++;
       us->label = strdup(addr);
       us->weight = (int)mrb_integer(mrb_ary_ref(mrb, weights, j));
-      if (strncmp(addr, "unix:", 5) == 0) {
-        us->unix_path = strdup(addr + 5);
+      gw_hostport_t hp;
+      if (gw_addr_unix_path(addr)) {
+        us->unix_path = strdup(gw_addr_unix_path(addr));
+      } else if (gw_addr_split(addr, strlen(addr), &hp, GW_ADDR_BARE_V6) == 0 && hp.port > 0) {
+        us->host = strdup(hp.host);
+        us->port = hp.port;
+        us->addrlen = gw_addr_from_ip(hp.host, hp.port, &us->addr);
       } else {
-        const char *colon = strrchr(addr, ':');
-        const char *h = addr;
-        size_t hl = (size_t)(colon - addr);
-        if (h[0] == '[' && hl >= 2) h++, hl -= 2;
-        us->host = strndup(h, hl);
-        us->port = atoi(colon + 1);
-        if (us->host) us->addrlen = gw_ip_sockaddr(us->host, us->port, &us->addr);
+        mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", g->name, addr);
       }
     }
   }
@@ -318,7 +317,7 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
 static int open_listener(gw_server_t *s, char *err, size_t errlen)
 {
   struct sockaddr_storage ss;
-  socklen_t sslen = gw_ip_sockaddr(s->host, s->port, &ss);
+  socklen_t sslen = gw_addr_from_ip(s->host, s->port, &ss);
   if (sslen == 0) {
     snprintf(err, errlen, "listen %s:%d: host must be an IP address", s->host, s->port);
     return -1;

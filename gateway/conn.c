@@ -26,9 +26,10 @@
 #include <time.h>
 #include <sys/socket.h>
 #include <unistd.h>
-#include <arpa/inet.h>
 
 #include "access_log.h"
+#include "addr.h"
+#include "buf.h"
 #include "chunked.h"
 #include "conn.h"
 #include "head_scan.h"
@@ -36,6 +37,7 @@
 #include "response.h"
 #include "router.h"
 #include "stats.h"
+#include "timeutil.h"
 
 #define SHARED_BUF_SIZE (64 * 1024)
 #define OWN_BUF_MIN (16 * 1024)
@@ -66,19 +68,17 @@ static int reject(gw_conn_t *c, int status)
   return -1;
 }
 
+/* Appends n bytes to a NUL-terminated growable string (buf.c grows it). */
 static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n)
 {
-  if (*len + n + 1 > *cap) {
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < *len + n + 1) ncap *= 2;
-    char *p = realloc(*buf, ncap);
-    if (p == NULL) return -1;
-    *buf = p;
-    *cap = ncap;
-  }
-  memcpy(*buf + *len, at, n);
-  *len += n;
-  (*buf)[*len] = '\0';
+  gw_buf_t b = {*buf, *len, *cap};
+  if (gw_buf_reserve(&b, n + 1) < 0) return -1;
+  memcpy(b.data + b.len, at, n);
+  b.len += n;
+  b.data[b.len] = '\0';
+  *buf = b.data;
+  *len = b.len;
+  *cap = b.cap;
   return 0;
 }
 
@@ -264,7 +264,7 @@ static int64_t now_ms(void)
 static void arm_timer(gw_conn_t *c, int64_t now, int64_t at)
 {
   int64_t ms = at - now;
-  struct timeval tv = {(time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000)};
+  struct timeval tv = gw_timeval_from_ms(ms);
   c->timer_at = at;
   event_add(&c->timer_ev, &tv);
 }
@@ -371,10 +371,7 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   c->ctx = ctx;
   c->fd = fd;
   c->state = GW_CONN_IDLE;
-  if (peer->sa_family == AF_INET)
-    inet_ntop(AF_INET, &((const struct sockaddr_in *)peer)->sin_addr, c->remote_addr, sizeof(c->remote_addr));
-  else if (peer->sa_family == AF_INET6)
-    inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)peer)->sin6_addr, c->remote_addr, sizeof(c->remote_addr));
+  gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
   event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
@@ -443,7 +440,7 @@ static int conn_flush(gw_conn_t *c)
   if (evbuffer_get_length(c->a->out) > 0) {
     if (!c->a->writing) {
       c->a->writing = 1;
-      struct timeval tv = {c->ctx->server->limits.send_timeout_ms / 1000, (c->ctx->server->limits.send_timeout_ms % 1000) * 1000};
+      struct timeval tv = gw_timeval_from_ms(c->ctx->server->limits.send_timeout_ms);
       event_add(&c->a->write_ev, &tv);
     }
     return 1;

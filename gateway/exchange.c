@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "addr.h"
 #include "exchange.h"
 #include "log.h"
 
@@ -54,26 +55,25 @@ static void on_client_body_sent(void *arg)
   x->on_body_sent(x->arg);
 }
 
-static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+static void on_client_done(gw_err_t err, gw_client_response_t *res, void *arg)
 {
   gw_exchange_t *x = arg;
   gw_client_done_cb cb = x->cb;
   void *cb_arg = x->arg;
   exchange_free(x); /* the client frees its own request after we return */
-  cb(err, timed_out, res, cb_arg);
+  cb(err, res, cb_arg);
 }
 
-static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t addrlen, void *arg)
+static void on_resolved(gw_err_t err, const struct sockaddr *addr, socklen_t addrlen, void *arg)
 {
   gw_exchange_t *x = arg;
   x->lookup = NULL;
-  if (err) {
-    gw_log_error("cannot resolve upstream host \"%s\": %s", x->host, err);
+  if (err.kind != GW_OK) {
+    gw_log_error("cannot resolve upstream host \"%s\": %s", x->host, err.msg);
     gw_client_done_cb cb = x->cb;
     void *cb_arg = x->arg;
-    int timed_out = strcmp(err, "DNS server did not answer") == 0;
     exchange_free(x);
-    cb(err, timed_out, NULL, cb_arg);
+    cb(err, NULL, cb_arg);
     return;
   }
   x->params.addr = addr; /* the port is in it already */
@@ -84,14 +84,8 @@ static void on_resolved(const char *err, const struct sockaddr *addr, socklen_t 
     gw_client_done_cb cb = x->cb;
     void *cb_arg = x->arg;
     exchange_free(x);
-    cb("cannot connect to upstream", 0, NULL, cb_arg);
+    cb(gw_err(GW_ERR_CONNECT, "cannot connect to upstream"), NULL, cb_arg);
   }
-}
-
-static int is_ip(const char *host)
-{
-  struct sockaddr_storage ss;
-  return gw_ip_sockaddr(host, 80, &ss) > 0; /* any valid port: only the host is in question */
 }
 
 gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *p,
@@ -112,7 +106,7 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
     direct.on_body = on_client_body;
   }
   if (p->on_body_sent) direct.on_body_sent = on_client_body_sent;
-  if (p->unix_path || p->addr || is_ip(p->host) || resolver == NULL) {
+  if (p->unix_path || p->addr || gw_addr_is_ip(p->host) || resolver == NULL) {
     x->client = gw_client_request(pool, &direct, on_client_done, x);
     if (x->client == NULL) {
       exchange_free(x);

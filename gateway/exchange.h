@@ -10,8 +10,9 @@ typedef struct gw_exchange_s gw_exchange_t;
 
 /* As gw_client_request(), except that params->host may be a host name: it is
  * resolved first with `resolver` (IP literals and unix paths skip that). A
- * failed lookup completes with err "host not found", "DNS server did not
- * answer" (timed_out = 1), ...; the host name is logged. NULL when out of memory. */
+ * failed lookup completes with the resolver's error (GW_ERR_DNS_NOT_FOUND "host
+ * not found", GW_ERR_DNS_TIMEOUT "DNS server did not answer", ...); the host
+ * name is logged. NULL when out of memory. */
 gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolver, const gw_client_params_t *params,
                                  gw_client_done_cb cb, void *arg);
 

@@ -1,6 +1,6 @@
 /* proxy.c - proxy_pass: rewrites a request for an upstream, picks a server of
- * an upstream group (balancing, passive health), sends it with the upstream
- * client (upstream.c) and turns the answer into the response.
+ * an upstream group (balancer.c), sends it with the upstream client
+ * (exchange.c, upstream.c) and turns the answer into the response.
  *
  * URL mapping follows nginx: with a path in the URL, the matched location
  * prefix is replaced by it ("/sub" + proxy_pass "http://h:1/mruby": "/sub/x"
@@ -14,6 +14,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "balancer.h"
+#include "error.h"
 #include "exchange.h"
 #include "log.h"
 #include "proxy.h"
@@ -27,14 +29,14 @@ typedef struct {
   double sent_ms;
   gw_upstream_group_t *group; /* NULL for a literal address */
   gw_upstream_server_t *server; /* the group's server in use, or NULL */
-  unsigned tried;         /* bitmask of group servers tried (first 32) */
+  uint32_t tried;         /* bitmask of group servers tried (gw_balancer_bit) */
   int tries;
   gw_client_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
   int filtering_head;     /* a header filter runs; the upstream is paused meanwhile */
   long long head_length;  /* ... and the length to announce once it is done */
   int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
-  const char *done_err;
+  gw_err_t done_err;
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -111,108 +113,6 @@ static void add_joined(gw_headers_t *dst, const char *name, const gw_headers_t *
   if (v != small) free(v);
 }
 
-int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u)
-{
-  memset(u, 0, sizeof(*u));
-  if (strncmp(url, "unix:/", 6) == 0) {
-    u->unix_path = url + 5;
-    u->path = "";
-    snprintf(u->hostport, sizeof(u->hostport), "localhost");
-    return strlen(u->unix_path) < 108 ? 0 : -1; /* sun_path */
-  }
-  if (strncmp(url, "http://", 7) != 0) return -1;
-  const char *h = url + 7;
-  const char *end = h + strcspn(h, "/?");
-  const char *host_end, *port = NULL;
-  if (*h == '[') { /* [v6]:port */
-    h++;
-    host_end = memchr(h, ']', (size_t)(end - h));
-    if (host_end == NULL) return -1;
-    if (host_end[1] == ':') port = host_end + 2;
-  } else {
-    host_end = memchr(h, ':', (size_t)(end - h));
-    if (host_end) port = host_end + 1;
-    else host_end = end;
-  }
-  size_t hl = (size_t)(host_end - h);
-  if (hl == 0 || hl >= sizeof(u->host)) return -1;
-  memcpy(u->host, h, hl);
-  u->host[hl] = '\0';
-  u->port = 80;
-  if (port) {
-    if (port == end || (size_t)(end - port) > 5 || strspn(port, "0123456789") != (size_t)(end - port)) return -1;
-    u->port = atoi(port);
-  }
-  if (u->port <= 0 || u->port > 65535) return -1;
-  u->path = end;
-  snprintf(u->hostport, sizeof(u->hostport), u->port == 80 ? "%s" : "%s:%d", u->host, u->port);
-  u->addrlen = gw_ip_sockaddr(u->host, u->port, &u->addr);
-  return 0;
-}
-
-/* -- choosing a server --------------------------------------------------------- */
-
-static int is_live(const gw_upstream_server_t *s, double now)
-{
-  return s->down_until_ms <= now;
-}
-
-static uint32_t hash_key(const char *key)
-{
-  uint32_t h = 2166136261u; /* FNV-1a */
-  for (; *key; key++) h = (h ^ (unsigned char)*key) * 16777619u;
-  return h;
-}
-
-/* A live server of g not tried yet, by the group's method; NULL when none. */
-static gw_upstream_server_t *pick_server(gw_upstream_group_t *g, unsigned tried, const char *key)
-{
-  double now = gw_now_ms();
-  gw_upstream_server_t *best = NULL;
-  size_t n = g->nservers;
-  if (g->balance == GW_BALANCE_HASH && key) {
-    /* The key's server, or the next live one after it. */
-    size_t start = hash_key(key) % n;
-    for (size_t i = 0; i < n; i++) {
-      size_t j = (start + i) % n;
-      if (!(tried & (1u << (j % 32))) && is_live(&g->servers[j], now)) return &g->servers[j];
-    }
-    return NULL;
-  }
-  int total = 0;
-  for (size_t i = 0; i < n; i++) {
-    gw_upstream_server_t *s = &g->servers[i];
-    if ((tried & (1u << (i % 32))) || !is_live(s, now)) continue;
-    if (g->balance == GW_BALANCE_LEAST_CONN) {
-      /* fewest in flight per unit of weight */
-      if (best == NULL || (long)s->active * best->weight < (long)best->active * s->weight) best = s;
-    } else { /* smooth weighted round robin, as nginx */
-      s->current_weight += s->weight;
-      total += s->weight;
-      if (best == NULL || s->current_weight > best->current_weight) best = s;
-    }
-  }
-  if (best && g->balance != GW_BALANCE_LEAST_CONN) best->current_weight -= total;
-  return best;
-}
-
-static void note_result(proxy_op_t *op, int failed)
-{
-  gw_upstream_server_t *s = op->server;
-  if (s == NULL) return;
-  s->active--;
-  if (!failed) {
-    s->fails = 0;
-    return;
-  }
-  /* As nginx: a group's only server is never marked down (there is no other). */
-  if (op->group->max_fails > 0 && op->group->nservers > 1 && ++s->fails >= op->group->max_fails) {
-    s->down_until_ms = gw_now_ms() + op->group->fail_timeout_ms;
-    s->fails = 0;
-    gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, s->label, op->group->fail_timeout_ms);
-  }
-}
-
 /* -- the exchange ---------------------------------------------------------------- */
 
 static void op_free(proxy_op_t *op)
@@ -234,7 +134,7 @@ static void cancel_op(gw_pending_t *p)
   op_free(op);
 }
 
-static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg);
+static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg);
 
 /* The upstream's status and headers become the response's, minus hop-by-hop. */
 static void take_head(gw_request_t *req, gw_client_response_t *res)
@@ -301,7 +201,7 @@ static void after_streamed_head_filter(gw_request_t *req, int filter_failed, voi
 {
   proxy_op_t *op = arg;
   op->filtering_head = 0;
-  int failed = filter_failed || (op->done_meanwhile && op->done_err != NULL);
+  int failed = filter_failed || (op->done_meanwhile && op->done_err.kind != GW_OK);
   if (failed || gw_request_bodyless(req)) { /* nothing (more) to stream */
     gw_request_pending_remove(&op->pending);
     if (op->client) cancel_op(&op->pending);
@@ -385,25 +285,29 @@ static int send_op(proxy_op_t *op)
   return op->client ? 0 : -1;
 }
 
-static int is_connect_failure(const char *err)
+/* The server in use is done with: balancer bookkeeping (passive health). */
+static void note_result(proxy_op_t *op, int failed)
 {
-  return strcmp(err, "connection refused") == 0 || strcmp(err, "upstream connect timed out") == 0 ||
-         strcmp(err, "cannot connect to upstream") == 0 || strcmp(err, "host not found") == 0;
+  gw_upstream_server_t *s = op->server;
+  if (s == NULL) return;
+  if (gw_balancer_done(op->group, s, failed, gw_now_ms()))
+    gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, s->label, op->group->fail_timeout_ms);
 }
 
-static void on_upstream_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   op->client = NULL; /* freed once we return */
   req->upstream_ms = gw_now_ms() - op->sent_ms;
-  note_result(op, err != NULL && (is_connect_failure(err) || timed_out));
-  if (err && op->group && is_connect_failure(err)) { /* nothing was sent: the next server */
-    gw_upstream_server_t *next = pick_server(op->group, op->tried, NULL);
+  int connect_failed = gw_err_is_connect_failure(err.kind);
+  note_result(op, connect_failed || gw_err_is_timeout(err.kind));
+  if (connect_failed && op->group) { /* nothing was sent: the next server */
+    gw_upstream_server_t *next = gw_balancer_pick(op->group, op->tried, NULL, gw_now_ms());
     if (next) {
       gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, req->upstream_addr,
-                  err, next->label);
-      op->tried |= 1u << ((size_t)(next - op->group->servers) % 32);
+                  err.msg, next->label);
+      op->tried |= gw_balancer_bit(op->group, next);
       op->server = next;
       if (send_op(op) == 0) return;
     }
@@ -411,33 +315,33 @@ static void on_upstream_done(const char *err, int timed_out, gw_client_response_
   if (op->filtering_head) { /* its header filter still runs, and takes this up */
     op->done_meanwhile = 1;
     op->done_err = err;
-    if (err) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
+    if (err.kind) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
     return;
   }
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
     op_free(op);
-    if (err) {
+    if (err.kind) {
       gw_stats_self->upstream_failures++;
       gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; closing the client connection", req->method,
-                   (int)req->path_len, req->target, req->upstream_addr, err);
+                   (int)req->path_len, req->target, req->upstream_addr, err.msg);
     }
-    gw_request_stream_end(req, err == NULL);
+    gw_request_stream_end(req, err.kind == GW_OK);
     return;
   }
   if (gw_trace) {
     char ev[128];
-    if (err)
-      snprintf(ev, sizeof(ev), "upstream failed: %s", err);
+    if (err.kind)
+      snprintf(ev, sizeof(ev), "upstream failed: %s", err.msg);
     else
       snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
     gw_trace_event(req, ev);
   }
   op_free(op);
-  if (err) {
+  if (err.kind) {
     gw_stats_self->upstream_failures++;
-    gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err);
-    gw_request_simple_response(req, timed_out ? 504 : 502, NULL);
+    gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
+    gw_request_simple_response(req, gw_err_status(err.kind), NULL);
   } else {
     take_head(req, res);
     evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
@@ -514,7 +418,7 @@ static gw_upstream_group_t *find_group(const gw_config_t *cfg, const char *name)
   return NULL;
 }
 
-static void start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *u, const char *key)
+static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, const char *key)
 {
   proxy_op_t *op = calloc(1, sizeof(*op));
   if (op == NULL) {
@@ -526,14 +430,14 @@ static void start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
   } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
-    op->server = pick_server(op->group, 0, key);
+    op->server = gw_balancer_pick(op->group, 0, key, gw_now_ms());
     if (op->server == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
       op_free(op);
       fail_now(req, 502);
       return;
     }
-    op->tried = 1u << ((size_t)(op->server - op->group->servers) % 32);
+    op->tried = gw_balancer_bit(op->group, op->server);
   } else { /* an IP literal, or a host name resolved on the loop (exchange.c) */
     copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), u->hostport);
   }
@@ -585,8 +489,8 @@ static void start_url(gw_request_t *req, const char *url, const gw_proxy_url_t *
 
 void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
 {
-  gw_proxy_url_t u;
-  if (gw_proxy_parse_url(url, &u) < 0) {
+  gw_url_t u;
+  if (gw_url_parse(url, &u) < 0) {
     gw_log_error("proxy_pass %s: not a valid http:// URL", url);
     fail_now(req, 502);
     return;
@@ -599,7 +503,7 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
 typedef struct {
   gw_handler_t super;
   char *url;              /* owned */
-  gw_proxy_url_t parsed;  /* split once, at load (points into url) */
+  gw_url_t parsed;  /* split once, at load (points into url) */
 } proxy_handler_t;
 
 static void on_req(gw_handler_t *self, gw_request_t *req)
@@ -621,7 +525,7 @@ gw_handler_t *gw_proxy_handler_new(const char *url)
   if (h == NULL) return NULL;
   h->super = (gw_handler_t){.name = "proxy_pass", .on_req = on_req, .dispose = dispose};
   h->url = strdup(url);
-  if (h->url == NULL || gw_proxy_parse_url(h->url, &h->parsed) < 0) {
+  if (h->url == NULL || gw_url_parse(h->url, &h->parsed) < 0) {
     dispose(&h->super);
     return NULL;
   }

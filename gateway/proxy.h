@@ -4,13 +4,10 @@
 
 #include "handler.h"
 #include "request.h"
-
-/* Splits "http://host[:port][/path]" or "unix:/path.sock" (the request-target
- * then passes unchanged). Returns 0, or -1 for anything else. */
-int gw_proxy_parse_url(const char *url, gw_proxy_url_t *u);
+#include "url.h"
 
 /* The handler of a `proxy_pass: URL` location; NULL for a URL that
- * gw_proxy_parse_url() rejects, or when out of memory. */
+ * gw_url_parse() rejects, or when out of memory. */
 gw_handler_t *gw_proxy_handler_new(const char *url);
 
 /* Forwards req to url ("http://IP:PORT/prefix" or "http://GROUP/prefix");

@@ -36,6 +36,7 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "addr.h"
 #include "log.h"
 #include "resolver.h"
 
@@ -50,12 +51,13 @@
 #define DEFAULT_MAX_TTL_S 3600
 #define DEFAULT_NEGATIVE_TTL_S 1
 
-static const char ERR_NOT_FOUND[] = "host not found";
-static const char ERR_TIMEOUT[] = "DNS server did not answer";
-static const char ERR_SERVER[] = "DNS server failure";
-static const char ERR_BAD_NAME[] = "invalid host name";
-static const char ERR_BAD_PORT[] = "invalid port";
-static const char ERR_FAILED[] = "DNS lookup failed";
+static const gw_err_t ERR_NOT_FOUND = {GW_ERR_DNS_NOT_FOUND, "host not found"};
+static const gw_err_t ERR_TIMEOUT = {GW_ERR_DNS_TIMEOUT, "DNS server did not answer"};
+static const gw_err_t ERR_SERVER = {GW_ERR_DNS_FAILURE, "DNS server failure"};
+static const gw_err_t ERR_BAD_NAME = {GW_ERR_BAD_NAME, "invalid host name"};
+static const gw_err_t ERR_BAD_PORT = {GW_ERR_BAD_NAME, "invalid port"};
+static const gw_err_t ERR_FAILED = {GW_ERR_DNS_FAILURE, "DNS lookup failed"};
+static const gw_err_t ERR_NONE = {GW_OK, NULL};
 
 typedef union {
   struct sockaddr sa;
@@ -78,7 +80,7 @@ typedef struct resolver_entry_s {
   int family;                  /* being asked: AF_INET, then AF_INET6 if there is no A record */
   unsigned querying : 1;       /* a c-ares lookup holds this entry as its argument */
   unsigned resolved : 1;       /* addrs or err below is an answer, valid until expires_ms */
-  const char *err;             /* cached failure (static), or NULL with naddrs > 0 */
+  gw_err_t err;                /* cached failure, or GW_OK with naddrs > 0 */
   resolver_addr_t *addrs;      /* port 0; owned */
   unsigned naddrs;
   unsigned rr;                 /* next address handed out */
@@ -94,7 +96,7 @@ struct gw_resolve_s {
   void *arg;
   int port;
   unsigned delivering : 1;     /* inside its own callback: cancel is a no-op */
-  const char *err;
+  gw_err_t err;                /* GW_OK, or why it failed */
   socklen_t addrlen;
   resolver_addr_t addr;
   struct event ev;             /* deferred delivery */
@@ -294,7 +296,7 @@ static void schedule(gw_resolve_t *q)
 
 static void take_answer(gw_resolve_t *q, resolver_entry_t *e)
 {
-  if (e->err) {
+  if (e->err.kind != GW_OK) {
     q->err = e->err;
     return;
   }
@@ -311,14 +313,14 @@ static void on_deliver(evutil_socket_t fd, short what, void *arg)
   q_unlink(q);
   q->delivering = 1;
   /* The callback may free the resolver: only q is touched afterwards. */
-  if (q->err)
+  if (q->err.kind != GW_OK)
     q->cb(q->err, NULL, 0, q->arg);
   else
-    q->cb(NULL, &q->addr.sa, q->addrlen, q->arg);
+    q->cb(ERR_NONE, &q->addr.sa, q->addrlen, q->arg);
   free(q);
 }
 
-static const char *status_message(int status)
+static gw_err_t status_error(int status)
 {
   switch (status) {
   case ARES_ENOTFOUND:
@@ -435,7 +437,7 @@ static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t 
       e->addrs = addrs;
       e->naddrs = n;
       e->rr = 0;
-      e->err = NULL;
+      e->err = ERR_NONE;
       if (ttl < r->min_ttl_s) ttl = r->min_ttl_s;
       if (ttl > r->max_ttl_s) ttl = r->max_ttl_s;
       e->expires_ms = now + (double)ttl * 1000.0;
@@ -448,11 +450,11 @@ static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t 
     free(e->addrs);
     e->addrs = NULL;
     e->naddrs = 0;
-    e->err = status_message(status);
+    e->err = status_error(status);
     e->expires_ms = now + (double)r->negative_ttl_s * 1000.0;
     r->stats.failures++;
     if (status == ARES_ETIMEOUT) r->stats.timeouts++;
-    gw_log_info("resolver: %s: %s (%s)", e->name, e->err, ares_strerror(status));
+    gw_log_info("resolver: %s: %s (%s)", e->name, e->err.msg, ares_strerror(status));
   }
   e->resolved = 1;
 
@@ -472,28 +474,18 @@ static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t 
 }
 
 /* 1: host is an IP literal, now in q->addr (port 0); -1: neither a literal nor a name
- * (a bad "[...]", or a ":" that is not IPv6, e.g. a zone "%eth0"); 0: a name. */
+ * (a bad "[...]", or a ':' that is not IPv6, e.g. a zone "%eth0"); 0: a name. */
 static int parse_literal(gw_resolve_t *q, const char *host, size_t len)
 {
-  char buf[INET6_ADDRSTRLEN + 1];
+  gw_sockaddr_t a;
+  socklen_t alen = 0;
   memset(&q->addr, 0, sizeof(q->addr));
-  if (inet_pton(AF_INET, host, &q->addr.in4.sin_addr) == 1) {
-    q->addr.in4.sin_family = AF_INET;
-    q->addrlen = sizeof(struct sockaddr_in);
-    return 1;
+  int lit = gw_addr_parse_literal(host, len, &a, &alen);
+  if (lit == 1) {
+    memcpy(&q->addr, &a, alen);
+    q->addrlen = alen;
   }
-  if (host[0] == '[') {
-    if (len < 3 || host[len - 1] != ']' || len - 2 >= sizeof(buf)) return -1;
-    memcpy(buf, host + 1, len - 2);
-    buf[len - 2] = '\0';
-    host = buf;
-  } else if (!strchr(host, ':')) {
-    return 0;
-  }
-  if (inet_pton(AF_INET6, host, &q->addr.in6.sin6_addr) != 1) return -1;
-  q->addr.in6.sin6_family = AF_INET6;
-  q->addrlen = sizeof(struct sockaddr_in6);
-  return 1;
+  return lit;
 }
 
 /* ---- public API ---- */

@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "error.h"
+
 struct event_base;
 
 typedef struct gw_resolver_s gw_resolver_t;
@@ -32,11 +34,13 @@ gw_resolver_t *gw_resolver_new(struct event_base *base, const gw_resolver_config
  * inside a gw_resolve_cb of this resolver. */
 void gw_resolver_free(gw_resolver_t *r);
 
-/* Result: addr of family AF_INET or AF_INET6 with port set; err NULL on success,
- * else a static message ("host not found", "DNS server did not answer", "DNS server failure",
- * "invalid host name", "invalid port", "DNS lookup failed"). addr is valid only during the callback.
- * The gw_resolve_t is freed by the resolver right after the callback returns. */
-typedef void (*gw_resolve_cb)(const char *err, const struct sockaddr *addr, socklen_t addrlen, void *arg);
+/* Result: addr of family AF_INET or AF_INET6 with port set when err.kind is GW_OK;
+ * else addr is NULL and err is GW_ERR_DNS_NOT_FOUND "host not found", GW_ERR_DNS_TIMEOUT
+ * "DNS server did not answer", GW_ERR_DNS_FAILURE "DNS server failure" or "DNS lookup
+ * failed", GW_ERR_BAD_NAME "invalid host name" or "invalid port" (messages static).
+ * addr is valid only during the callback. The gw_resolve_t is freed by the resolver right
+ * after the callback returns. */
+typedef void (*gw_resolve_cb)(gw_err_t err, const struct sockaddr *addr, socklen_t addrlen, void *arg);
 
 /* Resolves host (a name, an IPv4/IPv6 literal, or "[v6]") for port. IP literals and fresh cache
  * hits complete WITHOUT touching the network, but the callback is still deferred to the loop

@@ -14,9 +14,10 @@
 
 #include "log.h"
 #include "exchange.h"
-#include "proxy.h"
 #include "stats.h"
 #include "subrequest.h"
+#include "timeutil.h"
+#include "url.h"
 
 /* Internal sub-requests nest at most this deep (nginx allows 50). */
 #define GW_MAX_SUBREQUEST_DEPTH 16
@@ -34,8 +35,7 @@ struct gw_subreq_s {
   int status;
   gw_headers_t headers;
   struct evbuffer *body;
-  const char *err;
-  int timed_out;
+  gw_err_t err;               /* GW_OK, or why it failed */
 };
 
 static void subreq_free(gw_subreq_t *s)
@@ -70,7 +70,7 @@ static void on_deliver(evutil_socket_t fd, short what, void *arg)
     free(s->child);
     s->child = NULL;
   }
-  s->cb(s->status, &s->headers, s->body, s->err, s->timed_out, s->arg);
+  s->cb(s->status, &s->headers, s->body, s->err, s->arg);
   subreq_free(s);
 }
 
@@ -106,13 +106,12 @@ static void on_start_child(evutil_socket_t fd, short what, void *arg)
   gw_request_start(s->child);
 }
 
-static void on_client_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+static void on_client_done(gw_err_t err, gw_client_response_t *res, void *arg)
 {
   gw_subreq_t *s = arg;
   s->client = NULL; /* freed once we return */
-  if (err) {
+  if (err.kind != GW_OK) {
     s->err = err;
-    s->timed_out = timed_out;
   } else {
     s->status = res->status;
     gw_headers_copy(&s->headers, &res->headers);
@@ -131,8 +130,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     s->client = NULL;
   }
   if (s->child && s->child->running) gw_request_abort(s->child);
-  s->err = "sub-request timed out";
-  s->timed_out = 1;
+  s->err = gw_err(GW_ERR_TIMEOUT, "sub-request timed out");
   deliver_later(s);
 }
 
@@ -195,8 +193,8 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     }
     event_active(&s->step_ev, EV_TIMEOUT, 0); /* start from the loop, not from inside a fiber */
   } else {
-    gw_proxy_url_t u;
-    if (gw_proxy_parse_url(p->target, &u) < 0) {
+    gw_url_t u;
+    if (gw_url_parse(p->target, &u) < 0) {
       subreq_free(s);
       return NULL;
     }
@@ -222,7 +220,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     }
   }
   if (p->timeout_ms > 0) {
-    struct timeval tv = {p->timeout_ms / 1000, (p->timeout_ms % 1000) * 1000};
+    struct timeval tv = gw_timeval_from_ms(p->timeout_ms);
     event_add(&s->timeout_ev, &tv);
   }
   return s;

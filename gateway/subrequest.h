@@ -2,6 +2,7 @@
 #ifndef GW_SUBREQUEST_H
 #define GW_SUBREQUEST_H
 
+#include "error.h"
 #include "request.h"
 
 typedef struct gw_subreq_s gw_subreq_t;
@@ -16,10 +17,12 @@ typedef struct {
 } gw_subreq_params_t;
 
 /* The result, exactly once (unless cancelled by a parent abort). status,
- * headers and body are valid during the call; body may be drained. err is
- * NULL or a static message; timed_out tells a timeout from other errors. */
-typedef void (*gw_subreq_done_cb)(int status, gw_headers_t *headers, struct evbuffer *body, const char *err,
-                                  int timed_out, void *arg);
+ * headers and body are valid during the call; body may be drained. err.kind
+ * is GW_OK, or the failure (the upstream's, or GW_ERR_TIMEOUT "sub-request
+ * timed out"; gw_err_is_timeout tells timeouts from other errors) with its
+ * static message. */
+typedef void (*gw_subreq_done_cb)(int status, gw_headers_t *headers, struct evbuffer *body, gw_err_t err,
+                                  void *arg);
 
 /* Starts a sub-request for parent; NULL on a bad target or out of memory.
  * A missing internal location gives a 404 result, not an error. */

@@ -1,4 +1,5 @@
-/* upstream.c - the non-blocking HTTP/1.1 client and its keep-alive pool.
+/* upstream.c - the non-blocking HTTP/1.1 client (sockets, events and the
+ * keep-alive pool of idle connections are pool.c's).
  *
  * One request at a time per connection. A request is serialised once into a
  * single buffer allocated with the request (so a retry can resend it), written
@@ -19,11 +20,11 @@
  * pause requested by the user leaves the rest in the stash. Reading stops
  * while paused (read event and timer deleted).
  *
- * Connections are pooled per destination address (the key is the binary
- * sockaddr, so "::1" and "0::1" share a pool). A key lives as long as some
- * request or connection refers to it. Idle connections keep their read event
- * armed: any readiness while idle means EOF, an error or stray bytes, and the
- * connection is dropped.
+ * Connections are pooled per destination address by pool.c (the key is the
+ * binary sockaddr, so "::1" and "0::1" share a pool); a request holds its key
+ * while it lives. Idle connections keep their read event armed: any readiness
+ * while idle means EOF, an error or stray bytes, and pool.c drops the
+ * connection (on_conn_free releases the parser state kept here).
  *
  * Re-entrancy rules: the done callback is only ever invoked from req_finish(),
  * which is the last thing any code path does; it never runs inside
@@ -52,14 +53,16 @@
 #include <event2/event_struct.h>
 #include <llhttp.h>
 
+#include "addr.h"
+#include "buf.h"
+#include "error.h"
 #include "headers.h"
 #include "log.h"
+#include "pool.h"
 #include "upstream.h"
 
 #define GW_UPSTREAM_READ_SIZE (64 * 1024)
 #define GW_UPSTREAM_MAX_HEADER_BYTES (64 * 1024)
-#define GW_UPSTREAM_KEY_BUCKETS 64
-#define GW_UPSTREAM_TIMEOUT_CACHE 8
 #define GW_UPSTREAM_SPARE_BODIES 8
 #define GW_UPSTREAM_READS_PER_EVENT 4
 
@@ -67,62 +70,41 @@
 #define DEFAULT_TIMEOUT_MS 60000
 #define DEFAULT_MAX_RESPONSE_BODY ((size_t)64 * 1024 * 1024)
 
-static const char ERR_REFUSED[] = "connection refused";
-static const char ERR_RESET[] = "connection reset by upstream";
-static const char ERR_PREMATURE[] = "upstream closed connection prematurely";
-static const char ERR_CONNECT_TIMEOUT[] = "upstream connect timed out";
-static const char ERR_TIMEOUT[] = "upstream timed out";
-static const char ERR_INVALID[] = "invalid upstream response";
-static const char ERR_TOO_LARGE[] = "upstream response too large";
-static const char ERR_CONNECT[] = "cannot connect to upstream";
-static const char ERR_NOMEM[] = "out of memory";
-
-typedef union {
-  struct sockaddr sa;
-  struct sockaddr_in in4;
-  struct sockaddr_in6 in6;
-  struct sockaddr_un un;
-} gw_sockaddr_t;
+/* Every failure the client reports: its kind and its log text. */
+static const gw_err_t ERR_REFUSED = {GW_ERR_CONNECT_REFUSED, "connection refused"};
+static const gw_err_t ERR_RESET = {GW_ERR_RESET, "connection reset by upstream"};
+static const gw_err_t ERR_PREMATURE = {GW_ERR_CLOSED, "upstream closed connection prematurely"};
+static const gw_err_t ERR_CONNECT_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"};
+static const gw_err_t ERR_TIMEOUT = {GW_ERR_TIMEOUT, "upstream timed out"};
+static const gw_err_t ERR_INVALID = {GW_ERR_BAD_RESPONSE, "invalid upstream response"};
+static const gw_err_t ERR_TOO_LARGE = {GW_ERR_TOO_LARGE, "upstream response too large"};
+static const gw_err_t ERR_CONNECT = {GW_ERR_CONNECT, "cannot connect to upstream"};
+static const gw_err_t ERR_NOMEM = {GW_ERR_NOMEM, "out of memory"};
+static const gw_err_t ERR_NONE = {GW_OK, NULL};
 
 typedef struct upstream_conn_s upstream_conn_t;
-
-typedef struct upstream_key_s {
-  struct upstream_key_s *next; /* hash chain */
-  unsigned hash;
-  unsigned refs;               /* requests + connections pointing here */
-  socklen_t addrlen;
-  gw_sockaddr_t addr;          /* zero-padded, compared with memcmp */
-  upstream_conn_t *idle_head;  /* most recently parked first */
-  upstream_conn_t *idle_tail;
-  int idle_count;
-} upstream_key_t;
 
 typedef enum { CONN_CONNECTING, CONN_ACTIVE, CONN_IDLE } conn_state_t;
 
 struct upstream_conn_s {
+  gw_pool_conn_t pc;           /* first: the socket, its events, its key (pool.c) */
   gw_upstream_pool_t *pool;
-  upstream_key_t *key;
   gw_client_req_t *req;        /* set while CONNECTING / ACTIVE */
-  upstream_conn_t *prev, *next; /* idle list */
-  int fd;
   conn_state_t state;
   unsigned served : 1;         /* has completed a request: a reused connection */
-  unsigned wev_added : 1;
-  unsigned rev_added : 1;
   unsigned kick : 1;           /* streaming, paused mid-read: parse the stash (maybe
                                   empty: the parser may still owe message-complete) */
-  struct event rev, wev, tev;
   llhttp_t parser;
   const char *chunk;           /* start of the data given to llhttp_execute */
-  char *field;                 /* header name then value, accumulated across reads */
-  size_t field_cap, name_len, value_len;
+  gw_buf_t field;              /* header name then value, accumulated across reads */
+  size_t name_len, value_len;  /* of them in field */
   char *stash;                 /* unparsed bytes kept across a pause: [stash_off, stash_len) */
   size_t stash_off, stash_len, stash_cap;
 };
 
 struct gw_client_req_s {
   gw_upstream_pool_t *pool;
-  upstream_key_t *key;
+  gw_pool_key_t *key;          /* the destination, held while the request lives */
   upstream_conn_t *conn;
   gw_client_done_cb cb;
   gw_client_head_cb on_head;   /* non-NULL: streaming mode */
@@ -131,8 +113,7 @@ struct gw_client_req_s {
   const char *span;            /* streaming: body span stashed by on_body for delivery */
   size_t span_len;
   struct event dev;            /* deferred failure from inside gw_client_request */
-  const char *err;
-  int timed_out;
+  gw_err_t err;                /* a failure found while parsing, or to report from dev */
   int connect_timeout_ms;
   int timeout_ms;
   size_t max_body;
@@ -168,155 +149,60 @@ struct gw_client_req_s {
   char wire[];                 /* serialised request: head + body (unless streamed) */
 };
 
-typedef struct {
-  int ms;
-  const struct timeval *tv;
-} timeout_cache_t;
-
 struct gw_upstream_pool_s {
   struct event_base *base;
-  int keepalive_max;
-  int idle_timeout_ms;
-  upstream_key_t *buckets[GW_UPSTREAM_KEY_BUCKETS];
-  gw_upstream_stats_t stats;
+  gw_pool_t *conns;            /* the connections and the idle ones by address */
+  gw_upstream_stats_t stats;   /* .idle is read from conns */
   unsigned long live_reqs;
   int cb_depth;                /* > 0 while a user callback runs */
   int free_pending;            /* gw_upstream_pool_free was called from a callback */
-  timeout_cache_t tcache[GW_UPSTREAM_TIMEOUT_CACHE];
-  int ntcache;
   struct evbuffer *spare_bodies[GW_UPSTREAM_SPARE_BODIES];
   int nspare;
   char rbuf[GW_UPSTREAM_READ_SIZE];
 };
 
-static void on_conn_read(evutil_socket_t fd, short what, void *arg);
-static void on_conn_write(evutil_socket_t fd, short what, void *arg);
-static void on_conn_timeout(evutil_socket_t fd, short what, void *arg);
+static void on_conn_read(gw_pool_conn_t *pc);
+static void on_conn_write(gw_pool_conn_t *pc);
+static void on_conn_timeout(gw_pool_conn_t *pc);
+static void on_conn_free(gw_pool_conn_t *pc);
 static void on_req_deferred(evutil_socket_t fd, short what, void *arg);
 static void req_connect(gw_client_req_t *r);
 static void conn_send(upstream_conn_t *c);
 
-/* ---- timeouts ---- */
-
-/* Most timeouts share a handful of durations: use libevent's common-timeout
- * queues for them (O(1) add/remove instead of the min-heap). */
-static const struct timeval *pool_timeout(gw_upstream_pool_t *pool, int ms, struct timeval *tmp)
-{
-  for (int i = 0; i < pool->ntcache; i++)
-    if (pool->tcache[i].ms == ms) return pool->tcache[i].tv;
-  tmp->tv_sec = ms / 1000;
-  tmp->tv_usec = (ms % 1000) * 1000;
-  if (pool->ntcache < GW_UPSTREAM_TIMEOUT_CACHE) {
-    const struct timeval *tv = event_base_init_common_timeout(pool->base, tmp);
-    if (tv != NULL) {
-      pool->tcache[pool->ntcache].ms = ms;
-      pool->tcache[pool->ntcache].tv = tv;
-      pool->ntcache++;
-      return tv;
-    }
-  }
-  return tmp;
-}
+/* ---- connections (sockets, events and the idle pool: pool.c) ---- */
 
 static void conn_set_timer(upstream_conn_t *c, int ms)
 {
-  struct timeval tmp;
-  event_add(&c->tev, pool_timeout(c->pool, ms, &tmp));
-}
-
-/* ---- keys ---- */
-
-static unsigned addr_hash(const gw_sockaddr_t *a, socklen_t len)
-{
-  const unsigned char *p = (const unsigned char *)a;
-  unsigned h = 2166136261u;
-  for (socklen_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
-  return h;
-}
-
-static upstream_key_t *key_get(gw_upstream_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len)
-{
-  unsigned h = addr_hash(addr, len);
-  upstream_key_t **slot = &pool->buckets[h % GW_UPSTREAM_KEY_BUCKETS];
-  for (upstream_key_t *k = *slot; k != NULL; k = k->next) {
-    if (k->hash == h && k->addrlen == len && memcmp(&k->addr, addr, len) == 0) {
-      k->refs++;
-      return k;
-    }
-  }
-  upstream_key_t *k = calloc(1, sizeof(*k));
-  if (k == NULL) return NULL;
-  k->hash = h;
-  k->refs = 1;
-  k->addrlen = len;
-  memcpy(&k->addr, addr, len);
-  k->next = *slot;
-  *slot = k;
-  return k;
-}
-
-static void key_put(gw_upstream_pool_t *pool, upstream_key_t *k)
-{
-  if (--k->refs > 0) return;
-  upstream_key_t **slot = &pool->buckets[k->hash % GW_UPSTREAM_KEY_BUCKETS];
-  while (*slot != k) slot = &(*slot)->next;
-  *slot = k->next;
-  free(k);
-}
-
-/* ---- connections ---- */
-
-static void idle_unlink(upstream_conn_t *c)
-{
-  upstream_key_t *k = c->key;
-  if (c->prev) c->prev->next = c->next; else k->idle_head = c->next;
-  if (c->next) c->next->prev = c->prev; else k->idle_tail = c->prev;
-  c->prev = c->next = NULL;
-  k->idle_count--;
-  c->pool->stats.idle--;
+  gw_pool_conn_timer(&c->pc, ms);
 }
 
 static void conn_close(upstream_conn_t *c)
 {
-  gw_upstream_pool_t *pool = c->pool;
-  if (c->state == CONN_IDLE) idle_unlink(c);
-  if (c->rev_added) event_del(&c->rev);
-  if (c->wev_added) event_del(&c->wev);
-  event_del(&c->tev);
-  close(c->fd);
-  key_put(pool, c->key);
-  free(c->field);
+  gw_pool_close(&c->pc); /* on_conn_free releases ours */
+}
+
+static void on_conn_free(gw_pool_conn_t *pc)
+{
+  upstream_conn_t *c = (upstream_conn_t *)pc;
+  gw_buf_dispose(&c->field);
   free(c->stash);
-  free(c);
 }
 
 /* Streaming back-pressure: stop/start watching the socket for the response. */
 static void conn_read_off(upstream_conn_t *c)
 {
-  if (c->rev_added) {
-    event_del(&c->rev);
-    c->rev_added = 0;
-  }
-  event_del(&c->tev);
+  gw_pool_conn_read(&c->pc, 0);
+  gw_pool_conn_timer_stop(&c->pc);
 }
 
 static void conn_read_on(upstream_conn_t *c)
 {
-  if (!c->rev_added) {
-    event_add(&c->rev, NULL);
-    c->rev_added = 1;
-  }
+  gw_pool_conn_read(&c->pc, 1);
 }
 
 static void conn_want_write(upstream_conn_t *c, int on)
 {
-  if (on && !c->wev_added) {
-    event_add(&c->wev, NULL);
-    c->wev_added = 1;
-  } else if (!on && c->wev_added) {
-    event_del(&c->wev);
-    c->wev_added = 0;
-  }
+  gw_pool_conn_write(&c->pc, on);
 }
 
 /* Parks a connection that just finished a response; closes it instead when
@@ -324,37 +210,17 @@ static void conn_want_write(upstream_conn_t *c, int on)
 static void conn_park(upstream_conn_t *c)
 {
   gw_upstream_pool_t *pool = c->pool;
-  upstream_key_t *k = c->key;
-  if (pool->keepalive_max <= 0 || pool->free_pending) {
+  if (gw_pool_keepalive_max(pool->conns) <= 0 || pool->free_pending) {
     conn_close(c);
     return;
   }
-  conn_want_write(c, 0);
-  conn_read_on(c); /* a paused streamed HEAD/204/304 may have turned it off */
   free(c->stash);
   c->stash = NULL;
   c->stash_off = c->stash_len = c->stash_cap = 0;
   c->kick = 0;
   c->state = CONN_IDLE;
   c->served = 1;
-  c->prev = NULL;
-  c->next = k->idle_head;
-  if (k->idle_head) k->idle_head->prev = c; else k->idle_tail = c;
-  k->idle_head = c;
-  k->idle_count++;
-  pool->stats.idle++;
-  conn_set_timer(c, pool->idle_timeout_ms);
-  if (k->idle_count > pool->keepalive_max) conn_close(k->idle_tail);
-}
-
-/* 1 if an idle connection visibly died (EOF, error or stray bytes) without
- * the loop having noticed yet. One syscall; only used before sending a
- * request that could not be retried. */
-static int conn_is_stale(upstream_conn_t *c)
-{
-  char b;
-  ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-  return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
+  gw_pool_park(&c->pc); /* read event on (a paused streamed HEAD/204/304 may have turned it off) */
 }
 
 /* ---- requests ---- */
@@ -385,7 +251,7 @@ static void req_free(gw_client_req_t *r)
   } else {
     evbuffer_free(r->res.body);
   }
-  if (r->key != NULL) key_put(pool, r->key);
+  if (r->key != NULL) gw_pool_key_put(pool->conns, r->key);
   pool->live_reqs--;
   free(r);
 }
@@ -394,7 +260,7 @@ static void pool_destroy(gw_upstream_pool_t *pool);
 
 /* Detaches the connection (parking or closing it), runs the callback, frees
  * the request. Always the last thing its caller does. */
-static void req_finish(gw_client_req_t *r, const char *err, int timed_out, int keep)
+static void req_finish(gw_client_req_t *r, gw_err_t err, int keep)
 {
   gw_upstream_pool_t *pool = r->pool;
   upstream_conn_t *c = r->conn;
@@ -404,16 +270,16 @@ static void req_finish(gw_client_req_t *r, const char *err, int timed_out, int k
     if (keep) conn_park(c); else conn_close(c);
   }
   pool->cb_depth++;
-  r->cb(err, timed_out, err ? NULL : &r->res, r->arg);
+  r->cb(err, err.kind != GW_OK ? NULL : &r->res, r->arg);
   pool->cb_depth--;
   req_free(r);
   if (pool->free_pending && pool->cb_depth == 0) pool_destroy(pool);
 }
 
-static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
+static void req_fail(gw_client_req_t *r, gw_err_t err)
 {
   if (!r->starting) {
-    req_finish(r, err, timed_out, 0);
+    req_finish(r, err, 0);
     return;
   }
   if (r->conn != NULL) {
@@ -423,7 +289,6 @@ static void req_fail(gw_client_req_t *r, const char *err, int timed_out)
     conn_close(c);
   }
   r->err = err;
-  r->timed_out = timed_out;
   event_active(&r->dev, EV_TIMEOUT, 1);
 }
 
@@ -441,10 +306,10 @@ static void on_req_deferred(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_client_req_t *r = arg;
-  req_finish(r, r->err, r->timed_out, 0);
+  req_finish(r, r->err, 0);
 }
 
-static const char *errno_message(int e)
+static gw_err_t errno_error(int e)
 {
   switch (e) {
   case ECONNREFUSED: return ERR_REFUSED;
@@ -483,7 +348,7 @@ static void conn_io_failed(upstream_conn_t *c, int err)
     req_retry(r);
     return;
   }
-  req_fail(r, err == 0 ? ERR_PREMATURE : errno_message(err), 0);
+  req_fail(r, err == 0 ? ERR_PREMATURE : errno_error(err));
 }
 
 static void conn_attach(upstream_conn_t *c, gw_client_req_t *r)
@@ -511,47 +376,28 @@ static const llhttp_settings_t parser_settings;
 static void req_connect(gw_client_req_t *r)
 {
   gw_upstream_pool_t *pool = r->pool;
-  upstream_key_t *k = r->key;
-  int fd = socket(k->addr.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    gw_log_error("upstream: socket(): %s", strerror(errno));
-    req_fail(r, ERR_CONNECT, 0);
+  gw_pool_conn_t *pc;
+  int rc = gw_pool_connect(pool->conns, r->key, &pc);
+  if (pc == NULL) { /* socket() (logged) or memory */
+    req_fail(r, ERR_CONNECT);
     return;
   }
-  if (k->addr.sa.sa_family != AF_UNIX) {
-    int one = 1;
-    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  upstream_conn_t *c = calloc(1, sizeof(*c));
-  if (c == NULL) {
-    close(fd);
-    req_fail(r, ERR_CONNECT, 0);
-    return;
-  }
+  upstream_conn_t *c = (upstream_conn_t *)pc;
   c->pool = pool;
-  c->key = k;
-  k->refs++;
-  c->fd = fd;
   c->state = CONN_CONNECTING;
   c->req = r;
   r->conn = c;
-  event_assign(&c->rev, pool->base, fd, EV_READ | EV_PERSIST, on_conn_read, c);
-  event_assign(&c->wev, pool->base, fd, EV_WRITE | EV_PERSIST, on_conn_write, c);
-  evtimer_assign(&c->tev, pool->base, on_conn_timeout, c);
   llhttp_init(&c->parser, HTTP_RESPONSE, &parser_settings);
   c->parser.data = c;
 
-  int rc;
-  do rc = connect(fd, &k->addr.sa, k->addrlen); while (rc < 0 && errno == EINTR);
   if (rc == 0) {
     conn_connected(c);
-  } else if (errno == EINPROGRESS) {
+  } else if (rc == EINPROGRESS) {
     conn_want_write(c, 1);
     conn_set_timer(c, r->connect_timeout_ms);
   } else {
-    int e = errno;
-    if (e != ECONNREFUSED) gw_log_info("upstream: connect(): %s", strerror(e));
-    req_fail(r, e == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+    if (rc != ECONNREFUSED) gw_log_info("upstream: connect(): %s", strerror(rc));
+    req_fail(r, rc == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
   }
 }
 
@@ -595,7 +441,7 @@ static void body_send(upstream_conn_t *c)
   for (int i = 0; i < 64; i++) {
     if (evbuffer_get_length(r->body_out) == 0 && !r->body_ended) body_take(r);
     if (evbuffer_get_length(r->body_out) == 0) break;
-    int n = evbuffer_write(r->body_out, c->fd);
+    int n = evbuffer_write(r->body_out, c->pc.fd);
     if (n > 0) {
       if (!r->paused) conn_set_timer(c, r->timeout_ms); /* progress: a send timeout */
       continue;
@@ -629,7 +475,7 @@ static void conn_send(upstream_conn_t *c)
     return;
   }
   for (int i = 0; i < 64 && r->wire_off < r->wire_len; i++) {
-    ssize_t n = send(c->fd, r->wire + r->wire_off, r->wire_len - r->wire_off, MSG_NOSIGNAL);
+    ssize_t n = send(c->pc.fd, r->wire + r->wire_off, r->wire_len - r->wire_off, MSG_NOSIGNAL);
     if (n > 0) {
       r->wire_off += (size_t)n;
       continue;
@@ -653,18 +499,8 @@ static void conn_send(upstream_conn_t *c)
 
 static int field_append(upstream_conn_t *c, const char *at, size_t len)
 {
-  if (len == 0) return 0;
-  size_t need = c->name_len + c->value_len + len;
-  if (need > c->field_cap) {
-    size_t cap = c->field_cap ? c->field_cap : 256;
-    while (cap < need) cap *= 2;
-    char *p = realloc(c->field, cap);
-    if (p == NULL) return -1;
-    c->field = p;
-    c->field_cap = cap;
-  }
-  memcpy(c->field + c->name_len + c->value_len, at, len);
-  return 0;
+  c->field.len = c->name_len + c->value_len; /* the previous field is done with */
+  return gw_buf_append(&c->field, at, len);
 }
 
 /* The header block (1xx blocks included) may not exceed 64 KiB. */
@@ -706,7 +542,7 @@ static int on_header_value_complete(llhttp_t *p)
   if (r->headers_done) return 0;
   /* llhttp 8.1 accepts a line ": x": a field without a name is not HTTP. */
   if (c->name_len == 0) return -1;
-  int rc = gw_headers_add(&r->res.headers, c->field, c->name_len, c->value_len ? c->field + c->name_len : "", c->value_len);
+  int rc = gw_headers_add(&r->res.headers, c->field.data, c->name_len, c->value_len ? c->field.data + c->name_len : "", c->value_len);
   c->name_len = c->value_len = 0;
   return rc;
 }
@@ -858,7 +694,7 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
     len -= used;
     if (len == 0) return PARSE_MORE;
   }
-  if (r->err == NULL) r->err = ERR_INVALID;
+  if (r->err.kind == GW_OK) r->err = ERR_INVALID;
   return PARSE_ERROR;
 }
 
@@ -884,11 +720,11 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
   gw_client_req_t *r = c->req;
   switch (rc) {
   case PARSE_DONE:
-    req_finish(r, NULL, 0,
+    req_finish(r, ERR_NONE,
                leftover == 0 && req_all_sent(r) && !r->no_keepalive && llhttp_should_keep_alive(&c->parser));
     return 0;
   case PARSE_ERROR:
-    req_fail(r, r->err, 0);
+    req_fail(r, r->err);
     return 0;
   case PARSE_CANCELLED:
     req_abandon(r);
@@ -901,7 +737,7 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
       if (leftover > c->stash_cap) {
         char *p = realloc(c->stash, leftover);
         if (p == NULL) {
-          req_fail(r, ERR_NOMEM, 0);
+          req_fail(r, ERR_NOMEM);
           return 0;
         }
         c->stash = p;
@@ -927,14 +763,14 @@ static void conn_eof(upstream_conn_t *c)
   }
   llhttp_errno_t e = llhttp_finish(&c->parser);
   if ((e == HPE_OK || e == HPE_PAUSED) && r->msg_done && !r->interim) {
-    req_finish(r, NULL, 0, 0);
+    req_finish(r, ERR_NONE, 0);
     return;
   }
-  if (r->err != NULL) { /* an on_message_complete-time error */
-    req_fail(r, r->err, 0);
+  if (r->err.kind != GW_OK) { /* an on_message_complete-time error */
+    req_fail(r, r->err);
     return;
   }
-  req_fail(r, ERR_PREMATURE, 0);
+  req_fail(r, ERR_PREMATURE);
 }
 
 static void conn_readable(upstream_conn_t *c)
@@ -950,7 +786,7 @@ static void conn_readable(upstream_conn_t *c)
   }
   char *buf = c->pool->rbuf;
   for (int i = 0; i < GW_UPSTREAM_READS_PER_EVENT; i++) {
-    ssize_t n = recv(c->fd, buf, GW_UPSTREAM_READ_SIZE, 0);
+    ssize_t n = recv(c->pc.fd, buf, GW_UPSTREAM_READ_SIZE, 0);
     if (n > 0) {
       size_t leftover = 0;
       r->got_bytes = 1;
@@ -973,55 +809,39 @@ static void conn_readable(upstream_conn_t *c)
 
 /* ---- libevent callbacks ---- */
 
-static void on_conn_read(evutil_socket_t fd, short what, void *arg)
+static void on_conn_read(gw_pool_conn_t *pc)
 {
-  (void)what;
-  upstream_conn_t *c = arg;
-  if (c->state == CONN_ACTIVE) {
-    conn_readable(c);
-    return;
-  }
-  /* Idle: EOF, an error, or bytes nobody asked for. Drop it. */
-  char b;
-  ssize_t n = recv(fd, &b, 1, MSG_PEEK);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  conn_close(c);
+  conn_readable((upstream_conn_t *)pc); /* never idle here: pool.c handles those */
 }
 
-static void on_conn_write(evutil_socket_t fd, short what, void *arg)
+static void on_conn_write(gw_pool_conn_t *pc)
 {
-  (void)what;
-  upstream_conn_t *c = arg;
+  upstream_conn_t *c = (upstream_conn_t *)pc;
   if (c->state == CONN_ACTIVE) {
     conn_send(c);
     return;
   }
-  int err = 0;
-  socklen_t len = sizeof(err);
-  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) err = errno;
+  int err = gw_pool_conn_error(pc);
   if (err == EINPROGRESS || err == EINTR) return;
   if (err != 0) {
     if (err != ECONNREFUSED) gw_log_info("upstream: connect: %s", strerror(err));
-    req_fail(c->req, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT, 0);
+    req_fail(c->req, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
     return;
   }
   conn_connected(c);
 }
 
-static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
+static void on_conn_timeout(gw_pool_conn_t *pc)
 {
-  (void)fd;
-  (void)what;
-  upstream_conn_t *c = arg;
+  upstream_conn_t *c = (upstream_conn_t *)pc;
   switch (c->state) {
   case CONN_CONNECTING:
-    req_fail(c->req, ERR_CONNECT_TIMEOUT, 1);
+    req_fail(c->req, ERR_CONNECT_TIMEOUT);
     break;
   case CONN_ACTIVE:
-    req_fail(c->req, ERR_TIMEOUT, 1);
+    req_fail(c->req, ERR_TIMEOUT);
     break;
-  case CONN_IDLE:
-    conn_close(c);
+  case CONN_IDLE: /* pool.c closes idle ones itself */
     break;
   }
 }
@@ -1030,26 +850,21 @@ static void on_conn_timeout(evutil_socket_t fd, short what, void *arg)
 
 gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
 {
+  static const gw_pool_conn_ops_t ops = {on_conn_read, on_conn_write, on_conn_timeout, on_conn_free};
   gw_upstream_pool_t *pool = calloc(1, sizeof(*pool));
   if (pool == NULL) return NULL;
   pool->base = base;
-  pool->keepalive_max = keepalive_max < 0 ? 0 : keepalive_max;
-  pool->idle_timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : 60000;
+  pool->conns = gw_pool_new(base, keepalive_max, idle_timeout_ms, &ops, sizeof(upstream_conn_t));
+  if (pool->conns == NULL) {
+    free(pool);
+    return NULL;
+  }
   return pool;
 }
 
 static void pool_destroy(gw_upstream_pool_t *pool)
 {
-  for (int i = 0; i < GW_UPSTREAM_KEY_BUCKETS; i++) {
-    upstream_key_t *k = pool->buckets[i];
-    while (k != NULL) {
-      upstream_key_t *next = k->next;
-      k->refs++; /* keep k alive while its connections go */
-      while (k->idle_head != NULL) conn_close(k->idle_head);
-      key_put(pool, k);
-      k = next;
-    }
-  }
+  gw_pool_free(pool->conns);
   if (pool->live_reqs > 0)
     gw_log_error("upstream: pool freed with %lu requests in flight", pool->live_reqs);
   for (int i = 0; i < pool->nspare; i++) evbuffer_free(pool->spare_bodies[i]);
@@ -1069,6 +884,7 @@ void gw_upstream_pool_free(gw_upstream_pool_t *pool)
 void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out)
 {
   *out = pool->stats;
+  out->idle = gw_pool_idle_count(pool->conns);
 }
 
 static int method_is(const char *m, size_t len, const char *s)
@@ -1080,13 +896,7 @@ static int method_is(const char *m, size_t len, const char *s)
 static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *addr)
 {
   memset(addr, 0, sizeof(*addr));
-  if (p->unix_path != NULL) {
-    size_t n = strlen(p->unix_path);
-    if (n == 0 || n >= sizeof(addr->un.sun_path)) return 0;
-    addr->un.sun_family = AF_UNIX;
-    memcpy(addr->un.sun_path, p->unix_path, n);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
-  }
+  if (p->unix_path != NULL) return gw_addr_from_unix(p->unix_path, addr);
   if (p->addr != NULL) {
     if (p->addrlen == 0 || p->addrlen > sizeof(*addr)) return 0;
     memcpy(addr, p->addr, p->addrlen);
@@ -1094,29 +904,10 @@ static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *add
   }
   if (p->host == NULL) return 0;
   struct sockaddr_storage ss;
-  socklen_t len = gw_ip_sockaddr(p->host, p->port, &ss);
+  socklen_t len = gw_addr_from_ip(p->host, p->port, &ss);
   if (len > sizeof(*addr)) return 0;
   memcpy(addr, &ss, len);
   return len;
-}
-
-socklen_t gw_ip_sockaddr(const char *host, int port, struct sockaddr_storage *out)
-{
-  memset(out, 0, sizeof(*out));
-  if (port <= 0 || port > 65535) return 0;
-  struct sockaddr_in *in4 = (struct sockaddr_in *)out;
-  struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)out;
-  if (inet_pton(AF_INET, host, &in4->sin_addr) == 1) {
-    in4->sin_family = AF_INET;
-    in4->sin_port = htons((uint16_t)port);
-    return sizeof(*in4);
-  }
-  if (inet_pton(AF_INET6, host, &in6->sin6_addr) == 1) {
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons((uint16_t)port);
-    return sizeof(*in6);
-  }
-  return 0;
 }
 
 static int header_is(const gw_header_t *h, const char *name)
@@ -1162,7 +953,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   size_t body_len = streamed ? 0 : params->body_len;
   int has_cl = body_len > 0 || method_is(method, mlen, "POST") || method_is(method, mlen, "PUT") ||
                method_is(method, mlen, "PATCH");
-  int add_close = pool->keepalive_max <= 0;
+  int add_close = gw_pool_keepalive_max(pool->conns) <= 0;
   int no_keepalive = add_close;
   char cl[48];
   size_t cl_len = 0;
@@ -1226,7 +1017,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     r->on_body_sent = params->on_body_sent;
     event_assign(&r->sent_ev, pool->base, -1, 0, on_body_taken, r);
   }
-  if (bad == NULL && (!streamed || r->body_out != NULL)) r->key = key_get(pool, &addr, addrlen);
+  if (bad == NULL && (!streamed || r->body_out != NULL)) r->key = gw_pool_key_get(pool->conns, &addr, addrlen);
   if (bad == NULL && r->key == NULL) {
     if (r->body_out != NULL) evbuffer_free(r->body_out);
     evbuffer_free(r->res.body);
@@ -1239,7 +1030,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
 
   if (bad != NULL) {
     gw_log_error("upstream: %s (%s %s)", bad, method, params->unix_path ? params->unix_path : params->host ? params->host : "-");
-    req_fail(r, ERR_CONNECT, 0);
+    req_fail(r, ERR_CONNECT);
     r->starting = 0;
     return r;
   }
@@ -1267,10 +1058,9 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
    * idempotent, or a streamed body taken once) checks for a connection that
    * died unnoticed before trusting it. */
   upstream_conn_t *c;
-  while ((c = r->key->idle_head) != NULL) {
-    idle_unlink(c);
-    c->state = CONN_ACTIVE; /* off the idle list: conn_close must not unlink again */
-    if ((!r->idempotent || streamed) && conn_is_stale(c)) {
+  while ((c = (upstream_conn_t *)gw_pool_take(pool->conns, r->key)) != NULL) {
+    c->state = CONN_ACTIVE;
+    if ((!r->idempotent || streamed) && gw_pool_conn_is_stale(&c->pc)) {
       conn_close(c);
       continue;
     }
@@ -1302,7 +1092,7 @@ void gw_client_body_more(gw_client_req_t *r, int complete)
   if (r == NULL || r->body_src == NULL || r->cancelled) return;
   if (complete) r->body_complete = 1;
   upstream_conn_t *c = r->conn;
-  if (c == NULL || c->state != CONN_ACTIVE || c->wev_added) return; /* sent when it can be */
+  if (c == NULL || c->state != CONN_ACTIVE || c->pc.wev_added) return; /* sent when it can be */
   r->starting = 1; /* a failure now is reported from the loop */
   conn_send(c);
   r->starting = 0;
@@ -1327,5 +1117,5 @@ void gw_client_resume(gw_client_req_t *r)
   conn_set_timer(c, r->timeout_ms);
   /* Inside on_head/on_body conn_parse() just goes on; otherwise parse what
    * was kept from the loop, never from inside this call. */
-  if (c->kick && !r->in_cb) event_active(&c->rev, EV_READ, 1);
+  if (c->kick && !r->in_cb) gw_pool_conn_kick_read(&c->pc);
 }

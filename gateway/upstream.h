@@ -1,12 +1,13 @@
-/* upstream.h - the non-blocking HTTP/1.1 client and its keep-alive pool.
+/* upstream.h - the non-blocking HTTP/1.1 client.
  *
  * Knows nothing of server-side requests or mruby: it sends one request to
  * host:port (or a unix socket) on a worker's event_base and calls back once
- * with the whole response (or an error), or, in streaming mode, hands over
- * the head and then the body piece by piece with back-pressure (pause and
- * resume). A request body may stream too, from an evbuffer the caller fills
- * (body_source). Idle keep-alive connections are kept per (host, port) and
- * reused.
+ * with the whole response (or an error kind, error.h), or, in streaming mode,
+ * hands over the head and then the body piece by piece with back-pressure
+ * (pause and resume). A request body may stream too, from an evbuffer the
+ * caller fills (body_source). Connections come from, and go back to, the
+ * keep-alive pool (pool.c: idle ones kept per address and reused); a
+ * gw_upstream_pool_t is the per-worker client state around it.
  * Used by proxy_pass and by URL sub-requests. */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
@@ -16,6 +17,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "error.h"
 #include "headers.h"
 
 /* Idle keep-alive connections kept per upstream server unless configured:
@@ -43,7 +45,7 @@ typedef struct {
  * on_body(data, len, arg): each piece of the de-chunked body as it is parsed
  *   (len > 0; data is only valid during the call). May be NULL: body dropped.
  * Then the done callback: err NULL = the body is complete; err set = the
- *   upstream failed before or in the middle of the body (timed_out as usual).
+ *   upstream failed before or in the middle of the body (err as usual).
  *   After on_head, an error means the response is truncated: abort the client
  *   side rather than complete it. max_response_body does not apply.
  * arg is the one given to gw_client_request(). Both may call gw_client_pause(),
@@ -52,10 +54,6 @@ typedef struct {
  * the callback has returned), and may start other requests. */
 typedef void (*gw_client_head_cb)(gw_client_response_t *res, void *arg);
 typedef void (*gw_client_body_cb)(const char *data, size_t len, void *arg);
-
-/* host (an IPv4 or IPv6 literal, no brackets) and port as a socket address:
- * its length, or 0 if host is not a literal (or the port is out of range). */
-socklen_t gw_ip_sockaddr(const char *host, int port, struct sockaddr_storage *out);
 
 /* One pool per worker. keepalive_max: idle connections kept per (host, port);
  * idle_timeout_ms: an idle pooled connection is closed after this long. */
@@ -95,19 +93,21 @@ typedef struct {
                              Streaming: the longest wait for the next bytes (restarted
                              by every read); it does not run while paused. Sending a
                              streamed request body restarts it too */
-  size_t max_response_body; /* buffered only: larger responses fail with err
+  size_t max_response_body; /* buffered only: larger responses fail with GW_ERR_TOO_LARGE
                                "upstream response too large"; 0 -> 64 MiB */
   gw_client_head_cb on_head; /* non-NULL: streaming mode (see above) */
   gw_client_body_cb on_body;
 } gw_client_params_t;
 
 /* Called exactly once per gw_client_request() unless cancelled first.
- * err == NULL: res is the complete response.
- * err != NULL: a static message ("connection refused", "upstream timed out", ...),
- *   timed_out is 1 for timeouts (the caller answers 504) and 0 otherwise (502).
+ * err.kind == GW_OK: res is the complete response.
+ * Otherwise res is NULL and err says what failed (error.h): its kind decides
+ *   (gw_err_is_connect_failure: nothing was sent, another server may be tried;
+ *   gw_err_status: 504 for timeouts, else 502), err.msg is the static log
+ *   text ("connection refused", "upstream timed out", ...).
  * The client request is freed right after the callback returns; do not call
  * gw_client_cancel() on it from inside the callback. */
-typedef void (*gw_client_done_cb)(const char *err, int timed_out, gw_client_response_t *res, void *arg);
+typedef void (*gw_client_done_cb)(gw_err_t err, gw_client_response_t *res, void *arg);
 
 /* Starts a request; everything in params is copied, so the caller's strings
  * may be freed after this returns. Returns NULL only when out of memory. The

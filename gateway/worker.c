@@ -22,6 +22,7 @@
 #include "mruby_handler.h"
 #include "resolver.h"
 #include "stats.h"
+#include "timeutil.h"
 #include "upstream.h"
 #include "worker.h"
 
@@ -85,7 +86,7 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
         /* Out of descriptors: stop accepting for a moment instead of spinning. */
         gw_log_error("accept: %s; pausing accepts for %d ms", strerror(errno), EMFILE_PAUSE_MS);
         event_del(w->listen_ev);
-        struct timeval tv = {0, EMFILE_PAUSE_MS * 1000};
+        struct timeval tv = gw_timeval_from_ms(EMFILE_PAUSE_MS);
         event_add(w->accept_pause_ev, &tv);
         return;
       }
@@ -224,7 +225,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
 
   gw_stats_attach(server->port, index, cfg->generation);
   w->stats_ev = event_new(ctx->base, -1, EV_PERSIST, on_stats_timer, ctx);
-  struct timeval one_second = {1, 0};
+  struct timeval one_second = gw_timeval_from_ms(1000);
   event_add(w->stats_ev, &one_second);
 
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);

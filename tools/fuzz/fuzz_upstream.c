@@ -11,7 +11,7 @@
  * settled. Checked on every input:
  *
  *   - the done callback fires exactly once per request, never after
- *     gw_client_cancel(), never with timed_out (no timer can expire here);
+ *     gw_client_cancel(), never with a timeout kind (no timer can expire here);
  *   - streaming: on_head at most once and before any on_body, on_body only
  *     with len > 0 and never after done, a success always had its on_head;
  *     res->body stays empty; status is final (>= 200, not 101);
@@ -172,12 +172,14 @@ static void check_res(creq_t *q, const gw_client_response_t *res, const char *wh
   }
 }
 
-static void on_done(const char *err, int timed_out, gw_client_response_t *res, void *arg)
+static void on_done(gw_err_t e, gw_client_response_t *res, void *arg)
 {
   creq_t *q = arg;
+  const char *err = e.msg;
   if (q->cancelled) FAIL("req %d: done callback after cancel", q->id);
   if (q->done++) FAIL("req %d: done callback twice", q->id);
-  if (timed_out) FAIL("req %d: timed out (%s) although no timer can expire", q->id, err);
+  if (gw_err_is_timeout(e.kind)) FAIL("req %d: timed out (%s) although no timer can expire", q->id, err);
+  if ((e.kind == GW_OK) != (err == NULL)) FAIL("req %d: error kind %s with message %s", q->id, gw_err_name(e.kind), err ? err : "(none)");
   if (verbose) fprintf(stderr, "req %d: done: %s, status %d\n", q->id, err ? err : "ok", res ? res->status : 0);
   q->err = err;
   q->req = NULL;

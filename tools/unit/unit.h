@@ -158,4 +158,8 @@ __attribute__((unused)) static int unit_done(void)
   return unit_failed ? 1 : 0;
 }
 
+/* Shorter names some tests use. */
+#define CHECK_STR(a, b) CHECK_EQ_STR((a), (b))
+#define UNIT_DONE() unit_done()
+
 #endif

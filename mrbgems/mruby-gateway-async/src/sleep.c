@@ -9,6 +9,7 @@
 
 #include "async.h"
 #include "gw_mruby.h"
+#include "timeutil.h"
 
 /* A year: long enough for anything real, short enough for a timeval. */
 #define GW_MAX_SLEEP_S (365 * 24 * 3600)
@@ -30,9 +31,7 @@ static void sleep_cancel(gw_pending_t *p)
 
 static void arm(sleep_op_t *op, double seconds)
 {
-  struct timeval tv;
-  tv.tv_sec = (time_t)seconds;
-  tv.tv_usec = (suseconds_t)((seconds - (double)tv.tv_sec) * 1e6);
+  struct timeval tv = gw_timeval_from_s(seconds);
   evtimer_add(&op->ev, &tv);
 }
 

@@ -107,7 +107,7 @@ static mrb_value response_headers(mrb_state *mrb, mrb_value self)
   return h;
 }
 
-static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, const char *err, int timed_out, void *arg)
+static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, gw_err_t err, void *arg)
 {
   task_t *t = arg;
   gw_request_t *parent = t->parent;
@@ -115,8 +115,8 @@ static void on_done(int status, gw_headers_t *headers, struct evbuffer *body, co
   int ai = mrb_gc_arena_save(mrb);
   gw_request_pending_remove(&t->pending);
   mrb_value result;
-  if (err)
-    result = gw_mrb_error(mrb, timed_out ? "Gateway::TimeoutError" : "Gateway::UpstreamError", err);
+  if (err.kind != GW_OK)
+    result = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", err.msg);
   else
     result = make_response(mrb, status, headers, body);
   mrb_value self = t->self;

@@ -145,12 +145,9 @@ module Gateway
         host = "0.0.0.0"
         port = listen
       when String
-        i = listen.rindex(":")
-        raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}" unless i
-        host = listen[0, i]
-        host = host[1..-2] if host.start_with?("[") && host.end_with?("]")
+        host, port_s = Gateway.split_host_port(listen)
+        raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}" unless port_s
         host = "0.0.0.0" if host.empty? || host == "*"
-        port_s = listen[i + 1..-1]
         raise ArgumentError, "server: listen must be a port or \"host:port\", got #{listen.inspect}" if port_s.empty? || !port_s.bytes.all? { |b| b >= 48 && b <= 57 }
         port = port_s.to_i
       else
@@ -161,7 +158,7 @@ module Gateway
     end
 
     def self.port_string?(s)
-      !s.empty? && s.bytes.all? { |b| b >= 48 && b <= 57 } && s.to_i >= 1 && s.to_i <= 65535
+      Gateway.port_string?(s)
     end
 
     def self.merge_limits(limits)
@@ -226,12 +223,8 @@ module Gateway
     # "IP:port", "[v6]:port" or "host.name:port" (resolved on the worker's
     # loop with c-ares, honouring /etc/hosts and the answers' TTL).
     def self.host_port?(addr)
-      i = addr.rindex(":")
-      return false unless i && i > 0
-      port = addr[i + 1..-1]
-      return false if port.empty? || !port.bytes.all? { |b| b >= 48 && b <= 57 } || port.to_i > 65535 || port.to_i == 0
-      host = addr[0, i]
-      host = host[1..-2] if host.start_with?("[") && host.end_with?("]")
+      host, port = Gateway.split_host_port(addr)
+      return false unless port && !host.empty? && Gateway.port_string?(port)
       host.bytes.all? { |b| (b >= 48 && b <= 58) || b == 45 || b == 46 || (b >= 97 && b <= 122) || (b >= 65 && b <= 90) }
     end
   end
@@ -273,15 +266,10 @@ def resolver(servers, timeout: 2, tries: 2)
   list = servers.is_a?(Array) ? servers : [servers]
   ip_port = lambda do |x|
     next false unless x.is_a?(String) && !x.empty?
-    next Gateway._ip?(x) if Gateway._ip?(x)          # 10.0.0.1, ::1
-    if x.start_with?("[")                            # [::1]:53
-      close = x.index("]")
-      next false unless close && Gateway._ip?(x[1...close])
-      rest = x[close + 1..-1]
-      next rest.empty? || (rest.start_with?(":") && Gateway::Server.port_string?(rest[1..-1]))
-    end
-    i = x.rindex(":")                                # 127.0.0.1:5353
-    i && Gateway._ip?(x[0, i]) && Gateway::Server.port_string?(x[i + 1..-1])
+    next true if Gateway._ip?(x)                     # 10.0.0.1, ::1
+    host, port = Gateway.split_host_port(x)          # [::1], [::1]:53, 127.0.0.1:5353
+    next false unless host && Gateway._ip?(host)
+    port ? Gateway.port_string?(port) : x.start_with?("[")
   end
   unless !list.empty? && list.all? { |x| ip_port.call(x) }
     raise ArgumentError, "resolver: give \"IP[:port]\" or an Array of them (addresses, not names), got #{servers.inspect}"

@@ -9,6 +9,30 @@ module Gateway
 
   LOG_LEVELS = [:debug, :info, :notice, :warn, :error, :crit]
 
+  # The one host:port splitter of the Ruby side (gateway/addr.c is the C one):
+  #   "h:80" -> ["h", "80"], "h" -> ["h", nil], "h:" -> ["h", ""],
+  #   "[::1]:80" -> ["::1", "80"], "[::1]" -> ["::1", nil],
+  #   "::1:80" -> ["::1", "80"] (unbracketed: split at the last ':').
+  # The port is returned as text, unchecked (see port_string?); nil when a
+  # "[" has no "]" or something other than ":port" follows the "]".
+  def self.split_host_port(s)
+    if s.start_with?("[")
+      close = s.index("]")
+      return nil unless close
+      host = s[1...close]
+      rest = s[(close + 1)..-1] || ""
+      return [host, nil] if rest.empty?
+      return rest.start_with?(":") ? [host, rest[1..-1]] : nil
+    end
+    i = s.rindex(":")
+    i ? [s[0, i], s[(i + 1)..-1]] : [s, nil]
+  end
+
+  # A port as text: 1 to 5 ASCII digits, 1..65535.
+  def self.port_string?(s)
+    !s.empty? && s.length <= 5 && s.bytes.all? { |b| b >= 48 && b <= 57 } && s.to_i >= 1 && s.to_i <= 65535
+  end
+
   # Gateway.log(:warn, "message") writes to the error log.
   def self.log(level, msg = nil)
     if msg.nil?

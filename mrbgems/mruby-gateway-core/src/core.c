@@ -1,5 +1,4 @@
 /* core.c - natives of the Gateway module: logging and process facts. */
-#include <arpa/inet.h>
 #include <unistd.h>
 
 #include <mruby.h>
@@ -7,9 +6,11 @@
 #include <mruby/hash.h>
 #include <mruby/string.h>
 
+#include "addr.h"
 #include "gw_mruby.h"
 #include "proxy.h"
 #include "log.h"
+#include "url.h"
 
 static mrb_value gw_mrb_log(mrb_state *mrb, mrb_value self)
 {
@@ -73,8 +74,8 @@ static mrb_value gw_mrb_proxy_url_valid(mrb_state *mrb, mrb_value self)
   char *url;
   (void)self;
   mrb_get_args(mrb, "z", &url);
-  gw_proxy_url_t u;
-  return mrb_bool_value(gw_proxy_parse_url(url, &u) == 0);
+  gw_url_t u;
+  return mrb_bool_value(gw_url_parse(url, &u) == 0);
 }
 
 /* Gateway._ip?(host): an IPv4 or IPv6 literal (no brackets). */
@@ -83,8 +84,7 @@ static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
   char *host;
   (void)self;
   mrb_get_args(mrb, "z", &host);
-  struct in6_addr a;
-  return mrb_bool_value(inet_pton(AF_INET, host, &a) == 1 || inet_pton(AF_INET6, host, &a) == 1);
+  return mrb_bool_value(gw_addr_is_ip(host));
 }
 
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)

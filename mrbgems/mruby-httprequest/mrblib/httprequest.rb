@@ -116,26 +116,12 @@ class HttpRequest
       target = rest[cut..-1] || ""
 
       bad(url, "user:password@ in the URL is not supported") if authority.include?("@")
-      port_str = nil
-      if authority.start_with?("[")
-        close = authority.index("]")
-        bad(url, "unterminated [IPv6] address") unless close
-        host = authority[1, close - 1]
-        after = authority[(close + 1)..-1] || ""
-        unless after.empty?
-          bad(url, "garbage after the [IPv6] address") unless after.start_with?(":")
-          port_str = after[1..-1]
-        end
-      else
-        c = authority.index(":")
-        if c
-          host = authority[0, c]
-          port_str = authority[(c + 1)..-1]
-          bad(url, "IPv6 addresses must be in brackets") if port_str.include?(":")
-        else
-          host = authority
-        end
+      hp = Gateway.split_host_port(authority)
+      unless hp # only a "[...": the bracketed forms
+        bad(url, authority.index("]") ? "garbage after the [IPv6] address" : "unterminated [IPv6] address")
       end
+      host, port_str = hp
+      bad(url, "IPv6 addresses must be in brackets") if !authority.start_with?("[") && host.include?(":")
       bad(url, "no host in the URL") if host.nil? || host.empty?
       bad(url, "the host has a space or control character") if unsafe?(host)
 

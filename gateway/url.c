@@ -1,0 +1,31 @@
+/* url.c - splits proxy_pass and sub-request URLs (see url.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "addr.h"
+#include "url.h"
+
+int gw_url_parse(const char *url, gw_url_t *u)
+{
+  memset(u, 0, sizeof(*u));
+  const char *unix_path = gw_addr_unix_path(url);
+  if (unix_path) {
+    gw_sockaddr_t sun;
+    u->unix_path = unix_path;
+    u->path = "";
+    snprintf(u->hostport, sizeof(u->hostport), "localhost");
+    return gw_addr_from_unix(unix_path, &sun) > 0 ? 0 : -1; /* fits sun_path */
+  }
+  if (strncmp(url, "http://", 7) != 0) return -1;
+  const char *h = url + 7;
+  size_t alen = strcspn(h, "/?");
+  gw_hostport_t hp;
+  if (gw_addr_split(h, alen, &hp, 0) < 0) return -1;
+  if (strlen(hp.host) >= sizeof(u->host)) return -1;
+  memcpy(u->host, hp.host, strlen(hp.host) + 1);
+  u->port = hp.port > 0 ? hp.port : 80;
+  u->path = h + alen;
+  snprintf(u->hostport, sizeof(u->hostport), u->port == 80 ? "%s" : "%s:%d", u->host, u->port);
+  u->addrlen = gw_addr_from_ip(u->host, u->port, &u->addr);
+  return 0;
+}

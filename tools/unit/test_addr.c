@@ -1,0 +1,212 @@
+/* test_addr.c - addr.c: ports, IP literals, host:port, unix paths, sockaddrs.
+ * unit: addr */
+#include <arpa/inet.h>
+#include <string.h>
+
+#include "addr.h"
+#include "unit.h"
+
+static int split(const char *s, int flags, gw_hostport_t *hp)
+{
+  return gw_addr_split(s, strlen(s), hp, flags);
+}
+
+static void test_ports(void)
+{
+  CHECK(gw_addr_parse_port("80", 2) == 80);
+  CHECK(gw_addr_parse_port("1", 1) == 1);
+  CHECK(gw_addr_parse_port("65535", 5) == 65535);
+  CHECK(gw_addr_parse_port("08080", 5) == 8080);
+  CHECK(gw_addr_parse_port("0", 1) == -1);
+  CHECK(gw_addr_parse_port("65536", 5) == -1);
+  CHECK(gw_addr_parse_port("99999", 5) == -1);
+  CHECK(gw_addr_parse_port("", 0) == -1);
+  CHECK(gw_addr_parse_port("x", 1) == -1);
+  CHECK(gw_addr_parse_port("8x", 2) == -1);
+  CHECK(gw_addr_parse_port("+80", 3) == -1);
+  CHECK(gw_addr_parse_port("-1", 2) == -1);
+  CHECK(gw_addr_parse_port(" 80", 3) == -1);
+  CHECK(gw_addr_parse_port("000080", 6) == -1); /* more than 5 digits */
+  CHECK(gw_addr_parse_port("8080/x", 4) == 8080); /* only len bytes count */
+}
+
+static void test_literals(void)
+{
+  CHECK(gw_addr_is_ip("127.0.0.1"));
+  CHECK(gw_addr_is_ip("::1"));
+  CHECK(gw_addr_is_ip("2001:db8::1"));
+  CHECK(!gw_addr_is_ip("[::1]"));
+  CHECK(!gw_addr_is_ip("localhost"));
+  CHECK(!gw_addr_is_ip("1.2.3"));
+  CHECK(!gw_addr_is_ip("256.1.1.1"));
+  CHECK(!gw_addr_is_ip(""));
+
+  struct sockaddr_storage ss;
+  socklen_t n = gw_addr_from_ip("10.1.2.3", 8080, &ss);
+  CHECK(n == sizeof(struct sockaddr_in));
+  CHECK(ss.ss_family == AF_INET);
+  CHECK(ntohs(((struct sockaddr_in *)&ss)->sin_port) == 8080);
+  n = gw_addr_from_ip("::1", 443, &ss);
+  CHECK(n == sizeof(struct sockaddr_in6));
+  CHECK(ss.ss_family == AF_INET6);
+  CHECK(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port) == 443);
+  CHECK(gw_addr_from_ip("[::1]", 80, &ss) == 0); /* brackets are not part of a literal */
+  CHECK(gw_addr_from_ip("example.com", 80, &ss) == 0);
+  CHECK(gw_addr_from_ip("10.0.0.1", 0, &ss) == 0);
+  CHECK(gw_addr_from_ip("10.0.0.1", 65536, &ss) == 0);
+  CHECK(gw_addr_from_ip("10.0.0.1", -1, &ss) == 0);
+
+  gw_sockaddr_t a;
+  socklen_t alen = 0;
+  CHECK(gw_addr_parse_literal("1.2.3.4", 7, &a, &alen) == 1);
+  CHECK(a.sa.sa_family == AF_INET && alen == sizeof(struct sockaddr_in) && a.in4.sin_port == 0);
+  CHECK(gw_addr_parse_literal("::1", 3, &a, &alen) == 1);
+  CHECK(a.sa.sa_family == AF_INET6 && alen == sizeof(struct sockaddr_in6));
+  CHECK(gw_addr_parse_literal("[::1]", 5, &a, &alen) == 1);
+  CHECK(a.sa.sa_family == AF_INET6);
+  CHECK(gw_addr_parse_literal("example.com", 11, &a, &alen) == 0);
+  CHECK(gw_addr_parse_literal("localhost", 9, &a, &alen) == 0);
+  CHECK(gw_addr_parse_literal("[::1", 4, &a, &alen) == -1);
+  CHECK(gw_addr_parse_literal("[]", 2, &a, &alen) == -1);
+  CHECK(gw_addr_parse_literal("[1.2.3.4]", 9, &a, &alen) == -1);
+  CHECK(gw_addr_parse_literal("fe80::1%eth0", 12, &a, &alen) == -1);
+  CHECK(gw_addr_parse_literal("host:80", 7, &a, &alen) == -1);
+  const char *longname = "a-very-long-host-name-that-is-not-an-address.example.com";
+  CHECK(gw_addr_parse_literal(longname, strlen(longname), &a, &alen) == 0);
+  const char *longv6 = "[0000:0000:0000:0000:0000:0000:0000:0001:0000:0000]";
+  CHECK(gw_addr_parse_literal(longv6, strlen(longv6), &a, &alen) == -1);
+  /* only len bytes are read */
+  CHECK(gw_addr_parse_literal("1.2.3.4:80", 7, &a, &alen) == 1);
+
+  gw_addr_parse_literal("1.2.3.4", 7, &a, &alen);
+  gw_addr_set_port(&a, 53);
+  CHECK(ntohs(a.in4.sin_port) == 53);
+  gw_addr_parse_literal("::1", 3, &a, &alen);
+  gw_addr_set_port(&a, 5353);
+  CHECK(ntohs(a.in6.sin6_port) == 5353);
+}
+
+static void test_split(void)
+{
+  gw_hostport_t hp;
+  CHECK(split("example.com:8080", 0, &hp) == 0);
+  CHECK_STR(hp.host, "example.com");
+  CHECK(hp.port == 8080 && !hp.bracketed);
+  CHECK(split("example.com", 0, &hp) == 0);
+  CHECK_STR(hp.host, "example.com");
+  CHECK(hp.port == -1);
+  CHECK(split("10.0.0.1:80", 0, &hp) == 0);
+  CHECK_STR(hp.host, "10.0.0.1");
+  CHECK(hp.port == 80);
+  CHECK(split("[::1]:8080", 0, &hp) == 0);
+  CHECK_STR(hp.host, "::1");
+  CHECK(hp.port == 8080 && hp.bracketed);
+  CHECK(split("[::1]", 0, &hp) == 0);
+  CHECK_STR(hp.host, "::1");
+  CHECK(hp.port == -1 && hp.bracketed);
+  CHECK(split("[2001:db8::1]:65535", 0, &hp) == 0);
+  CHECK_STR(hp.host, "2001:db8::1");
+  CHECK(hp.port == 65535);
+
+  /* an unbracketed IPv6 address: only with GW_ADDR_BARE_V6 (the last ':') */
+  CHECK(split("::1:8080", 0, &hp) == -1);
+  CHECK(split("::1:8080", GW_ADDR_BARE_V6, &hp) == 0);
+  CHECK_STR(hp.host, "::1");
+  CHECK(hp.port == 8080);
+  CHECK(split("[::1]:8080", GW_ADDR_BARE_V6, &hp) == 0);
+  CHECK_STR(hp.host, "::1");
+  CHECK(hp.port == 8080);
+
+  /* bad ports */
+  CHECK(split("h:", 0, &hp) == -1);
+  CHECK(split("h:0", 0, &hp) == -1);
+  CHECK(split("h:65536", 0, &hp) == -1);
+  CHECK(split("h:x", 0, &hp) == -1);
+  CHECK(split("h:80x", 0, &hp) == -1);
+  CHECK(split("[::1]:", 0, &hp) == -1);
+  CHECK(split("[::1]:0", 0, &hp) == -1);
+  CHECK(split("[::1]:65536", 0, &hp) == -1);
+  CHECK(split("[::1]:x", 0, &hp) == -1);
+
+  /* bad hosts */
+  CHECK(split("", 0, &hp) == -1);
+  CHECK(split(":80", 0, &hp) == -1);
+  CHECK(split("[]:80", 0, &hp) == -1);
+  CHECK(split("[::1", 0, &hp) == -1);
+  CHECK(split("[::1]x", 0, &hp) == -1);
+  CHECK(split("[::1]x:80", 0, &hp) == -1);
+  char big[300];
+  memset(big, 'a', 255);
+  strcpy(big + 255, ":80");
+  CHECK(split(big, 0, &hp) == 0); /* 255 bytes: the longest kept */
+  CHECK(strlen(hp.host) == 255);
+  memset(big, 'a', 256);
+  strcpy(big + 256, ":80");
+  CHECK(split(big, 0, &hp) == -1);
+
+  /* only len bytes are read */
+  CHECK(gw_addr_split("h:81/path", 4, &hp, 0) == 0);
+  CHECK_STR(hp.host, "h");
+  CHECK(hp.port == 81);
+}
+
+static void test_unix(void)
+{
+  CHECK_STR(gw_addr_unix_path("unix:/tmp/a.sock"), "/tmp/a.sock");
+  CHECK_STR(gw_addr_unix_path("unix:/"), "/");
+  CHECK(gw_addr_unix_path("unix:tmp/a.sock") == NULL);
+  CHECK(gw_addr_unix_path("unix:") == NULL);
+  CHECK(gw_addr_unix_path("http://h/") == NULL);
+  CHECK(gw_addr_unix_path("") == NULL);
+
+  gw_sockaddr_t a;
+  socklen_t n = gw_addr_from_unix("/tmp/a.sock", &a);
+  CHECK(n == offsetof(struct sockaddr_un, sun_path) + strlen("/tmp/a.sock") + 1);
+  CHECK(a.un.sun_family == AF_UNIX);
+  CHECK_STR(a.un.sun_path, "/tmp/a.sock");
+  CHECK(gw_addr_from_unix("", &a) == 0);
+  char path[200];
+  memset(path, 'p', sizeof(path) - 1);
+  path[0] = '/';
+  path[107] = '\0'; /* 107 bytes: the longest that fits sun_path with its NUL */
+  CHECK(gw_addr_from_unix(path, &a) > 0);
+  memset(path, 'p', sizeof(path) - 1);
+  path[108] = '\0';
+  CHECK(gw_addr_from_unix(path, &a) == 0);
+}
+
+static void test_to_string(void)
+{
+  struct sockaddr_storage ss;
+  char buf[64];
+  socklen_t n = gw_addr_from_ip("192.168.1.20", 8080, &ss);
+  CHECK(gw_addr_to_string((struct sockaddr *)&ss, buf, sizeof(buf)) == 0);
+  CHECK_STR(buf, "192.168.1.20");
+  CHECK(gw_addr_format((struct sockaddr *)&ss, n, buf, sizeof(buf)) == 0);
+  CHECK_STR(buf, "192.168.1.20:8080");
+  n = gw_addr_from_ip("0:0::1", 443, &ss);
+  CHECK(gw_addr_to_string((struct sockaddr *)&ss, buf, sizeof(buf)) == 0);
+  CHECK_STR(buf, "::1");
+  CHECK(gw_addr_format((struct sockaddr *)&ss, n, buf, sizeof(buf)) == 0);
+  CHECK_STR(buf, "[::1]:443");
+  CHECK(gw_addr_to_string((struct sockaddr *)&ss, buf, 3) == -1); /* too small */
+  CHECK_STR(buf, "");
+  CHECK(gw_addr_format((struct sockaddr *)&ss, n, buf, 5) == -1);
+  CHECK_STR(buf, "");
+
+  gw_sockaddr_t a;
+  n = gw_addr_from_unix("/run/app.sock", &a);
+  CHECK(gw_addr_to_string(&a.sa, buf, sizeof(buf)) == -1);
+  CHECK(gw_addr_format(&a.sa, n, buf, sizeof(buf)) == 0);
+  CHECK_STR(buf, "unix:/run/app.sock");
+}
+
+int main(void)
+{
+  test_ports();
+  test_literals();
+  test_split();
+  test_unix();
+  test_to_string();
+  return UNIT_DONE();
+}
