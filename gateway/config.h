@@ -49,6 +49,7 @@ typedef struct {
   int fd;               /* listening socket, -1 until gw_config_listen() */
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
+  int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
 } gw_server_t;
 
 typedef struct {

@@ -131,6 +131,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
     }
     gw_router_sort(s->locations, s->nlocations);
+    mrb_value stall = iv(mrb, srv, "@stall_timeout");
+    s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : (int)(mrb_as_float(mrb, stall) * 1000.0 + 0.5);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
     s->cpu = mrb_nil_p(cpu) ? -1 : (int)mrb_integer(cpu);
   }

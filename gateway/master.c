@@ -36,12 +36,16 @@
 #define MAX_WORKERS 1024
 #define STOP_GRACE_S 10      /* fast stop: SIGKILL workers still alive after this */
 #define RESPAWN_THROTTLE_MS 200
+#define WATCHDOG_MS 500      /* how often the master checks its workers' heartbeats */
 
 typedef struct {
   pid_t pid;          /* 0: free slot */
   int generation;
   size_t server;      /* index in its generation's config */
+  int port;           /* its server's */
   int index;          /* worker number within the server */
+  int stall_ms;       /* its server's stall_timeout; 0: not watched */
+  int killed;         /* the watchdog killed it; not reaped yet */
   struct timespec started;
 } worker_slot_t;
 
@@ -174,9 +178,39 @@ static int spawn(size_t server, int index)
   slot->pid = pid;
   slot->generation = generation;
   slot->server = server;
+  slot->port = config->servers[server].port;
   slot->index = index;
+  slot->stall_ms = config->servers[server].stall_timeout_ms;
+  slot->killed = 0;
   clock_gettime(CLOCK_MONOTONIC, &slot->started);
   return 0;
+}
+
+/* The watchdog: a worker whose loop has not turned (its heartbeat, stamped
+ * each second) for its server's stall_timeout is stuck in code that never
+ * yields: asked what it runs (SIGUSR2), logged, killed and, as any dead
+ * worker of the current generation, replaced. Workers of older generations
+ * (draining after a reload or a graceful stop) are watched too, so those
+ * never wait forever on a stalled worker. */
+static void watchdog(void)
+{
+  double now = gw_now_ms();
+  for (int i = 0; i < MAX_WORKERS; i++) {
+    worker_slot_t *w = &workers[i];
+    if (w->pid <= 0 || w->stall_ms <= 0 || w->killed) continue;
+    gw_worker_stats_t *st = gw_stats_of(w->pid);
+    if (st == NULL || st->heartbeat_ms == 0 || now - (double)st->heartbeat_ms < w->stall_ms) continue;
+    st->stalled_on[0] = '\0';
+    kill(w->pid, SIGUSR2);
+    struct timespec answer = {0, 50 * 1000000L};
+    nanosleep(&answer, NULL);
+    gw_log_error("worker %d (port %d #%d): its loop has not turned for %.1f s (stall_timeout %.1f s) while "
+                 "running %.120s; killing it", (int)w->pid, w->port, w->index, (now - (double)st->heartbeat_ms) / 1000,
+                 w->stall_ms / 1000.0, st->stalled_on[0] ? st->stalled_on : "(no answer)");
+    kill(w->pid, SIGKILL);
+    w->killed = 1;
+    gw_stats_master->workers_stalled++;
+  }
 }
 
 static void spawn_all(void)
@@ -221,9 +255,9 @@ static void reap(int stopping)
       char how[64];
       describe_exit(status, how, sizeof(how));
       int unexpected = !stopping && w->generation == generation;
-      gw_log(unexpected ? GW_LOG_ERROR : GW_LOG_INFO, "worker %d (port %d #%d) %s", (int)pid,
-             w->generation == generation ? config->servers[w->server].port : 0, w->index, how);
+      gw_log(unexpected ? GW_LOG_ERROR : GW_LOG_INFO, "worker %d (port %d #%d) %s", (int)pid, w->port, w->index, how);
       if (unexpected) {
+        gw_stats_master->workers_restarted++;
         /* A worker that dies right after start would otherwise respawn in a hot loop. */
         if (since(&w->started) < 1.0) {
           struct timespec ts = {0, RESPAWN_THROTTLE_MS * 1000000L};
@@ -278,7 +312,7 @@ static void stop(int graceful)
   }
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
-  int killed = 0;
+  int killed = 0, rounds = 0;
   while (live_workers() > 0) {
     reap(1);
     if (live_workers() == 0) break;
@@ -286,6 +320,7 @@ static void stop(int graceful)
       signal_workers(SIGKILL, -1);
       killed = 1;
     }
+    if (++rounds % 50 == 0) watchdog(); /* every 0.5 s: a stalled worker never drains */
     struct timespec ts = {0, 10 * 1000000L};
     nanosleep(&ts, NULL);
   }
@@ -323,9 +358,15 @@ int gw_master_run(gw_config_t *cfg)
   spawn_all();
   gw_log_notice("ready: %zu server(s), master pid %d", config->nservers, (int)getpid());
 
+  double watched = gw_now_ms();
   for (;;) {
     siginfo_t info;
-    int sig = sigwaitinfo(&set, &info);
+    struct timespec tick = {0, WATCHDOG_MS * 1000000L};
+    int sig = sigtimedwait(&set, &info, &tick);
+    if (gw_now_ms() - watched >= WATCHDOG_MS) {
+      watchdog();
+      watched = gw_now_ms();
+    }
     if (sig < 0) continue;
     switch (sig) {
     case SIGCHLD:

@@ -344,20 +344,28 @@ static gw_err_t status_error(int status)
 static void on_addrinfo(void *arg, int status, int timeouts, struct ares_addrinfo *res);
 static void finish_entry(resolver_entry_t *e, int status, const resolver_addr_t *found, unsigned n, long ttl);
 
-/* "localhost" and "*.localhost" (RFC 6761 §6.3) never go to DNS: the hosts
- * file may map them, else they are the loopback address (containers and
- * minimal systems often have no /etc/hosts). */
-static int is_localhost(const char *name)
+/* 1 if name is `label` or ends in ".label" (a trailing dot allowed). */
+static int in_domain(const char *name, const char *label)
 {
-  size_t n = strlen(name);
+  size_t n = strlen(name), l = strlen(label);
   if (n > 0 && name[n - 1] == '.') n--; /* "localhost." */
-  return (n == 9 && strncasecmp(name, "localhost", 9) == 0) ||
-         (n > 10 && strncasecmp(name + n - 10, ".localhost", 10) == 0);
+  return (n == l && strncasecmp(name, label, l) == 0) ||
+         (n > l + 1 && name[n - l - 1] == '.' && strncasecmp(name + n - l, label, l) == 0);
 }
 
+/* Special-use names (RFC 6761) never go to DNS: "invalid" and "*.invalid"
+ * do not exist (§6.4: answered at once, not after a DNS server's silence);
+ * "localhost" and "*.localhost" (§6.3) are what the hosts file maps them
+ * to, else the loopback address (containers and minimal systems often have
+ * no /etc/hosts). */
 static void start_query(resolver_entry_t *e, int family)
 {
-  if (family == AF_INET && is_localhost(e->name)) {
+  if (in_domain(e->name, "invalid")) {
+    e->family = family;
+    finish_entry(e, ARES_ENOTFOUND, NULL, 0, 0);
+    return;
+  }
+  if (family == AF_INET && in_domain(e->name, "localhost")) {
     struct hostent *he = NULL;
     if (ares_gethostbyname_file(e->r->channel, e->name, AF_INET, &he) == ARES_SUCCESS) {
       ares_free_hostent(he); /* mapped there: ares_getaddrinfo reads the file first */

@@ -13,6 +13,8 @@
 gw_worker_stats_t *gw_stats_table;
 static gw_worker_stats_t private_slot;
 gw_worker_stats_t *gw_stats_self = &private_slot;
+static gw_master_stats_t private_master;
+gw_master_stats_t *gw_stats_master = &private_master;
 
 #define COUNTER(f, h) {#f, offsetof(gw_worker_stats_t, f), 1, h}
 #define GAUGE(f, h) {#f, offsetof(gw_worker_stats_t, f), 0, h}
@@ -48,10 +50,11 @@ const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields
 int gw_stats_init(void)
 {
   if (gw_stats_table) return 0;
-  void *p = mmap(NULL, GW_STATS_SLOTS * sizeof(gw_worker_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-                 -1, 0);
+  size_t slots = GW_STATS_SLOTS * sizeof(gw_worker_stats_t);
+  void *p = mmap(NULL, slots + sizeof(gw_master_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (p == MAP_FAILED) return -1;
   gw_stats_table = p;
+  gw_stats_master = (gw_master_stats_t *)((char *)p + slots);
   return 0;
 }
 
@@ -85,4 +88,11 @@ void gw_stats_detach(void)
 {
   if (gw_stats_self != &private_slot) __atomic_store_n(&gw_stats_self->pid, 0, __ATOMIC_RELEASE);
   gw_stats_self = &private_slot;
+}
+
+gw_worker_stats_t *gw_stats_of(int32_t pid)
+{
+  for (int i = 0; gw_stats_table && i < GW_STATS_SLOTS; i++)
+    if (__atomic_load_n(&gw_stats_table[i].pid, __ATOMIC_ACQUIRE) == pid) return &gw_stats_table[i];
+  return NULL;
 }

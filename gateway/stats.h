@@ -26,7 +26,16 @@ typedef struct {
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;
   uint32_t upstream_idle, dns_cache_entries;
+  /* the stall watchdog (not shown as fields) */
+  int64_t heartbeat_ms;  /* CLOCK_MONOTONIC ms when the worker's loop last turned (each second) */
+  char stalled_on[128];  /* written when the master asks (SIGUSR2): what was running */
 } gw_worker_stats_t;
+
+/* Kept by the master, in the same shared memory. */
+typedef struct {
+  uint64_t workers_restarted; /* workers that died unexpectedly and were replaced */
+  uint64_t workers_stalled;   /* ... of which killed by the watchdog (stall_timeout) */
+} gw_master_stats_t;
 
 /* One field, for the JSON, Prometheus and Ruby views alike. */
 typedef struct {
@@ -45,6 +54,10 @@ extern gw_worker_stats_t *gw_stats_table;
 /* This worker's slot; points at a private dummy in the master and in tests,
  * so counting code never checks for NULL. */
 extern gw_worker_stats_t *gw_stats_self;
+/* The master's counters (a private dummy until gw_stats_init()). */
+extern gw_master_stats_t *gw_stats_master;
+/* The live slot of worker pid, or NULL. */
+gw_worker_stats_t *gw_stats_of(int32_t pid);
 
 /* Maps the table (master, once). Returns 0 or -1. */
 int gw_stats_init(void);

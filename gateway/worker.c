@@ -18,6 +18,7 @@
 #include "access_log.h"
 #include "config_load.h"
 #include "conn.h"
+#include "gw_mruby.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -59,11 +60,31 @@ static void publish_stats(gw_context_t *w)
   }
 }
 
+/* Each second: the gauges, and the heartbeat the master's watchdog reads
+ * (a loop that stops turning stops stamping it: stall_timeout). */
 static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
   publish_stats(arg);
+  gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
+}
+
+/* SIGUSR2 from the watchdog: this loop stalled. Say what is running into the
+ * shared slot (plain copies only: async-signal-safe); the master logs it and
+ * kills this process. */
+static void on_stall_query(int sig)
+{
+  (void)sig;
+  char *out = gw_stats_self->stalled_on;
+  size_t n = 0, room = sizeof(gw_stats_self->stalled_on) - 1;
+  const gw_request_t *req = gw_mrb_current_request_or_null();
+  const char *parts[3] = {req ? req->method : "no request (the loop itself)", req ? " " : "", req ? req->target : ""};
+  size_t lens[3] = {0, req ? 1 : 0, req ? req->target_len : 0};
+  for (const char *m = parts[0]; *m; m++) lens[0]++;
+  for (int i = 0; i < 3; i++)
+    for (size_t j = 0; j < lens[i] && n < room; j++) out[n++] = parts[i][j];
+  out[n] = '\0';
 }
 
 /* A connection closed: a stopping worker exits once the last one has. */
@@ -224,6 +245,10 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   gw_stats_attach(server->port, index, cfg->generation);
+  gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
+  struct sigaction stall = {.sa_handler = on_stall_query, .sa_flags = SA_RESTART};
+  sigemptyset(&stall.sa_mask);
+  sigaction(SIGUSR2, &stall, NULL);
   w->stats_ev = event_new(ctx->base, -1, EV_PERSIST, on_stats_timer, ctx);
   struct timeval one_second = gw_timeval_from_ms(1000);
   event_add(w->stats_ev, &one_second);

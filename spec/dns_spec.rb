@@ -598,6 +598,29 @@ RSpec.describe 'DNS resolution (resolver)' do
       expect(silent.names).to eq([])
     end
 
+    it '".invalid" names fail at once with 502, never a DNS query, even with a DNS server that does not answer (RFC 6761)' do
+      silent = silent_dns
+      dns_gateway(%(resolver "127.0.0.1:#{silent.port}", timeout: 5, tries: 2),
+                  %(location "/inv", proxy_pass: "http://no-such-host.invalid:#{@up.port}/"
+                    location "/bare", proxy_pass: "http://invalid.:#{@up.port}/"
+                    location "/sub" do
+                      begin
+                        Async::HTTP.sub_request("http://x.y.INVALID:#{@up.port}/").status.to_s
+                      rescue Gateway::UpstreamError => e
+                        "upstream error: \#{e.message}"
+                      end
+                    end))
+      t = now
+      r = http_get(@port, '/inv')
+      expect(now - t).to be < 0.1 * GatewaySpec::SLACK
+      expect(r.status).to eq(502)
+      expect(http_get(@port, '/bare').status).to eq(502)
+      expect(get_ok('/sub').body).to eq('upstream error: host not found')
+      sleep 0.05
+      expect(silent.names).to eq([])
+      expect(@gw.log).to include('cannot resolve upstream host "no-such-host.invalid": host not found')
+    end
+
     it 'IP literals never reach the DNS server' do
       silent = silent_dns
       dns_gateway(%(resolver "127.0.0.1:#{silent.port}", timeout: 2, tries: 1),

@@ -98,10 +98,14 @@ module Gateway
   end
 
   class Server
-    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity
+    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout
 
-    def initialize(listen, workers, limits, cpu_affinity = nil)
+    def initialize(listen, workers, limits, cpu_affinity = nil, stall_timeout = 30)
       @host, @port = Server.parse_listen(listen)
+      unless stall_timeout.nil? || (stall_timeout.is_a?(Numeric) && stall_timeout > 0 && stall_timeout <= 86_400)
+        raise ArgumentError, "server: stall_timeout must be a number of seconds (0 < s <= 86400) or nil, got #{stall_timeout.inspect}"
+      end
+      @stall_timeout = stall_timeout
       unless cpu_affinity.nil? || (cpu_affinity.is_a?(Integer) && cpu_affinity >= 0 && cpu_affinity < 1024)
         raise ArgumentError, "server: cpu_affinity must be a CPU number (0, 1, ...), got #{cpu_affinity.inspect}"
       end
@@ -233,9 +237,11 @@ end
 # server listen: 8080, workers: 1, limits: {...} do
 #   location "/" do |req| "hello" end
 # end
-def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, &block)
+# stall_timeout: a worker whose event loop has not turned for this many
+# seconds (default 30; nil: never) is logged, killed and replaced.
+def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
-  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity)
+  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout)
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv
