@@ -1,7 +1,6 @@
 /* buf.c - the growable byte buffer (buf.h). */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "buf.h"
 
@@ -19,15 +18,6 @@ int gw_buf_reserve(gw_buf_t *b, size_t extra)
   if (p == NULL) return -1;
   b->data = p;
   b->cap = cap;
-  return 0;
-}
-
-int gw_buf_append(gw_buf_t *b, const void *data, size_t len)
-{
-  if (len == 0) return 0;
-  if (gw_buf_reserve(b, len) < 0) return -1;
-  memcpy(b->data + b->len, data, len);
-  b->len += len;
   return 0;
 }
 

@@ -71,27 +71,29 @@ static int reject(gw_conn_t *c, int status)
 /* Appends n bytes to a NUL-terminated growable string (buf.c grows it). */
 static int append(char **buf, size_t *len, size_t *cap, const char *at, size_t n)
 {
-  gw_buf_t b = {*buf, *len, *cap};
-  if (gw_buf_reserve(&b, n + 1) < 0) return -1;
-  memcpy(b.data + b.len, at, n);
-  b.len += n;
-  b.data[b.len] = '\0';
-  *buf = b.data;
-  *len = b.len;
-  *cap = b.cap;
+  if (*len + n + 1 > *cap) {
+    gw_buf_t b = {*buf, *len, *cap};
+    if (gw_buf_reserve(&b, n + 1) < 0) return -1;
+    *buf = b.data;
+    *cap = b.cap;
+  }
+  memcpy(*buf + *len, at, n);
+  *len += n;
+  (*buf)[*len] = '\0';
   return 0;
 }
 
 static int on_message_begin(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  c->a->head_bytes = c->a->nheaders = c->a->ncontent_length = c->a->ntransfer_encoding = c->a->nhost = 0;
-  c->a->last_cb = CB_NONE;
-  c->a->hname_len = c->a->hvalue_len = 0;
-  c->a->req.target_len = 0;
-  c->a->req.start_ms = gw_now_ms();
-  c->a->body_bytes = 0;
-  c->a->req.method = NULL; /* known once the request-target starts (on_url) */
+  gw_conn_active_t *a = c->a;
+  a->head_bytes = a->nheaders = a->ncontent_length = a->ntransfer_encoding = a->nhost = 0;
+  a->last_cb = CB_NONE;
+  a->hname_len = a->hvalue_len = 0;
+  a->req.target_len = 0;
+  a->req.start_ms = gw_now_ms();
+  a->body_bytes = 0;
+  a->req.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
     if (c->served) set_timer(c, c->ctx->server->limits.header_timeout_ms);
@@ -102,66 +104,72 @@ static int on_message_begin(llhttp_t *p)
 static int on_url(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->a->req;
+  gw_conn_active_t *a = c->a;
+  gw_request_t *r = &a->req;
   if (r->target_len == 0) r->method = llhttp_method_name(p->method); /* for the access log of a rejected head */
   if (r->target_len + n > c->ctx->server->limits.max_request_line) return reject(c, 414);
-  c->a->head_bytes += n;
+  a->head_bytes += n;
   return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int commit_header(gw_conn_t *c)
 {
+  gw_conn_active_t *a = c->a;
   const gw_limits_t *lim = &c->ctx->server->limits;
-  if (++c->a->nheaders > lim->max_headers) return reject(c, 431);
-  if (c->a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
-  if (c->a->hname_len == 14 && strncasecmp(c->a->hname, "content-length", 14) == 0) c->a->ncontent_length++;
-  if (c->a->hname_len == 17 && strncasecmp(c->a->hname, "transfer-encoding", 17) == 0) c->a->ntransfer_encoding++;
-  if (c->a->hname_len == 4 && strncasecmp(c->a->hname, "host", 4) == 0) c->a->nhost++;
+  if (++a->nheaders > lim->max_headers) return reject(c, 431);
+  if (a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
+  if (a->hname_len == 14 && strncasecmp(a->hname, "content-length", 14) == 0) a->ncontent_length++;
+  if (a->hname_len == 17 && strncasecmp(a->hname, "transfer-encoding", 17) == 0) a->ntransfer_encoding++;
+  if (a->hname_len == 4 && strncasecmp(a->hname, "host", 4) == 0) a->nhost++;
   /* llhttp accepts these bytes in a value; nothing upstream should ever see them. */
-  for (size_t i = 0; i < c->a->hvalue_len; i++)
-    if (c->a->hvalue[i] == '\r' || c->a->hvalue[i] == '\n' || c->a->hvalue[i] == '\0') return reject(c, 400);
+  for (size_t i = 0; i < a->hvalue_len; i++)
+    if (a->hvalue[i] == '\r' || a->hvalue[i] == '\n' || a->hvalue[i] == '\0') return reject(c, 400);
   /* Trailing whitespace is not part of the value (RFC 9110 §5.5). */
-  while (c->a->hvalue_len > 0 && (c->a->hvalue[c->a->hvalue_len - 1] == ' ' || c->a->hvalue[c->a->hvalue_len - 1] == '\t'))
-    c->a->hvalue_len--;
-  if (gw_headers_add(&c->a->req.headers, c->a->hname, c->a->hname_len, c->a->hvalue ? c->a->hvalue : "", c->a->hvalue_len))
+  while (a->hvalue_len > 0 && (a->hvalue[a->hvalue_len - 1] == ' ' || a->hvalue[a->hvalue_len - 1] == '\t'))
+    a->hvalue_len--;
+  if (gw_headers_add(&a->req.headers, a->hname, a->hname_len, a->hvalue ? a->hvalue : "", a->hvalue_len))
     return reject(c, 500);
-  c->a->hname_len = c->a->hvalue_len = 0;
+  a->hname_len = a->hvalue_len = 0;
   return 0;
 }
 
 static int count_head(gw_conn_t *c, size_t n)
 {
-  c->a->head_bytes += n;
-  return c->a->head_bytes > c->ctx->server->limits.max_header_size ? reject(c, 431) : 0;
+  gw_conn_active_t *a = c->a;
+  a->head_bytes += n;
+  return a->head_bytes > c->ctx->server->limits.max_header_size ? reject(c, 431) : 0;
 }
 
 static int on_header_field(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  c->a->last_cb = CB_FIELD;
+  gw_conn_active_t *a = c->a;
+  a->last_cb = CB_FIELD;
   if (count_head(c, n)) return -1;
-  return append(&c->a->hname, &c->a->hname_len, &c->a->hname_cap, at, n) ? reject(c, 500) : 0;
+  return append(&a->hname, &a->hname_len, &a->hname_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int on_header_value(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
+  gw_conn_active_t *a = c->a;
   /* llhttp 8.1 folds an obs-fold continuation line into the previous value,
    * as a second value span. A value split across two reads also comes in two
    * spans, but then the first one ends exactly where that read's data ended;
    * otherwise a CRLF was skipped in between: obs-fold. RFC 9112 §5.2: reject. */
-  if (c->a->last_cb == CB_VALUE && !c->a->value_at_data_end) return reject(c, 400);
-  c->a->last_cb = CB_VALUE;
-  c->a->value_at_data_end = at + n == c->a->data_end;
+  if (a->last_cb == CB_VALUE && !a->value_at_data_end) return reject(c, 400);
+  a->last_cb = CB_VALUE;
+  a->value_at_data_end = at + n == a->data_end;
   if (count_head(c, n + 4)) return -1;
-  return append(&c->a->hvalue, &c->a->hvalue_len, &c->a->hvalue_cap, at, n) ? reject(c, 500) : 0;
+  return append(&a->hvalue, &a->hvalue_len, &a->hvalue_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int on_header_value_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
+  gw_conn_active_t *a = c->a;
   if (count_head(c, 4)) return -1; /* ": " and CRLF, once per field however it was split */
-  c->a->last_cb = CB_VALUE_DONE;
+  a->last_cb = CB_VALUE_DONE;
   return commit_header(c);
 }
 
@@ -180,7 +188,8 @@ static int valid_host(const char *v, size_t len)
 static int on_headers_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->a->req;
+  gw_conn_active_t *a = c->a;
+  gw_request_t *r = &a->req;
   if (p->http_major != 1) return reject(c, 505);
   r->http_minor = p->http_minor;
   r->method_id = p->method;
@@ -189,11 +198,11 @@ static int on_headers_complete(llhttp_t *p)
   if (r->target_len == 0) return reject(c, 400);
   gw_request_split_target(r);
   int chunked = (p->flags & F_CHUNKED) != 0;
-  if (c->a->ncontent_length > 1) return reject(c, 400);
-  if (c->a->ntransfer_encoding > 0 && (r->http_minor == 0 || c->a->ncontent_length > 0)) return reject(c, 400);
+  if (a->ncontent_length > 1) return reject(c, 400);
+  if (a->ntransfer_encoding > 0 && (r->http_minor == 0 || a->ncontent_length > 0)) return reject(c, 400);
   /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
-  if (c->a->nhost > 1 || (r->http_minor == 1 && c->a->nhost == 0)) return reject(c, 400);
-  const gw_header_t *host = c->a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
+  if (a->nhost > 1 || (r->http_minor == 1 && a->nhost == 0)) return reject(c, 400);
+  const gw_header_t *host = a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
    * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
@@ -207,12 +216,12 @@ static int on_headers_complete(llhttp_t *p)
   if (!has_body) return 0;
   /* The location decides the body limit, and whether the body streams. */
   const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
-  c->a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
-  if (!chunked && p->content_length > c->a->max_body) return reject(c, 413);
+  a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
+  if (!chunked && p->content_length > a->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");
   if (expect && r->http_minor == 1) {
     if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
-    evbuffer_add(c->a->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+    evbuffer_add(a->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
   }
   c->state = GW_CONN_BODY;
   set_timer(c, c->ctx->server->limits.body_timeout_ms);
@@ -227,9 +236,10 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t n)
 {
   gw_conn_t *c = p->data;
-  gw_request_t *r = &c->a->req;
-  c->a->body_bytes += n;
-  if (c->a->body_bytes > c->a->max_body) return reject(c, 413);
+  gw_conn_active_t *a = c->a;
+  gw_request_t *r = &a->req;
+  a->body_bytes += n;
+  if (a->body_bytes > a->max_body) return reject(c, 413);
   set_timer(c, c->ctx->server->limits.body_timeout_ms); /* a gap between reads */
   return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
 }
@@ -237,7 +247,8 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
 static int on_message_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
-  c->a->req_ready = 1;
+  gw_conn_active_t *a = c->a;
+  a->req_ready = 1;
   return HPE_PAUSED;
 }
 
@@ -327,16 +338,28 @@ static int take_active(gw_conn_t *c)
       return -1;
     }
     gw_request_init(&a->req, c->ctx, c->ctx->server, &http1_protocol, NULL);
+    /* A spare one comes back between two messages (give_active), its parser
+     * and scanner ready for the next head: only new ones need this. */
+    llhttp_init(&a->parser, HTTP_REQUEST, &parser_settings);
+    gw_head_scan_init(&a->head_scan);
   }
-  llhttp_init(&a->parser, HTTP_REQUEST, &parser_settings);
   a->parser.data = c;
-  gw_head_scan_init(&a->head_scan);
-  a->error_status = 0;
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
-  event_assign(&a->write_ev, c->ctx->base, c->fd, EV_WRITE, on_write, c);
   c->a = a;
   return 0;
+}
+
+/* The write event, assigned to this connection on first use: most
+ * responses leave in one write(2) and never need it. */
+static struct event *write_event(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  if (a->write_owner != c) {
+    event_assign(&a->write_ev, c->ctx->base, c->fd, EV_WRITE, on_write, c);
+    a->write_owner = c;
+  }
+  return &a->write_ev;
 }
 
 /* An idle connection with nothing left to send gives its active part back
@@ -345,10 +368,13 @@ static void give_active(gw_conn_t *c)
 {
   gw_conn_active_t *a = c->a;
   c->a = NULL;
-  event_del(&a->write_ev);
+  a->write_owner = NULL; /* its event is not pending: may_give_active(), or conn_close() */
   a->writing = a->flush_soon = 0;
-  if (evbuffer_get_length(a->out) > 0) evbuffer_drain(a->out, evbuffer_get_length(a->out));
-  if (nspare_active >= SPARE_ACTIVE_MAX || c->dead) {
+  if (c->dead) { /* it may have died mid-message: its parser is not reusable */
+    active_free(a);
+    return;
+  }
+  if (nspare_active >= SPARE_ACTIVE_MAX) {
     active_free(a);
     return;
   }
@@ -406,7 +432,7 @@ static void conn_close(gw_conn_t *c)
   c->dead = 1;
   if (c->a && c->a->req.running) gw_request_abort(&c->a->req);
   event_del(&c->read_ev);
-  if (c->a) event_del(&c->a->write_ev);
+  if (c->a && c->a->write_owner == c) event_del(&c->a->write_ev);
   close(c->fd);
   c->fd = -1;
   event_del(&c->timer_ev);
@@ -441,7 +467,7 @@ static int conn_flush(gw_conn_t *c)
     if (!c->a->writing) {
       c->a->writing = 1;
       struct timeval tv = gw_timeval_from_ms(c->ctx->server->limits.send_timeout_ms);
-      event_add(&c->a->write_ev, &tv);
+      event_add(write_event(c), &tv);
     }
     return 1;
   }
@@ -455,7 +481,7 @@ static void conn_flush_soon(gw_conn_t *c)
 {
   if (c->a->writing || c->a->flush_soon) return;
   c->a->flush_soon = 1;
-  event_active(&c->a->write_ev, EV_WRITE, 1);
+  event_active(write_event(c), EV_WRITE, 1);
 }
 
 static const char *status_reason_for_log(int status)

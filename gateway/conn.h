@@ -28,7 +28,8 @@ typedef enum {
  * only the gw_conn_t below. */
 typedef struct gw_conn_active_s {
   llhttp_t parser;
-  struct event write_ev;
+  struct event write_ev;    /* assigned to write_owner on first use (conn.c) */
+  struct gw_conn_s *write_owner;
   int writing;              /* write_ev is added */
   int flush_soon;           /* write_ev is made active to flush `out` (streaming) */
   struct evbuffer *out;     /* owned output */

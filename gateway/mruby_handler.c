@@ -79,10 +79,12 @@ static struct {
   mrb_sym sym_new;
   struct event *gc_ev;      /* a full GC, after many aborted fibers */
   int dropped_fibers;
+  struct script_s *spare;   /* released script_t kept for the next requests */
+  int nspare;
 } rt;
 
 /* A request's ties to Ruby (its handler_state). */
-typedef struct {
+typedef struct script_s {
   gw_req_state_t super;
   gw_request_t *req;
   mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
@@ -94,7 +96,10 @@ typedef struct {
   void *done_arg;
   char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
   char *proxy_key;          /* owned: its hash_key:, or NULL */
+  struct script_s *next_spare;
 } script_t;
+
+#define SPARE_SCRIPTS 64
 
 /* The C request owns itself; the Ruby object only points at it. */
 static const struct mrb_data_type request_type = {"Gateway::Request", NULL};
@@ -145,6 +150,11 @@ void gw_mruby_worker_dispose(void)
   mrb_gc_unregister(rt.mrb, rt.roots);
   free(rt.free_slots);
   if (rt.gc_ev) event_free(rt.gc_ev);
+  while (rt.spare) {
+    script_t *s = rt.spare;
+    rt.spare = s->next_spare;
+    free(s);
+  }
   memset(&rt, 0, sizeof(rt));
 }
 
@@ -232,15 +242,27 @@ static void script_release(gw_req_state_t *state)
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
-  free(s);
+  if (rt.nspare < SPARE_SCRIPTS) {
+    s->next_spare = rt.spare;
+    rt.spare = s;
+    rt.nspare++;
+  } else {
+    free(s);
+  }
 }
 
 /* req's script_t, made on first use. NULL when out of memory. */
 static script_t *script_of(gw_request_t *req)
 {
   if (req->handler_state) return (script_t *)req->handler_state; /* only this handler sets one */
-  script_t *s = calloc(1, sizeof(*s));
-  if (s == NULL) return NULL;
+  script_t *s = rt.spare;
+  if (s != NULL) {
+    rt.spare = s->next_spare;
+    rt.nspare--;
+    memset(s, 0, sizeof(*s));
+  } else if ((s = calloc(1, sizeof(*s))) == NULL) {
+    return NULL;
+  }
   s->super.release = script_release;
   s->req = req;
   s->rb_req = mrb_nil_value();

@@ -5,6 +5,8 @@
 #   rake bench:idle                       worker RSS per idle keep-alive connection:
 #                                         gateway (Ruby and non-Ruby), nginx, h2o
 #   rake bench:paired BASE=old/gateway    alternating base/new pairs, W2 hello + W3 proxy
+#   rake bench:instructions BASE=old/gateway
+#                                         instructions per request (callgrind), base vs new
 namespace :bench do
   desc 'Idle keep-alive connections: worker RSS per connection, gateway vs nginx vs h2o ' \
        '(IDLE_CONNS=5000); writes build/bench/idle.{md,json}'
@@ -28,5 +30,15 @@ namespace :bench do
     GatewayBench::Paired.new(root: File.expand_path('../..', __dir__), env: env).run
   rescue GatewayBench::Error => e
     abort "bench:paired: #{e.message}"
+  end
+
+  desc 'Instructions per request (valgrind callgrind) of BASE=old/gateway and NEW (build/gateway): ' \
+       'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
+  task :instructions do
+    Rake::Task[:build].invoke unless ENV['NEW'] && !ENV['NEW'].empty?
+    require_relative 'instructions'
+    env = ENV.to_h
+    env['NEW'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Instructions.new(env).run
   end
 end

@@ -1,0 +1,123 @@
+# frozen_string_literal: true
+
+# Instructions per request, counted by valgrind's callgrind: repeatable for
+# the same binary and load whatever else the machine is doing, so a small
+# change in the per-request cost shows where wall-clock benchmarks on a
+# shared machine only show noise. Each binary (BASE, NEW) serves one config
+# under callgrind; after a warm-up the front worker's counters are zeroed,
+# N requests are sent (ab -k, 10 connections), the counters dumped, and the
+# instructions (Ir) divided by N.
+#
+#   ruby tools/bench/instructions.rb BASE=/tmp/old-gateway NEW=build/gateway [N=2000]
+#        [WORKLOADS=hello,proxy] [KEEP=/tmp/dumps]
+#
+# Workloads (one front worker, one backend worker, on free loopback ports):
+#   hello   a Ruby handler answering "ok"
+#   status  the status page's handler (no Ruby): the core's own path
+#   proxy   proxy_pass to the backend, pooled keep-alive
+#   async   the seed's non-blocking flow: Async::HTTP.sub_request to a
+#           proxy_pass location whose backend sleeps 10 ms (Async.sleep)
+require 'fileutils'
+require 'socket'
+require 'tmpdir'
+
+module GatewayBench
+  class Instructions
+    WORKLOADS = %w[hello status proxy async].freeze
+
+    def initialize(env)
+      @n = Integer(env.fetch('N', '2000'))
+      @bins = { 'base' => env['BASE'], 'new' => env.fetch('NEW', 'build/gateway') }.reject { |_, b| b.nil? || b.empty? }
+      @bins.each_value { |b| raise "no executable #{b}" unless File.executable?(b) }
+      @loads = env.fetch('WORKLOADS', WORKLOADS.join(',')).split(',')
+      @keep = env['KEEP'] # a folder: keep each callgrind dump there, for callgrind_annotate
+    end
+
+    def run
+      rows = @loads.map { |w| [w, @bins.transform_values { |bin| measure(bin, w) }] }
+      puts '| workload | ' + @bins.keys.map { |k| "#{k} Ir/req" }.join(' | ') + (@bins.size == 2 ? ' | new/base |' : ' |')
+      puts '|---|' + ('--:|' * (@bins.size + (@bins.size == 2 ? 1 : 0)))
+      rows.each do |w, r|
+        cells = r.values.map { |v| v.round.to_s }
+        cells << format('%.3f', r['new'] / r['base']) if @bins.size == 2
+        puts "| #{w} | #{cells.join(' | ')} |"
+      end
+    end
+
+    private
+
+    def free_port
+      s = TCPServer.new('127.0.0.1', 0)
+      s.addr[1]
+    ensure
+      s&.close
+    end
+
+    def config(front, back)
+      <<~RUBY
+        server listen: "127.0.0.1:#{back}" do
+          location "/ok" do "ok" end
+          location "/sleep" do Async.sleep(0.01); "done" end
+        end
+        server listen: "127.0.0.1:#{front}" do
+          location "/pid" do Gateway.pid.to_s end
+          location "/hello" do "ok" end
+          location "/status", status: true
+          location "/proxy", proxy_pass: "http://127.0.0.1:#{back}/ok"
+          location "/inner", proxy_pass: "http://127.0.0.1:#{back}/sleep"
+          location "/async" do
+            Async::HTTP.sub_request("/inner").body
+          end
+        end
+      RUBY
+    end
+
+    def get(port, path)
+      s = TCPSocket.new('127.0.0.1', port)
+      s.write("GET #{path} HTTP/1.0\r\nHost: b\r\n\r\n")
+      s.read.split("\r\n\r\n", 2)[1]
+    ensure
+      s&.close
+    end
+
+    # The front worker's pid, once it answers (valgrind starts slowly).
+    def wait_up(port)
+      300.times do
+        return get(port, '/pid')
+      rescue SystemCallError
+        sleep 0.1
+      end
+      raise "the gateway did not start on #{port}"
+    end
+
+    def measure(bin, workload)
+      dir = Dir.mktmpdir('gw-instr-')
+      front, back = free_port, free_port
+      File.write("#{dir}/gw.rb", config(front, back))
+      pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
+                          bin, '-f', "#{dir}/gw.rb", out: "#{dir}/log", err: %i[child out], pgroup: true)
+      worker = wait_up(front).to_i
+      path = "/#{workload}"
+      system('ab', '-q', '-k', '-n', (@n / 4).to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL)
+      system('callgrind_control', '-z', worker.to_s, out: File::NULL, err: File::NULL)
+      system('ab', '-q', '-k', '-n', @n.to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL) or
+        raise "ab failed on #{path}"
+      system('callgrind_control', '-d', worker.to_s, out: File::NULL, err: File::NULL)
+      dump = Dir["#{dir}/cg.#{worker}.*"].max_by { |f| File.mtime(f) } or raise "no callgrind dump for #{worker}"
+      ir = File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
+      FileUtils.cp(dump, File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) if @keep
+      ir.to_f / @n
+    ensure
+      if pid
+        Process.kill('TERM', pid) rescue nil
+        Process.wait(pid) rescue nil
+      end
+      FileUtils.rm_rf(dir) if dir
+    end
+  end
+end
+
+if $PROGRAM_NAME == __FILE__
+  env = ENV.to_h.merge(ARGV.map { |a| a.split('=', 2) }.to_h)
+  GatewayBench::Instructions.new(env).run
+end
