@@ -46,6 +46,7 @@ typedef struct {
   int index;          /* worker number within the server */
   int stall_ms;       /* its server's stall_timeout; 0: not watched */
   int killed;         /* the watchdog killed it; not reaped yet */
+  uint64_t restarts, stalls; /* of this (server, index) so far: the stats carry them */
   struct timespec started;
 } worker_slot_t;
 
@@ -156,7 +157,7 @@ static double since(const struct timespec *t)
   return (double)(now.tv_sec - t->tv_sec) + (double)(now.tv_nsec - t->tv_nsec) / 1e9;
 }
 
-static int spawn(size_t server, int index)
+static int spawn(size_t server, int index, uint64_t restarts, uint64_t stalls)
 {
   worker_slot_t *slot = NULL;
   for (int i = 0; i < MAX_WORKERS && slot == NULL; i++)
@@ -173,7 +174,7 @@ static int spawn(size_t server, int index)
   if (pid == 0) {
     /* Until the worker's loop takes SIGUSR1 (reopen), it must not kill it. */
     signal(SIGUSR1, SIG_IGN);
-    gw_worker_run(config, &config->servers[server], index);
+    gw_worker_run(config, &config->servers[server], index, restarts, stalls);
   }
   slot->pid = pid;
   slot->generation = generation;
@@ -182,6 +183,8 @@ static int spawn(size_t server, int index)
   slot->index = index;
   slot->stall_ms = config->servers[server].stall_timeout_ms;
   slot->killed = 0;
+  slot->restarts = restarts;
+  slot->stalls = stalls;
   clock_gettime(CLOCK_MONOTONIC, &slot->started);
   return 0;
 }
@@ -209,14 +212,13 @@ static void watchdog(void)
                  w->stall_ms / 1000.0, st->stalled_on[0] ? st->stalled_on : "(no answer)");
     kill(w->pid, SIGKILL);
     w->killed = 1;
-    gw_stats_master->workers_stalled++;
   }
 }
 
 static void spawn_all(void)
 {
   for (size_t s = 0; s < config->nservers; s++)
-    for (int i = 0; i < config->servers[s].workers; i++) spawn(s, i);
+    for (int i = 0; i < config->servers[s].workers; i++) spawn(s, i, 0, 0);
 }
 
 static void signal_workers(int sig, int only_generation)
@@ -257,13 +259,12 @@ static void reap(int stopping)
       int unexpected = !stopping && w->generation == generation;
       gw_log(unexpected ? GW_LOG_ERROR : GW_LOG_INFO, "worker %d (port %d #%d) %s", (int)pid, w->port, w->index, how);
       if (unexpected) {
-        gw_stats_master->workers_restarted++;
         /* A worker that dies right after start would otherwise respawn in a hot loop. */
         if (since(&w->started) < 1.0) {
           struct timespec ts = {0, RESPAWN_THROTTLE_MS * 1000000L};
           nanosleep(&ts, NULL);
         }
-        spawn(w->server, w->index);
+        spawn(w->server, w->index, w->restarts + 1, w->stalls + (w->killed ? 1 : 0));
       }
     }
   }

@@ -13,8 +13,7 @@
 gw_worker_stats_t *gw_stats_table;
 static gw_worker_stats_t private_slot;
 gw_worker_stats_t *gw_stats_self = &private_slot;
-static gw_master_stats_t private_master;
-gw_master_stats_t *gw_stats_master = &private_master;
+
 
 #define COUNTER(f, h) {#f, offsetof(gw_worker_stats_t, f), 1, h}
 #define GAUGE(f, h) {#f, offsetof(gw_worker_stats_t, f), 0, h}
@@ -35,6 +34,8 @@ const gw_stats_field_t gw_stats_fields[] = {
   COUNTER(dns_lookups, "DNS lookups"),
   COUNTER(dns_cache_hits, "DNS answers served from the cache"),
   COUNTER(dns_failures, "DNS lookups that failed"),
+  COUNTER(restarts, "times this worker (port, index) died unexpectedly and was replaced"),
+  COUNTER(stalls, "... of which its loop stalled past stall_timeout and the watchdog killed it"),
   GAUGE(connections_active, "open client connections"),
   GAUGE(connections_idle, "client connections waiting for a request (keep-alive)"),
   GAUGE(connections_reading, "client connections reading a request"),
@@ -50,11 +51,10 @@ const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields
 int gw_stats_init(void)
 {
   if (gw_stats_table) return 0;
-  size_t slots = GW_STATS_SLOTS * sizeof(gw_worker_stats_t);
-  void *p = mmap(NULL, slots + sizeof(gw_master_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  void *p = mmap(NULL, GW_STATS_SLOTS * sizeof(gw_worker_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                 -1, 0);
   if (p == MAP_FAILED) return -1;
   gw_stats_table = p;
-  gw_stats_master = (gw_master_stats_t *)((char *)p + slots);
   return 0;
 }
 
@@ -64,7 +64,7 @@ int gw_stats_live(const gw_worker_stats_t *s)
   return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
 }
 
-void gw_stats_attach(int port, int index, int generation)
+void gw_stats_attach(int port, int index, int generation, uint64_t restarts, uint64_t stalls)
 {
   if (gw_stats_table == NULL) return;
   int32_t me = (int32_t)getpid();
@@ -79,6 +79,8 @@ void gw_stats_attach(int port, int index, int generation)
     s->port = port;
     s->index = index;
     s->generation = generation;
+    s->restarts = restarts;
+    s->stalls = stalls;
     gw_stats_self = s;
     return;
   }

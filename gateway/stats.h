@@ -22,6 +22,7 @@ typedef struct {
   uint64_t subrequests;
   uint64_t upstream_opened, upstream_reused, upstream_retried, upstream_failures;
   uint64_t dns_lookups, dns_cache_hits, dns_failures;
+  uint64_t restarts, stalls; /* carried over from the workers this one replaced */
   /* gauges */
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;
@@ -31,11 +32,6 @@ typedef struct {
   char stalled_on[128];  /* written when the master asks (SIGUSR2): what was running */
 } gw_worker_stats_t;
 
-/* Kept by the master, in the same shared memory. */
-typedef struct {
-  uint64_t workers_restarted; /* workers that died unexpectedly and were replaced */
-  uint64_t workers_stalled;   /* ... of which killed by the watchdog (stall_timeout) */
-} gw_master_stats_t;
 
 /* One field, for the JSON, Prometheus and Ruby views alike. */
 typedef struct {
@@ -54,15 +50,14 @@ extern gw_worker_stats_t *gw_stats_table;
 /* This worker's slot; points at a private dummy in the master and in tests,
  * so counting code never checks for NULL. */
 extern gw_worker_stats_t *gw_stats_self;
-/* The master's counters (a private dummy until gw_stats_init()). */
-extern gw_master_stats_t *gw_stats_master;
 /* The live slot of worker pid, or NULL. */
 gw_worker_stats_t *gw_stats_of(int32_t pid);
 
 /* Maps the table (master, once). Returns 0 or -1. */
 int gw_stats_init(void);
-/* Worker start: claims a free slot (or one of a dead process) and zeroes it. */
-void gw_stats_attach(int port, int index, int generation);
+/* Worker start: claims a free slot (or one of a dead process) and zeroes it,
+ * but for the restarts and stalls of the workers this one replaces. */
+void gw_stats_attach(int port, int index, int generation, uint64_t restarts, uint64_t stalls);
 /* Worker exit: frees the slot. */
 void gw_stats_detach(void);
 /* 1 if the slot belongs to a live worker. */

@@ -30,8 +30,7 @@ static void put_json_string(struct evbuffer *out, const char *s)
 
 static void render_json(struct evbuffer *out, const gw_config_t *config)
 {
-  evbuffer_add_printf(out, "{\"served_by\":%d,\"workers_restarted\":%" PRIu64 ",\"workers_stalled\":%" PRIu64
-                      ",\"workers\":[", (int)getpid(), gw_stats_master->workers_restarted, gw_stats_master->workers_stalled);
+  evbuffer_add_printf(out, "{\"served_by\":%d,\"workers\":[", (int)getpid());
   int first = 1;
   for (int i = 0; i < GW_STATS_SLOTS; i++) {
     const gw_worker_stats_t *s = &gw_stats_table[i];
@@ -70,12 +69,6 @@ static void render_json(struct evbuffer *out, const gw_config_t *config)
 
 static void render_prometheus(struct evbuffer *out)
 {
-  evbuffer_add_printf(out,
-                      "# HELP gateway_workers_restarted_total workers that died unexpectedly and were replaced\n"
-                      "# TYPE gateway_workers_restarted_total counter\ngateway_workers_restarted_total %" PRIu64 "\n"
-                      "# HELP gateway_workers_stalled_total workers killed because their loop stalled (stall_timeout)\n"
-                      "# TYPE gateway_workers_stalled_total counter\ngateway_workers_stalled_total %" PRIu64 "\n",
-                      gw_stats_master->workers_restarted, gw_stats_master->workers_stalled);
   for (size_t f = 0; f < gw_stats_nfields; f++) {
     const gw_stats_field_t *fd = &gw_stats_fields[f];
     const char *suffix = fd->is_counter ? "_total" : "";

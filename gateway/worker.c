@@ -166,7 +166,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   on_conn_closed(ctx);
 }
 
-void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
+void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
 {
   static gw_worker_t worker;
   gw_worker_t *w = &worker;
@@ -244,7 +244,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index)
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
 
-  gw_stats_attach(server->port, index, cfg->generation);
+  gw_stats_attach(server->port, index, cfg->generation, restarts, stalls);
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   struct sigaction stall = {.sa_handler = on_stall_query, .sa_flags = SA_RESTART};
   sigemptyset(&stall.sa_mask);

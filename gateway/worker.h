@@ -3,6 +3,8 @@
 #ifndef GW_WORKER_H
 #define GW_WORKER_H
 
+#include <stdint.h>
+
 #include <event2/event.h>
 
 #include "config.h"
@@ -16,7 +18,9 @@ typedef struct gw_worker_s {
   struct event *signal_evs[4];
 } gw_worker_t;
 
-/* Runs the loop of a freshly forked worker; never returns. */
-void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index) __attribute__((noreturn));
+/* Runs the loop of a freshly forked worker; never returns. restarts and
+ * stalls: how often this (server, index) was replaced so far (the stats). */
+void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
+    __attribute__((noreturn));
 
 #endif

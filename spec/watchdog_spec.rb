@@ -48,9 +48,9 @@ RSpec.describe 'the stall watchdog' do
     expect(gw.log).to match(%r{worker #{first} \(port #{port} #0\): its loop has not turned for [\d.]+ s \(stall_timeout 1\.0 s\) while running GET /block\?who=me; killing it})
     expect(blocked.closed?(within: 2)).to be(true)
     status = JSON.parse(http_get(port, '/status').body)
-    expect(status['workers_stalled']).to eq(1)
-    expect(status['workers_restarted']).to eq(1)
-    expect(http_get(port, '/status?format=prometheus').body).to include("gateway_workers_stalled_total 1\n")
+    mine = status['workers'].find { |w| w['port'] == port }
+    expect([mine['restarts'], mine['stalls']]).to eq([1, 1]) # carried over to the replacement
+    expect(http_get(port, '/status?format=prometheus').body).to match(/^gateway_stalls_total\{port="#{port}",worker="0",pid="\d+"\} 1$/)
   end
 
   it 'a graceful stop does not wait forever on a stalled worker' do
