@@ -30,9 +30,11 @@ typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
   size_t path_len;
   int exact;            /* 1: "= /x" matches only /x */
-  struct gw_handler_s *handler; /* owned: what answers here (handler.h) */
-  /* owned, or NULL: run on a proxied response's head, and on its whole body */
-  struct gw_filter_s *header_filter, *body_filter;
+  struct gw_handler_s *handler; /* owned: what answers here, the content phase (handler.h) */
+  /* owned, or NULL: the other phases, in the order they run (handler.h) */
+  struct gw_filter_s *rewrite, *access; /* before the content; may answer */
+  struct gw_filter_s *header_filter, *body_filter; /* on the response, before it goes out */
+  struct gw_filter_s *log;      /* after the response was queued */
   int pass_host;        /* proxy: send the client's Host header upstream */
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
@@ -50,6 +52,7 @@ typedef struct {
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
   int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
+  mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
 } gw_server_t;
 
 typedef struct {

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,10 +74,23 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     l->handler = need(mrb, gw_mruby_handler_new(mrb, iv(mrb, loc, "@handler")));
     s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
   }
-  mrb_value header_filter = iv(mrb, loc, "@header_filter"), body_filter = iv(mrb, loc, "@body_filter");
-  if (mrb_test(header_filter)) l->header_filter = need(mrb, gw_mruby_filter_new(mrb, header_filter, 0));
-  if (mrb_test(body_filter)) l->body_filter = need(mrb, gw_mruby_filter_new(mrb, body_filter, 1));
-  if (l->header_filter || l->body_filter) s->precise_timers = 1;
+  static const struct {
+    const char *iv;
+    gw_mruby_phase_t phase;
+    size_t offset;
+  } phases[] = {
+    {"@rewrite", GW_MRUBY_REWRITE, offsetof(gw_location_t, rewrite)},
+    {"@access", GW_MRUBY_ACCESS, offsetof(gw_location_t, access)},
+    {"@header_filter", GW_MRUBY_HEADER_FILTER, offsetof(gw_location_t, header_filter)},
+    {"@body_filter", GW_MRUBY_BODY_FILTER, offsetof(gw_location_t, body_filter)},
+    {"@log", GW_MRUBY_LOG, offsetof(gw_location_t, log)},
+  };
+  for (size_t i = 0; i < sizeof(phases) / sizeof(phases[0]); i++) {
+    mrb_value proc = iv(mrb, loc, phases[i].iv);
+    if (!mrb_test(proc)) continue;
+    *(gw_filter_t **)((char *)l + phases[i].offset) = need(mrb, gw_mruby_filter_new(mrb, proc, phases[i].phase));
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  }
 }
 
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
@@ -131,6 +145,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
     }
     gw_router_sort(s->locations, s->nlocations);
+    s->init_worker = iv(mrb, srv, "@init_worker"); /* kept alive by the config's objects */
+    s->exit_worker = iv(mrb, srv, "@exit_worker");
     mrb_value stall = iv(mrb, srv, "@stall_timeout");
     s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : (int)(mrb_as_float(mrb, stall) * 1000.0 + 0.5);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
@@ -230,6 +246,10 @@ static void format_error(mrb_state *mrb, const char *path, char *err, size_t err
   mrb_value exc = mrb_obj_value(mrb->exc);
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   const char *cls = mrb_obj_classname(mrb, exc);
+  if (strcmp(cls, "Gateway::HandlerFileError") == 0) { /* "handlers/x.rb:3: ..." already */
+    snprintf(err, errlen, "%s", mrb_string_cstr(mrb, msg));
+    return;
+  }
   if (strcmp(cls, "SyntaxError") == 0) { /* the parser says "line 3: syntax error, ..." */
     const char *m = mrb_string_cstr(mrb, msg);
     int line = 0;
@@ -277,6 +297,9 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
     return NULL;
   }
   mrb_state *mrb = cfg->mrb;
+  /* Handler files are relative to the config file's folder. */
+  mrb_value config_class = mrb_obj_value(mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Config"));
+  mrb_funcall(mrb, config_class, "file=", 1, mrb_str_new_cstr(mrb, path));
   mrbc_context *cxt = mrbc_context_new(mrb);
   mrbc_filename(mrb, cxt, path);
   cxt->capture_errors = TRUE;
@@ -377,8 +400,9 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       free(l->path);
       free(l->via);
       if (l->handler) l->handler->dispose(l->handler);
-      if (l->header_filter) l->header_filter->dispose(l->header_filter);
-      if (l->body_filter) l->body_filter->dispose(l->body_filter);
+      gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
+      for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)
+        if (steps[k]) steps[k]->dispose(steps[k]);
     }
     free(s->locations);
     free(s->host);

@@ -25,15 +25,24 @@ struct gw_handler_s {
   void (*dispose)(gw_handler_t *self);
 };
 
-/* Called by a filter when it is done; failed: it raised (answer 500); arg:
- * the one given to run. */
-typedef void (*gw_filter_done_cb)(gw_request_t *req, int failed, void *arg);
+/* How a step ended (the `verdict` of gw_filter_done_cb). */
+enum {
+  GW_STEP_NEXT = 0,     /* go on with the next step */
+  GW_STEP_FAILED = 1,   /* it raised: answer 500 */
+  GW_STEP_ANSWERED = 2  /* it set the response itself (a rewrite or access
+                           phase that answered): finish with that */
+};
 
-/* A step run on a response before it goes out: on its head (status and
- * headers; the body has not been read) or on its whole body. */
+/* Called by a step when it is done; arg: the one given to run. */
+typedef void (*gw_filter_done_cb)(gw_request_t *req, int verdict, void *arg);
+
+/* A step of a request's phases other than its content (nginx's phases):
+ * before the content handler (rewrite, access: may answer), on a response
+ * before it goes out (header filter: status and headers, the body not read
+ * yet; body filter: the whole body), or after it went out (log). */
 struct gw_filter_s {
-  /* Runs on req's response as it stands, then calls done(req, failed, arg),
-   * possibly before returning. req is not finished here: done goes on. */
+  /* Runs on req as it stands, then calls done(req, verdict, arg), possibly
+   * before returning. req is not finished here: done goes on. */
   void (*run)(gw_filter_t *self, gw_request_t *req, gw_filter_done_cb done, void *arg);
   void (*dispose)(gw_filter_t *self);
 };

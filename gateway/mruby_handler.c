@@ -45,7 +45,7 @@
 #include "proxy.h"
 
 /* What a fiber runs. */
-typedef enum { RUN_HANDLER, RUN_HEADER_FILTER, RUN_BODY_FILTER } run_kind_t;
+typedef enum { RUN_HANDLER, RUN_REWRITE, RUN_ACCESS, RUN_HEADER_FILTER, RUN_BODY_FILTER, RUN_LOG } run_kind_t;
 
 /* Fiber bodies: Gateway::RUNNER (handlers, and header filters: filter.call(req))
  * and Gateway::FILTER_RUNNER (body filters). */
@@ -321,11 +321,17 @@ static void rack_response(script_t *s, mrb_value result)
 static void complete(script_t *s, mrb_value result)
 {
   gw_request_t *req = s->req;
-  if (s->kind != RUN_HANDLER) { /* a filter: its caller goes on (or fails) */
-    int failed = s->failed;
+  if (s->kind != RUN_HANDLER) { /* another phase: its caller goes on (or fails) */
+    int verdict = s->failed ? GW_STEP_FAILED : GW_STEP_NEXT;
+    if (verdict == GW_STEP_NEXT && (s->kind == RUN_REWRITE || s->kind == RUN_ACCESS)) {
+      /* It answered if it set a status, wrote, or returned [status, headers, body]
+       * (Nginx.return 403, req.respond, a Rack triple); else the request goes on. */
+      if (!req->has_output && mrb_array_p(result)) rack_response(s, result);
+      if (req->status != 0 || req->has_output || mrb_array_p(result)) verdict = GW_STEP_ANSWERED;
+    }
     s->failed = 0;
     s->kind = RUN_HANDLER;
-    s->done(req, failed, s->done_arg);
+    s->done(req, verdict, s->done_arg);
     return;
   }
   if (s->failed) {
@@ -351,12 +357,15 @@ static void complete(script_t *s, mrb_value result)
     snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
     gw_trace_event(req, done);
   }
-  gw_request_finish(req);
+  if (s->failed) gw_request_finish(req);
+  else gw_request_finish_filtered(req);
 }
 
 static const char *run_kind_name(run_kind_t kind)
 {
-  return kind == RUN_HEADER_FILTER ? "header filter" : kind == RUN_BODY_FILTER ? "body filter" : "handler";
+  static const char *const names[] = {"handler", "rewrite phase", "access phase", "header filter", "body filter",
+                                      "log phase"};
+  return names[kind];
 }
 
 static void run(script_t *s, mrb_int argc, const mrb_value *argv)
@@ -391,6 +400,11 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
                  "(Fiber.yield in a handler; use Async.sleep or Async::HTTP)",
                  req->method, (int)req->path_len, req->target);
     s->failed = 1;
+  } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && s->kind == RUN_LOG) {
+    /* The response is out and the request is about to be reused: nothing
+     * may wait for it (its wait is cancelled when the phase ends). */
+    gw_log_error("log phase for %s %.*s: it cannot wait (%s); the wait was cancelled", req->method,
+                 (int)req->path_len, req->target, req->waiting_for[0] ? req->waiting_for : "an async call");
   } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber))) {
     if (gw_trace) {
       char ev[160];
@@ -487,15 +501,40 @@ static void filter_dispose(gw_filter_t *self)
   free(self);
 }
 
-gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, int body)
+gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, gw_mruby_phase_t phase)
 {
   (void)mrb;
   mruby_filter_t *f = malloc(sizeof(*f));
   if (f == NULL) return NULL;
   f->super = (gw_filter_t){.run = filter_run, .dispose = filter_dispose};
   f->proc = proc;
-  f->kind = body ? RUN_BODY_FILTER : RUN_HEADER_FILTER;
+  static const run_kind_t kinds[] = {[GW_MRUBY_REWRITE] = RUN_REWRITE, [GW_MRUBY_ACCESS] = RUN_ACCESS,
+                                     [GW_MRUBY_HEADER_FILTER] = RUN_HEADER_FILTER,
+                                     [GW_MRUBY_BODY_FILTER] = RUN_BODY_FILTER, [GW_MRUBY_LOG] = RUN_LOG};
+  f->kind = kinds[phase];
   return &f->super;
+}
+
+/* -- init_worker / exit_worker ------------------------------------------------- */
+
+static mrb_value call_hook(mrb_state *mrb, void *ud)
+{
+  return mrb_funcall_argv(mrb, *(mrb_value *)ud, mrb_intern_lit(mrb, "call"), 0, NULL);
+}
+
+void gw_mruby_worker_hook(mrb_value proc, const char *what)
+{
+  if (mrb_nil_p(proc) || rt.ctx == NULL) return;
+  mrb_state *mrb = rt.mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  mrb_bool raised = FALSE;
+  mrb_value r = mrb_protect_error(mrb, call_hook, &proc, &raised);
+  if (raised || mrb->exc) {
+    mrb_value msg = mrb_inspect(mrb, raised ? r : mrb_obj_value(mrb->exc));
+    gw_log_error("%s raised: %s", what, mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?");
+    mrb->exc = NULL;
+  }
+  mrb_gc_arena_restore(mrb, ai);
 }
 
 /* -- bridge ------------------------------------------------------------------ */

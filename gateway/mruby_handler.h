@@ -12,11 +12,22 @@
  * config's Ruby objects). NULL when out of memory. */
 gw_handler_t *gw_mruby_handler_new(mrb_state *mrb, mrb_value proc);
 
-/* A filter calling proc: on the response head (body 0: proc.call(req);
- * status and headers may change) or on the whole body (body 1:
- * proc.call(body, req); a String result replaces the body). Async calls
- * are allowed in both. NULL when out of memory. */
-gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, int body);
+/* The phases a Ruby block can run in besides the content (handler.h). */
+typedef enum {
+  GW_MRUBY_REWRITE,       /* proc.call(req) before access; may change req.uri or answer */
+  GW_MRUBY_ACCESS,        /* proc.call(req) before the content; may answer (403...) */
+  GW_MRUBY_HEADER_FILTER, /* proc.call(req) on the response head: status, headers_out */
+  GW_MRUBY_BODY_FILTER,   /* proc.call(body, req) on the whole body: a String result replaces it */
+  GW_MRUBY_LOG            /* proc.call(req) once the response was queued; may not wait */
+} gw_mruby_phase_t;
+
+/* A step calling proc in that phase, in a fiber of its own (async calls
+ * allowed, but in the log phase). NULL when out of memory. */
+gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, gw_mruby_phase_t phase);
+
+/* Runs an init_worker / exit_worker proc (nil: nothing) outside any
+ * request; an exception is logged with `what`. */
+void gw_mruby_worker_hook(mrb_value proc, const char *what);
 
 /* Worker set-up: GC roots, the runner procs, classes; ctx must outlive the
  * runtime. Returns 0 or -1. dispose undoes it (worker exit). */

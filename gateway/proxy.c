@@ -197,9 +197,10 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
 
 /* The header filter of a streamed response is done: send the head (as the
  * filter left it) and let the body flow, or answer 500 if it raised. */
-static void after_streamed_head_filter(gw_request_t *req, int filter_failed, void *arg)
+static void after_streamed_head_filter(gw_request_t *req, int verdict, void *arg)
 {
   proxy_op_t *op = arg;
+  int filter_failed = verdict == GW_STEP_FAILED;
   op->filtering_head = 0;
   int failed = filter_failed || (op->done_meanwhile && op->done_err.kind != GW_OK);
   if (failed || gw_request_bodyless(req)) { /* nothing (more) to stream */
@@ -218,27 +219,6 @@ static void after_streamed_head_filter(gw_request_t *req, int filter_failed, voi
     return;
   }
   gw_exchange_resume(op->client);
-}
-
-/* The body filter is done: finish, or answer 500 if it raised. */
-static void after_body_filter(gw_request_t *req, int failed, void *arg)
-{
-  (void)arg;
-  if (failed) gw_request_simple_response(req, 500, NULL);
-  gw_request_finish(req);
-}
-
-/* A buffered response is in (and its header filter, if any, is done): the
- * body filter runs, if any, then the request finishes; 500 if the header
- * filter raised. */
-static void filter_body_or_finish(gw_request_t *req, int failed, void *arg)
-{
-  gw_filter_t *filter = req->location ? req->location->body_filter : NULL;
-  if (!failed && filter) {
-    filter->run(filter, req, after_body_filter, arg);
-    return;
-  }
-  after_body_filter(req, failed, arg);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -348,11 +328,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
-    gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
-    if (filter)
-      filter->run(filter, req, filter_body_or_finish, NULL);
-    else
-      filter_body_or_finish(req, 0, NULL);
+    gw_request_finish_filtered(req);
     return;
   }
   gw_request_finish(req);

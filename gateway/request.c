@@ -3,6 +3,7 @@
  * stream and abort paths, which go to the protocol through req->proto; and
  * trace mode, which logs that life (trace.h). */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,7 @@ void gw_request_reset(gw_request_t *req)
   req->body_arg = NULL;
   req->has_output = req->head = 0;
   req->location = NULL;
+  req->reroutes = req->target_changed = 0;
   req->upstream_addr[0] = '\0';
   req->upstream_status = req->upstream_reused = 0;
   req->upstream_ms = 0;
@@ -114,19 +116,125 @@ void gw_request_split_target(gw_request_t *req)
   req->path_len = q ? (size_t)(q - req->target) : req->target_len;
 }
 
+/* nginx stops an internal redirection cycle after 10 rounds. */
+#define MAX_REROUTES 10
+
+static void run_phases(gw_request_t *req, int from);
+
+/* A rewrite or access phase is done: answer, fail, or go on with the next. */
+static void on_phase_done(gw_request_t *req, int verdict, void *arg)
+{
+  int next = (int)(intptr_t)arg;
+  if (verdict == GW_STEP_FAILED) gw_request_simple_response(req, 500, NULL);
+  if (verdict != GW_STEP_NEXT) {
+    gw_request_finish(req);
+    return;
+  }
+  if (req->target_changed) { /* the rewrite phase changed the URI: route it again */
+    req->target_changed = 0;
+    if (++req->reroutes > MAX_REROUTES) {
+      gw_log_error("%s %.*s: rewritten more than %d times (a rewrite cycle?)", req->method, (int)req->path_len,
+                   req->target, MAX_REROUTES);
+      gw_request_simple_response(req, 500, NULL);
+      gw_request_finish(req);
+      return;
+    }
+    req->location = gw_router_match(req->server, req->target, req->path_len);
+    if (gw_trace) gw_trace_event(req, "rewritten, routed again");
+    next = 0;
+  }
+  run_phases(req, next);
+}
+
+/* The location's phases from `from` on: 0 rewrite, 1 access, 2 content. */
+static void run_phases(gw_request_t *req, int from)
+{
+  const gw_location_t *l = req->location;
+  if (l == NULL) {
+    gw_request_simple_response(req, 404, NULL);
+    gw_request_finish(req);
+  } else if (from <= 0 && l->rewrite) {
+    l->rewrite->run(l->rewrite, req, on_phase_done, (void *)(intptr_t)1);
+  } else if (from <= 1 && l->access) {
+    l->access->run(l->access, req, on_phase_done, (void *)(intptr_t)2);
+  } else {
+    l->handler->on_req(l->handler, req);
+  }
+}
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
   if (gw_trace) gw_trace_start(req);
-  if (req->location == NULL) {
-    gw_request_simple_response(req, 404, NULL);
+  run_phases(req, 0);
+}
+
+int gw_request_set_target(gw_request_t *req, const char *target, size_t len)
+{
+  if (len + 1 > req->target_cap) {
+    char *t = realloc(req->target, len + 1);
+    if (t == NULL) return -1;
+    req->target = t;
+    req->target_cap = len + 1;
+  }
+  memmove(req->target, target, len);
+  req->target[len] = '\0';
+  req->target_len = len;
+  gw_request_split_target(req);
+  req->target_changed = 1;
+  return 0;
+}
+
+/* The body filter is done: send, or 500 if it raised. */
+static void after_body_filter(gw_request_t *req, int verdict, void *arg)
+{
+  (void)arg;
+  if (verdict == GW_STEP_FAILED) gw_request_simple_response(req, 500, NULL);
+  gw_request_finish(req);
+}
+
+/* The header filter is done: the body filter, if any, unless it raised. */
+static void after_header_filter(gw_request_t *req, int verdict, void *arg)
+{
+  gw_filter_t *f = req->location->body_filter;
+  if (verdict == GW_STEP_FAILED || f == NULL) {
+    after_body_filter(req, verdict, arg);
+    return;
+  }
+  f->run(f, req, after_body_filter, arg);
+}
+
+void gw_request_finish_filtered(gw_request_t *req)
+{
+  const gw_location_t *l = req->location;
+  if (l == NULL || (l->header_filter == NULL && l->body_filter == NULL)) {
     gw_request_finish(req);
     return;
   }
-  gw_handler_t *h = req->location->handler;
-  h->on_req(h, req);
+  if (req->inline_body) { /* borrowed from a Ruby String: filters run Ruby (GC) */
+    evbuffer_add(req->resp_body, req->inline_body, req->inline_len);
+    req->inline_body = NULL;
+  }
+  if (l->header_filter)
+    l->header_filter->run(l->header_filter, req, after_header_filter, NULL);
+  else
+    after_header_filter(req, GW_STEP_NEXT, NULL);
+}
+
+/* The log phase is over (it cannot change anything): drop what it held. */
+static void after_log(gw_request_t *req, int verdict, void *arg)
+{
+  (void)verdict;
+  (void)arg;
+  gw_request_abort(req); /* a wait it started, if any, is cancelled */
+}
+
+void gw_request_logged(gw_request_t *req)
+{
+  const gw_location_t *l = req->location;
+  if (l && l->log) l->log->run(l->log, req, after_log, NULL);
 }
 
 void gw_request_finish(gw_request_t *req)

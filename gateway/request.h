@@ -108,6 +108,8 @@ struct gw_request_s {
   /* -- handler -- */
   const gw_location_t *location;
   gw_req_state_t *handler_state; /* owned by its handler: released at finish/abort; or NULL */
+  int reroutes;             /* times a rewrite changed the target and it was routed again */
+  int target_changed;       /* gw_request_set_target() since routing */
   int running;              /* between start and finish */
   int streaming;            /* its head is sent; the body follows in pieces */
   /* Set by a streaming producer: called when the client's output drained
@@ -136,6 +138,19 @@ void gw_request_start(gw_request_t *req);
 
 /* Completes the response with whatever status/headers/body are set. */
 void gw_request_finish(gw_request_t *req);
+
+/* The same, after the location's header and body filters (if any) ran on
+ * the response: for a response a handler produced whole (not error pages). */
+void gw_request_finish_filtered(gw_request_t *req);
+
+/* Called by the protocol once the response was queued (client requests
+ * only, before the request is reset): runs the location's log phase. */
+void gw_request_logged(gw_request_t *req);
+
+/* Replaces the request-target (rewrite: req.uri = "/x"); a request whose
+ * rewrite phase changed it is routed again. Returns 0, or -1 when out of
+ * memory. */
+int gw_request_set_target(gw_request_t *req, const char *target, size_t len);
 
 /* Sets a complete response in one go (error pages, 404, 502...). */
 void gw_request_simple_response(gw_request_t *req, int status, const char *body);

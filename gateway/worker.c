@@ -253,6 +253,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   struct timeval one_second = gw_timeval_from_ms(1000);
   event_add(w->stats_ev, &one_second);
 
+  gw_mruby_worker_hook(server->init_worker, "init_worker");
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
@@ -260,6 +261,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
 
   event_base_dispatch(ctx->base);
 
+  gw_mruby_worker_hook(server->exit_worker, "exit_worker");
   /* Teardown, so that leak checkers see a clean exit. */
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {

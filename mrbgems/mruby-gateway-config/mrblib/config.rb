@@ -10,6 +10,23 @@ module Gateway
       @current ||= Config.new
     end
 
+    # The config file being evaluated (set by the core): handler files are
+    # relative to its folder.
+    class << self
+      attr_accessor :file
+    end
+
+    # A phase value as the core takes it: a Proc as is, a String the path of
+    # a handler file (relative to the config file's folder), compiled now into
+    # a lambda taking the request (`return` ends it; errors name the file),
+    # false or nil: none.
+    def self.phase(where, name, value)
+      return value unless value.is_a?(String)
+      return value if value.empty?
+      path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
+      Gateway._compile_file(path)
+    end
+
     # Called by the core before each load (start-up, reload).
     def self.reset
       @current = Config.new
@@ -41,10 +58,10 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter
+                :request_buffering, :via, :header_filter, :rewrite, :access, :log
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil, header_filter: nil)
+                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -70,6 +87,10 @@ module Gateway
       if body_filter && !body_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
       end
+      { rewrite: rewrite, access: access, log: log, content: handler }.each do |name, v|
+        next if v.nil? || v.respond_to?(:call)
+        raise ArgumentError, "location #{path.inspect}: #{name} must be a Proc (->(req) { ... }) or a handler file path, got #{v.inspect}"
+      end
       if header_filter && !header_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: header_filter must be a Proc (e.g. ->(req) { req.headers_out[\"x-a\"] = \"1\" })"
       end
@@ -92,16 +113,34 @@ module Gateway
       @proxy_pass = proxy_pass
       @body_filter = body_filter
       @header_filter = header_filter
+      @rewrite = rewrite
+      @access = access
+      @log = log
       @status = status
       @pass_host = pass_host ? true : false
     end
   end
 
   class Server
-    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout
+    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
+                :init_worker, :exit_worker
 
-    def initialize(listen, workers, limits, cpu_affinity = nil, stall_timeout = 30)
+    # The phases a location runs, in order (content is its handler); a
+    # location takes the server's unless it gives its own (false: none).
+    PHASES = [:rewrite, :access, :content, :header_filter, :body_filter, :log]
+
+    def initialize(listen, workers, limits, cpu_affinity = nil, stall_timeout = 30, phases: {}, init_worker: nil,
+                   exit_worker: nil)
       @host, @port = Server.parse_listen(listen)
+      where = "server #{listen.inspect}"
+      @phases = {}
+      phases.each { |k, v| @phases[k] = Config.phase(where, k, v) }
+      @init_worker = Config.phase(where, :init_worker, init_worker)
+      @exit_worker = Config.phase(where, :exit_worker, exit_worker)
+      { init_worker: @init_worker, exit_worker: @exit_worker }.each do |name, v|
+        next if v.nil? || v.respond_to?(:call)
+        raise ArgumentError, "#{where}: #{name} must be a Proc (-> { ... }) or a file path, got #{v.inspect}"
+      end
       unless stall_timeout.nil? || (stall_timeout.is_a?(Numeric) && stall_timeout > 0 && stall_timeout <= 86_400)
         raise ArgumentError, "server: stall_timeout must be a number of seconds (0 < s <= 86400) or nil, got #{stall_timeout.inspect}"
       end
@@ -132,10 +171,29 @@ module Gateway
     #   when this location proxies (proxy_pass: or req.proxy_pass)
     # header_filter: ->(req) { ... } runs on the upstream's response head
     #   (req.status, req.headers_out) before it goes to the client
+    # Phases (a Proc, a handler file path, or false: not the server's):
+    #   rewrite: ->(req) { ... }   first; may set req.uri (routed again) or answer
+    #   access: "auth.rb"           then; Nginx.return 403 (or any status, output,
+    #                               a Rack triple) answers and ends the request
+    #   content: "app.rb"           the handler, as the block does
+    #   header_filter:, body_filter: on the response before it goes out
+    #   log: ->(req) { ... }        after the response is queued; cannot wait
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
-                 request_buffering: false, via: nil, header_filter: nil, &handler)
-      loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host, max_body: max_body,
-                         request_buffering: request_buffering, via: via, header_filter: header_filter)
+                 request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
+                 log: nil, &handler)
+      where = "location #{path.inspect}"
+      raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
+      own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
+              body_filter: body_filter, log: log }
+      ph = {}
+      PHASES.each do |k|
+        v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
+        ph[k] = v || nil
+      end
+      ph[:content] = nil if proxy_pass || status # they are the content: the server's is not inherited
+      loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
+                         request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
+                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log])
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -239,9 +297,16 @@ end
 # end
 # stall_timeout: a worker whose event loop has not turned for this many
 # seconds (default 30; nil: never) is logged, killed and replaced.
-def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, &block)
+# Phases given here (rewrite:, access:, content:, header_filter:,
+# body_filter:, log:) apply to every location that gives none of its own;
+# init_worker: and exit_worker: run in each worker at its start and exit.
+def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
+           content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
-  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout)
+  phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
+             body_filter: body_filter, log: log }.reject { |_, v| v.nil? }
+  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout, phases: phases,
+                            init_worker: init_worker, exit_worker: exit_worker)
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv

@@ -6,6 +6,9 @@ module Gateway
   class UpstreamError < Error; end
   # An operation did not complete within its timeout.
   class TimeoutError < Error; end
+  # A handler file that cannot be read or compiled; the message is
+  # "FILE:LINE: message" (the config reports it as is).
+  class HandlerFileError < ScriptError; end
 
   LOG_LEVELS = [:debug, :info, :notice, :warn, :error, :crit]
 

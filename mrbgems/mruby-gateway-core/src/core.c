@@ -1,14 +1,19 @@
 /* core.c - natives of the Gateway module: logging and process facts. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include <mruby.h>
 #include <mruby/array.h>
+#include <mruby/compile.h>
+#include <mruby/error.h>
 #include <mruby/hash.h>
 #include <mruby/string.h>
 
 #include "addr.h"
 #include "gw_mruby.h"
-#include "proxy.h"
 #include "log.h"
 #include "url.h"
 
@@ -87,6 +92,46 @@ static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_addr_is_ip(host));
 }
 
+/* Gateway._compile_file(path): a handler file, compiled once into a lambda
+ * taking the request (`req`), so a top-level `return` ends the handler as in
+ * ngx_mruby, and backtraces name the file and its lines (the wrapper opens
+ * on the file's first line, so line numbers are the file's; a file cannot
+ * start with =begin). Raises Gateway::HandlerFileError "PATH:LINE: message". */
+static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
+{
+  static const char head[] = "->(req) { ", tail[] = "\n}\n";
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "z", &path);
+  struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) mrb_raisef(mrb, err, "%s: cannot open: %s", path, strerror(errno));
+  mrb_value src = mrb_str_new(mrb, head, sizeof(head) - 1);
+  char chunk[8192];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) mrb_str_cat(mrb, src, chunk, n);
+  int failed = ferror(fp);
+  fclose(fp);
+  if (failed) mrb_raisef(mrb, err, "%s: cannot read", path);
+  mrb_str_cat(mrb, src, tail, sizeof(tail) - 1);
+  mrbc_context *cxt = mrbc_context_new(mrb);
+  mrbc_filename(mrb, cxt, path);
+  cxt->capture_errors = TRUE;
+  mrb_value lambda = mrb_load_nstring_cxt(mrb, RSTRING_PTR(src), RSTRING_LEN(src), cxt);
+  mrbc_context_free(mrb, cxt);
+  if (mrb->exc) {
+    mrb_value msg = mrb_funcall(mrb, mrb_obj_value(mrb->exc), "message", 0);
+    mrb->exc = NULL;
+    const char *m = mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?";
+    int line = 0;
+    if (sscanf(m, "line %d:", &line) == 1) /* the parser's "line 3: syntax error, ..." */
+      mrb_raisef(mrb, err, "%s:%d:%s", path, line, strchr(m, ':') + 1);
+    mrb_raisef(mrb, err, "%s: %s", path, m);
+  }
+  if (!mrb_proc_p(lambda)) mrb_raisef(mrb, err, "%s: did not compile to a handler", path);
+  return lambda;
+}
+
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
@@ -96,6 +141,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
 }
 
 void mrb_mruby_gateway_core_gem_final(mrb_state *mrb)

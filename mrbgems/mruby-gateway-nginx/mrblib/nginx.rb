@@ -2,6 +2,15 @@
 # Differences (on purpose): output after Nginx.return is sent, and an empty
 # 200 is a valid response.
 module Nginx
+  # nginx's handler results (a rewrite or access phase that returns OK or
+  # DECLINED lets the request go on).
+  OK = 0
+  ERROR = -1
+  AGAIN = -2
+  BUSY = -3
+  DONE = -4
+  DECLINED = -5
+
   HTTP_CONTINUE = 100
   HTTP_OK = 200
   HTTP_CREATED = 201

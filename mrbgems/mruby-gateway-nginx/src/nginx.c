@@ -23,13 +23,15 @@ static mrb_value nginx_echo(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
-/* Sets the status; output written before or after it is sent with it. */
+/* Sets the status; output written before or after it is sent with it.
+ * Nginx::OK (0) and Nginx::DECLINED (-5) set nothing: in a rewrite or
+ * access phase the request goes on to the next phase. */
 static mrb_value nginx_return(mrb_state *mrb, mrb_value self)
 {
   mrb_int status = 200;
   (void)self;
   mrb_get_args(mrb, "|i", &status);
-  gw_mrb_set_status(mrb, gw_mrb_current_request(mrb), status);
+  if (status != 0 && status != -5) gw_mrb_set_status(mrb, gw_mrb_current_request(mrb), status);
   return mrb_fixnum_value(status);
 }
 

@@ -41,6 +41,22 @@ static mrb_value req_target(mrb_state *mrb, mrb_value self)
   return mrb_str_new(mrb, r->target, (mrb_int)r->target_len);
 }
 
+/* req.target = "/new/path?q": in a rewrite phase the request is routed
+ * again; later, a proxy_pass sends the new target. */
+static mrb_value req_set_target(mrb_state *mrb, mrb_value self)
+{
+  mrb_value t = mrb_get_arg1(mrb);
+  gw_request_t *r = REQ(self);
+  if (!mrb_string_p(t) || RSTRING_LEN(t) == 0 || RSTRING_PTR(t)[0] != '/')
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "target must be a String starting with \"/\"");
+  for (mrb_int i = 0; i < RSTRING_LEN(t); i++) {
+    unsigned char ch = (unsigned char)RSTRING_PTR(t)[i];
+    if (ch <= 0x20 || ch == 0x7f) mrb_raisef(mrb, E_ARGUMENT_ERROR, "target may not contain spaces or control bytes: %v", t);
+  }
+  if (gw_request_set_target(r, RSTRING_PTR(t), (size_t)RSTRING_LEN(t)) < 0) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  return t;
+}
+
 static mrb_value req_http_version(mrb_state *mrb, mrb_value self)
 {
   return REQ(self)->http_minor == 0 ? mrb_str_new_lit(mrb, "HTTP/1.0") : mrb_str_new_lit(mrb, "HTTP/1.1");
@@ -206,6 +222,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "path", req_path, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "query", req_query, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "target", req_target, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "target=", req_set_target, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "http_version", req_http_version, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "remote_addr", req_remote_addr, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "body", req_body, MRB_ARGS_NONE());
