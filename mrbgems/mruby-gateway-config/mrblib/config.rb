@@ -22,8 +22,12 @@ module Gateway
     # false or nil: none.
     def self.phase(where, name, value)
       return value unless value.is_a?(String)
-      return value if value.empty?
       path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
+      # A file that is not there is this line's error; one that does not
+      # compile is the file's own (FILE:LINE from the compiler).
+      unless Gateway._file?(path)
+        raise ArgumentError, "#{where}: #{name}: must be a Proc (->(req) { ... }) or a handler file; no file #{path}"
+      end
       Gateway._compile_file(path)
     end
 
@@ -190,7 +194,7 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = nil if proxy_pass || status # they are the content: the server's is not inherited
+      ph[:content] = own[:content] if proxy_pass || status # they are the content: the server's is not inherited
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log])
