@@ -14,6 +14,7 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   browser:    chromium (the dashboard page is tested in headless Chromium)
 set -euo pipefail
 
 packages=(
@@ -22,6 +23,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  chromium
 )
 
 missing=()

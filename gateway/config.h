@@ -52,6 +52,7 @@ typedef struct {
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
   int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
+  int latency_histogram; /* record response times (a location has a dashboard) */
   mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
 } gw_server_t;
 

@@ -23,6 +23,7 @@
 
 #include "addr.h"
 #include "config_load.h"
+#include "dashboard.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
@@ -63,8 +64,16 @@ static void *need(mrb_state *mrb, void *p)
 static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
 {
   mrb_value proxy_pass = iv(mrb, loc, "@proxy_pass");
+  mrb_value allow = iv(mrb, loc, "@allow");
   if (mrb_test(iv(mrb, loc, "@status"))) {
     l->handler = need(mrb, gw_status_handler_new());
+  } else if (mrb_test(iv(mrb, loc, "@dashboard"))) {
+    mrb_int n = mrb_array_p(allow) ? RARRAY_LEN(allow) : 0;
+    const char *addrs[64];
+    if (n > 64) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: allow: at most 64 addresses", l->path);
+    for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
+    l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
+    s->latency_histogram = 1;
   } else if (mrb_string_p(proxy_pass)) {
     l->handler = gw_proxy_handler_new(mrb_string_cstr(mrb, proxy_pass));
     if (l->handler == NULL) /* the DSL checked it */

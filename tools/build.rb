@@ -139,7 +139,7 @@ module Gateway
       out = dir(variant)
       cflags, ldflags, own_libs = variant_flags(variant)
       base = cflags + mruby_defines + %w[-DMRB_NO_PRESYM -Igateway] + ["-I#{LLHTTP_INC}"]
-      headers = Dir['gateway/*.h'] + ["#{LLHTTP_INC}/llhttp.h"]
+      headers = Dir['gateway/*.{h,html}'] + ["#{LLHTTP_INC}/llhttp.h"] # dashboard.c includes its page
       objs = []
 
       Dir['gateway/*.c'].sort.each do |src|

@@ -62,10 +62,11 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter, :rewrite, :access, :log
+                :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil)
+                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
+                   dashboard: false, allow: nil)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -75,7 +76,20 @@ module Gateway
         path = path[1..-1].lstrip
       end
       raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
-      if handler.nil? && proxy_pass.nil? && !status
+      if dashboard
+        if handler || proxy_pass || status
+          raise ArgumentError, "location #{path.inspect}: dashboard: true takes no handler block, proxy_pass: or status:"
+        end
+        unless allow.nil? || (allow.is_a?(Array) && allow.all? { |a| a.is_a?(String) && Gateway._ip?(a) })
+          raise ArgumentError, "location #{path.inspect}: allow: must be an Array of IP addresses like [\"127.0.0.1\", \"::1\"], got #{allow.inspect}"
+        end
+        status = false
+      elsif !allow.nil?
+        raise ArgumentError, "location #{path.inspect}: allow: applies to dashboard locations"
+      end
+      @dashboard = dashboard ? true : false
+      @allow = allow
+      if handler.nil? && proxy_pass.nil? && !status && !dashboard
         raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass: or status: true"
       end
       if status && (handler || proxy_pass)
@@ -184,7 +198,7 @@ module Gateway
     #   log: ->(req) { ... }        after the response is queued; cannot wait
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, &handler)
+                 log: nil, dashboard: false, allow: nil, &handler)
       where = "location #{path.inspect}"
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
@@ -194,10 +208,11 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = own[:content] if proxy_pass || status # they are the content: the server's is not inherited
+      ph[:content] = own[:content] if proxy_pass || status || dashboard # they are the content: the server's is not inherited
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
-                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log])
+                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
+                         allow: allow)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
