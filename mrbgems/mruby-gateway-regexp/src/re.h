@@ -59,5 +59,6 @@ int gw_re_name_group(const gw_regex_t *re, const size_t *ov, int pairs, const ch
 void gw_re_init_regexp(mrb_state *mrb);
 void gw_re_init_matchdata(mrb_state *mrb);
 void gw_re_init_string(mrb_state *mrb);
+void gw_re_init_request(mrb_state *mrb);
 
 #endif
