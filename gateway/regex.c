@@ -119,7 +119,10 @@ static size_t put_unicode(out_t *o, const char *s, size_t n, size_t i)
   return 0;
 }
 
-static int translate(const char *s, size_t n, int extended, out_t *o, int *unicode)
+/* 0, or -1 when out of memory, or -2 with *unsupported naming a Ruby
+ * construct PCRE2 would read differently (it is refused, not misread). */
+static int translate(const char *s, size_t n, int extended, out_t *o, int *unicode, const char **unsupported,
+                     size_t *at)
 {
   int in_class = 0;
   for (size_t i = 0; i < n; i++) {
@@ -152,6 +155,11 @@ static int translate(const char *s, size_t n, int extended, out_t *o, int *unico
         if (put(o, s + i, upto - i + 1, i) < 0) return -1;
         i = upto;
         continue;
+      }
+      if (c == '[' || (c == '&' && i + 1 < n && s[i + 1] == '&')) {
+        *unsupported = c == '[' ? "nested character classes are not supported" : "character class intersection (&&) is not supported";
+        *at = i;
+        return -2;
       }
       if (c == ']') in_class = 0;
       if (put(o, &c, 1, i) < 0) return -1;
@@ -202,7 +210,14 @@ gw_regex_t *gw_regex_new(const char *src, size_t len, int opts, char *err, size_
   out_t o = {0};
   int unicode = 0;
   gw_regex_t *re = NULL;
-  if (put(&o, "", 0, 0) < 0 || translate(src, len, (opts & GW_RE_EXTENDED) != 0, &o, &unicode) < 0) {
+  const char *unsupported = NULL;
+  size_t at = 0;
+  int t = translate(src, len, (opts & GW_RE_EXTENDED) != 0, &o, &unicode, &unsupported, &at);
+  if (t == -2) {
+    snprintf(err, errlen, "%s at offset %zu", unsupported, at);
+    goto done;
+  }
+  if (t < 0) {
     snprintf(err, errlen, "out of memory");
     goto done;
   }

@@ -406,3 +406,10 @@ assert('$~ of a fiber survives another fiber matching while it waits') do
   /(second)/ =~ 'second'
   assert_equal 'first', f.resume
 end
+
+assert('Ruby constructs PCRE2 would read differently are refused, not misread') do
+  assert_raise(RegexpError) { Regexp.new('[a-z&&[^aeiou]]') }
+  assert_raise(RegexpError) { Regexp.new('[a[bc]]') }
+  assert_equal 0, /[\[\]]/ =~ '['
+  assert_equal 0, /[[:alpha:]&]/ =~ '&'
+end
