@@ -111,7 +111,7 @@ static size_t put_unicode(out_t *o, const char *s, size_t n, size_t i)
     }
     return emitted ? j + 1 - i : 0;
   }
-  if (i + 5 < n + 0 && hexval((unsigned char)s[i + 2]) >= 0 && hexval((unsigned char)s[i + 3]) >= 0 &&
+  if (i + 5 < n && hexval((unsigned char)s[i + 2]) >= 0 && hexval((unsigned char)s[i + 3]) >= 0 &&
       hexval((unsigned char)s[i + 4]) >= 0 && hexval((unsigned char)s[i + 5]) >= 0) {
     snprintf(buf, sizeof(buf), "\\x{%.4s}", s + i + 2);
     return put(o, buf, strlen(buf), i) < 0 ? 0 : 6;

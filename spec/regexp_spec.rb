@@ -163,6 +163,27 @@ RSpec.describe 'Regexp' do
     end
   end
 
+  context 'across a reload (SIGHUP: a new VM, the old one closed)' do
+    it 'literals and regex locations of the new config answer' do
+      port = free_port
+      conf = lambda do |word|
+        <<~RUBY
+          server listen: "127.0.0.1:#{port}" do
+            location %r{^/w/(\\w+)$} do |req|
+              "#{word} \#{req.captures[0]} \#{(/(\\d+)/ =~ req.query) && $1}"
+            end
+          end
+        RUBY
+      end
+      gw = start_gateway(conf.call('one'), ports: port)
+      expect(http_get(port, '/w/a?x=1').body).to eq('one a 1')
+      gw.rewrite_config(conf.call('two'))
+      gw.signal('HUP')
+      poll('the reloaded config to answer', timeout: 10) { http_get(port, '/w/b?y=22').body == 'two b 22' }
+      expect(http_get(port, '/w/c?z=3').body).to eq('two c 3')
+    end
+  end
+
   context 'at config load' do
     it 'a bad pattern in a regex location is FILE:LINE: message' do
       status, output, path = check_config(<<~RUBY)

@@ -81,14 +81,30 @@ typedef struct {
   uint32_t clock;
 } cache_t;
 
-static const struct mrb_data_type cache_type = {"Regexp cache", mrb_free};
-
 /* The current VM's cache (a VM per worker; the master's at config time). */
 static struct {
   mrb_state *mrb;
   cache_t *table;
   struct RArray *objs;
 } cur;
+
+/* $1..$9 that may be non-nil in last.mrb: only those are reset. */
+static struct {
+  mrb_state *mrb;
+  int nth;
+  mrb_sym tilde, nsym[10];
+} last;
+
+/* The cache dies with its VM: forget the VM, whose address a later one may
+ * reuse (a reload makes a new VM and closes the old one). */
+static void cache_free(mrb_state *mrb, void *p)
+{
+  if (cur.table == p) memset(&cur, 0, sizeof(cur));
+  if (last.mrb == mrb) memset(&last, 0, sizeof(last));
+  mrb_free(mrb, p);
+}
+
+static const struct mrb_data_type cache_type = {"Regexp cache", cache_free};
 
 static void cache_open(mrb_state *mrb)
 {
@@ -234,16 +250,10 @@ int gw_md_name_group(mrb_state *mrb, mrb_value md, mrb_value name)
   return found;
 }
 
-/* $1..$9 that may be non-nil in cur_last.mrb: only those are reset. */
-static struct {
-  mrb_state *mrb;
-  int nth;
-  mrb_sym tilde, nsym[10];
-} last;
-
 void gw_re_set_last_match(mrb_state *mrb, mrb_value md)
 {
   if (last.mrb != mrb) {
+    cache_open(mrb); /* its end (cache_free) resets `last` */
     last.mrb = mrb;
     last.nth = 9;
     last.tilde = mrb_intern_lit(mrb, "$~");
