@@ -39,6 +39,11 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  /* Regex locations (router.c): a compiled pattern (regex.h; owned, one
+   * reference) tried on the path, or NULL for an exact/prefix location. */
+  struct gw_regex_s *regex;
+  int no_regex;         /* "^~ /x": as the longest prefix, regex locations are skipped */
+  size_t seq;           /* position in the config: regex locations keep this order */
 } gw_location_t;
 
 typedef struct {

@@ -62,20 +62,37 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow
+                :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
+                :no_regex
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
                    dashboard: false, allow: nil)
+      # Regex locations (nginx's order, see router.c): %r{...}, "~ re"
+      # (case-sensitive), "~* re" (case-insensitive); "^~ /prefix" is a prefix
+      # that, when it is the longest match, skips the regex locations.
+      @regex = nil
+      @no_regex = false
+      if path.is_a?(Regexp)
+        @regex = path
+        path = path.inspect
+      elsif path.is_a?(String) && path.start_with?("~")
+        src = path.start_with?("~*") ? path[2..-1].lstrip : path[1..-1].lstrip
+        raise ArgumentError, "location #{path.inspect}: a regex location needs a pattern after ~ or ~*" if src.empty?
+        @regex = Regexp.new(src, path.start_with?("~*") ? Regexp::IGNORECASE : 0)
+      elsif path.is_a?(String) && path.start_with?("^~")
+        @no_regex = true
+        path = path[2..-1].lstrip
+      end
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
       @exact = false
-      if path.start_with?("=")
+      if !@regex && path.start_with?("=")
         @exact = true
         path = path[1..-1].lstrip
       end
-      raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
+      raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless @regex || path.start_with?("/")
       if dashboard
         if handler || proxy_pass || status
           raise ArgumentError, "location #{path.inspect}: dashboard: true takes no handler block, proxy_pass: or status:"
