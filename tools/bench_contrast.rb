@@ -101,6 +101,7 @@ module Gateway
         start_gateway
         results[:meta][:worker_affinity] = worker_affinity
         check_bodies
+        results[:traces] = traces
         results[:headline] = headline
         results[:sweep] = sweep
       ensure
@@ -297,6 +298,20 @@ module Gateway
       http.open_timeout = 2
       http.read_timeout = timeout
       http.start { |h| h.get(endpoint(key)[:path]) }
+    end
+
+    # One request of each kind, recorded by the config's dashboard before
+    # any load (examples/async.rb has one): the waterfalls of contrast.html.
+    def traces
+      ENDPOINTS.each_key.to_h do |key|
+        http = Net::HTTP.new(HOST, FRONT_PORT, nil)
+        http.read_timeout = 10
+        res = http.start { |h| h.get("/dashboard/trace?path=#{endpoint(key)[:path]}") }
+        [key, res.code == '200' ? JSON.parse(res.body, symbolize_names: true) : nil]
+      end
+    rescue StandardError => e
+      log "no traces (#{e.message}): the config has no `dashboard: true` location?"
+      {}
     end
 
     def check_bodies
@@ -656,11 +671,12 @@ module Gateway
       File.write(File.join(@out_dir, 'contrast.json'), JSON.pretty_generate(results) + "\n") if json
       File.write(File.join(@out_dir, 'contrast.md'), md)
       File.write(File.join(@out_dir, 'contrast.svg'), svg(results))
+      File.write(File.join(@out_dir, 'contrast.html'), html(results, md))
       puts
       puts md
       puts
       puts 'Written:'
-      %w[contrast.md contrast.json contrast.svg].each { |f| puts "  #{rel(File.join(@out_dir, f))}" }
+      %w[contrast.md contrast.json contrast.svg contrast.html].each { |f| puts "  #{rel(File.join(@out_dir, f))}" }
       puts "  #{rel(@raw_dir)}/ (raw ab/wrk output), #{rel(@log_path)} (gateway log)" \
            "#{results[:probe] ? ", #{rel(@probe_log)} (C probe log)" : ''}"
     end
@@ -877,6 +893,48 @@ module Gateway
           end
       s << %(<circle cx="#{x}" cy="#{y}" r="8" fill="none" stroke="#c00" stroke-width="1.5"/>\n) if bad
       s
+    end
+
+    # contrast.html: the table, the chart (Little's law vs measured) and the
+    # waterfall of one request of each kind, in one file.
+    def html(res, md)
+      esc = ->(t) { t.to_s.gsub('&', '&amp;').gsub('<', '&lt;').gsub('>', '&gt;') }
+      falls = (res[:traces] || {}).map do |key, t|
+        next '' unless t
+
+        "<h3>#{esc.(endpoint(key.to_sym)[:path])}</h3>#{waterfall_svg(t)}"
+      end
+      <<~HTML
+        <!doctype html><html lang="en"><head><meta charset="utf-8"><title>bench:contrast</title>
+        <style>body{font:13px system-ui,sans-serif;margin:16px;max-width:1100px}pre{background:#f4f4f4;padding:8px;overflow:auto}</style></head>
+        <body><h1>Blocking vs non-blocking, measured</h1>
+        <h2>Throughput against Little's law</h2>#{svg(res)}
+        <h2>One request of each kind (filled: its fiber runs; hollow: it waits)</h2>#{falls.join}
+        <h2>The numbers</h2><pre>#{esc.(md)}</pre></body></html>
+      HTML
+    end
+
+    # A trace (GET /dashboard/trace) as rows of running and waiting spans.
+    def waterfall_svg(t)
+      events = t[:events] || []
+      return '<p>(no events)</p>' if events.empty?
+
+      ids = events.map { |e| e[:req] }.uniq
+      last = [events.map { |e| e[:t] }.max, 1].max.to_f
+      x = ->(us) { (180 + us * 600 / last).round(1) }
+      rows = ids.each_with_index.map do |id, row|
+        evs = events.select { |e| e[:req] == id }
+        y = 8 + row * 24
+        spans = evs.each_cons(2).map do |a, b|
+          wait = a[:event] =~ /suspended|waiting/
+          %(<rect x="#{x.(a[:t])}" y="#{y}" width="#{[x.(b[:t]) - x.(a[:t]), 1].max.round(1)}" height="14" ) +
+            %(fill="#{wait ? 'none' : '#1f77b4'}" stroke="#1f77b4"><title>#{a[:event].to_s.gsub('<', '&lt;')}</title></rect>)
+        end
+        %(<text x="0" y="#{y + 11}" font-size="10">##{id} #{evs.first[:path].to_s.gsub('<', '&lt;')[0, 28]}</text>#{spans.join})
+      end
+      h = 8 + ids.size * 24 + 16
+      %(<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 800 #{h}" width="800">#{rows.join}) +
+        %(<text x="180" y="#{h - 4}" font-size="10">status #{t[:status]}, #{(last / 1000).round(2)} ms</text></svg>)
     end
 
     def svg(res)
