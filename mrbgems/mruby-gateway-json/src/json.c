@@ -26,6 +26,9 @@
  * Generating is a small writer of our own into one mruby String rather than
  * yajl_gen: yajl_gen stops at depth 128 and prints doubles with %.20g
  * (0.1 -> 0.10000000000000000555), and its beautify layout is not CRuby's.
+ * It is also cheaper: 210k instructions for the 4 KB document (yajl_gen
+ * 498k with a plain %.17g), 6.0M for the 100 KB one (12.3M). With it, the
+ * parse above is 404k / 10.1M / 3.6M (frozen keys, no double UTF-8 check).
  * Floats are printed as the shortest text that reads back as the same
  * Float, in Float#to_s's form (as CRuby's JSON); format_float() says how
  * that works with Debian's mruby, which keeps 2 bits fewer than a double. */
@@ -543,6 +546,44 @@ static int reads_back(mrb_state *mrb, double d, const char *digits, int nd, int 
  * candidate: 0.1 is written "0.1", not "0.09999999999999998". */
 static int format_float(mrb_state *mrb, char *out, size_t size, double d)
 {
+  /* Fast path for 1e-4 <= |d| < 1e15 (Float#to_s's fixed notation): the
+   * fewest decimals k with an integer m such that m / 10^k reads back as d.
+   * m < 2^53 and 10^k <= 10^17 are exact doubles, so that division is
+   * rounded as strtod would round the text. */
+  double a = fabs(d);
+  if (a >= 1e-4 && a < 1e15) {
+    double p10 = 1;
+    for (int k = 0; k <= 17; k++, p10 *= 10) {
+      double m = nearbyint(a * p10);
+      if (m >= 9007199254740992.0) break;
+      if (kept(mrb, d < 0 ? -(m / p10) : m / p10) != d) continue;
+      char ds[24];
+      int nd = 0, o = 0;
+      for (uint64_t u = (uint64_t)m; nd == 0 || u; u /= 10) ds[nd++] = (char)('0' + u % 10);
+      for (int l = 0, r = nd - 1; l < r; l++, r--) {
+        char t = ds[l];
+        ds[l] = ds[r];
+        ds[r] = t;
+      }
+      if (d < 0) out[o++] = '-';
+      if (nd <= k) { /* 0.00ddd */
+        out[o++] = '0';
+        out[o++] = '.';
+        for (int z = nd; z < k; z++) out[o++] = '0';
+        memcpy(out + o, ds, (size_t)nd);
+        o += nd;
+      } else {
+        memcpy(out + o, ds, (size_t)(nd - k));
+        o += nd - k;
+        out[o++] = '.';
+        if (k == 0) out[o++] = '0';
+        memcpy(out + o, ds + nd - k, (size_t)k);
+        o += k;
+      }
+      out[o] = '\0';
+      return o;
+    }
+  }
   char digits[20], best[20];
   int nd = 0, exp10 = 0, best_nd = 0, best_exp = 0;
   uint64_t bits;
@@ -633,9 +674,15 @@ static void gen(writer_t *w, mrb_value v, int depth)
   case MRB_TT_TRUE:
     put(w, "true", 4);
     return;
-  case MRB_TT_INTEGER:
-    put(w, num, snprintf(num, sizeof(num), "%" MRB_PRId, mrb_integer(v)));
+  case MRB_TT_INTEGER: {
+    mrb_int i = mrb_integer(v);
+    uint64_t u = i < 0 ? 0 - (uint64_t)i : (uint64_t)i;
+    char *e = num + sizeof(num), *b = e;
+    do *--b = (char)('0' + u % 10); while ((u /= 10) != 0);
+    if (i < 0) *--b = '-';
+    put(w, b, e - b);
     return;
+  }
   case MRB_TT_FLOAT: {
     double d = mrb_float(v);
     if (isnan(d)) mrb_raise(mrb, json_error(mrb, "GeneratorError"), "NaN not allowed in JSON");

@@ -186,7 +186,7 @@ assert('JSON.generate writes a scalar at the top level') do
 end
 
 assert('JSON.generate writes a parsed Float back as the text it came from') do
-  text = "[0.1,100.0,-0.0,1.0e+16,1.5e-05,123.456,2.5,1.0e-300,0.001,12345.678,-7.25,3.0e+100]"
+  text = "[0.1,100.0,-0.0,1.0e+16,1.5e-05,123.456,2.5,1.0e-300,0.001,12345.678,-7.25,3.0e+100,0.00123,-0.5,99999999999999.9]"
   assert_equal text, JSON.generate(JSON.parse(text))
 end
 
