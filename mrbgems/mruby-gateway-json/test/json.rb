@@ -283,3 +283,12 @@ assert('JSON.load of nil or an empty String is nil') do
   assert_nil JSON.load(nil)
   assert_nil JSON.load("")
 end
+
+assert('JSON.parse shares repeated keys, and a key outlives the object a duplicate dropped') do
+  pad = (1..3000).map { |i| "{\"x#{i % 7}\":\"#{'v' * 40}\"}" }.join(",")
+  v = JSON.parse("{\"a\":{\"kk\":1},\"a\":2,\"pad\":[#{pad}],\"b\":{\"kk\":3}}")
+  GC.start
+  assert_equal({ "kk" => 3 }, v["b"])
+  assert_equal 2, v["a"]
+  assert_true v["pad"][0].keys[0].equal?(v["pad"][7].keys[0])
+end
