@@ -9,7 +9,9 @@
 #               needs nothing more), pkg-config
 #   libraries:  mruby + libmruby-dev (mrbc, libmruby), libevent-dev, libmimalloc-dev,
 #               libc-ares-dev, node-llhttp (llhttp's C sources),
-#               libpcre2-dev (Regexp and regex locations: PCRE2 8-bit, with JIT)
+#               libpcre2-dev (Regexp and regex locations: PCRE2 8-bit, with JIT),
+#               libyajl-dev (JSON.parse's event parser: mruby-gateway-json),
+#               libssl-dev (libcrypto: Digest and Base64 in mruby-gateway-util)
 #   driver:     ruby, rake, ruby-rspec (RSpec 3.12: the end-to-end specs)
 #   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
@@ -21,6 +23,7 @@ set -euo pipefail
 packages=(
   build-essential pkg-config
   mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp libmimalloc-dev libpcre2-dev
+  libyajl-dev libssl-dev
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl

@@ -11,7 +11,11 @@ module MRuby
   module Gem
     class Specification
       attr_accessor :name, :license, :authors, :summary, :version
-      attr_reader :dependencies
+      attr_reader :dependencies, :linker
+
+      # mruby's `spec.linker.libraries << 'yajl'`: a gem's own C libraries,
+      # linked into build/gateway and build/mrbtest (every variant) as -lNAME.
+      Linker = Struct.new(:libraries)
 
       @last = nil
       class << self
@@ -21,6 +25,7 @@ module MRuby
       def initialize(name)
         @name = name
         @dependencies = []
+        @linker = Linker.new([])
         yield self if block_given?
         Specification.last = self
       end
@@ -40,7 +45,7 @@ module Gateway
     LLHTTP_SRC = '/usr/share/llhttp'
     LLHTTP_INC = '/usr/share/include/llhttp'
 
-    GemInfo = Struct.new(:dir, :name, :cname, :srcs, :mrblib, :tests)
+    GemInfo = Struct.new(:dir, :name, :cname, :srcs, :mrblib, :tests, :libs)
 
     attr_reader :gems
 
@@ -75,7 +80,8 @@ module Gateway
       @gems << GemInfo.new(dir, spec.name, spec.name.tr('-', '_'),
                            Dir[File.join(dir, 'src', '*.c')].sort,
                            Dir[File.join(dir, 'mrblib', '*.rb')].sort,
-                           Dir[File.join(dir, 'test', '*.rb')].sort)
+                           Dir[File.join(dir, 'test', '*.rb')].sort,
+                           spec.linker.libraries.map { |l| "-l#{l}" })
     end
 
     # A variant adds cflags/ldflags to the default ones; libs, if given, replace them.
@@ -179,7 +185,7 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 
-      libs = own_libs + %w[-lmruby -levent -lcares -lpcre2-8 -lm] # pcre2: gateway/regex.c
+      libs = own_libs + @gems.flat_map(&:libs).uniq + %w[-lmruby -levent -lcares -lpcre2-8 -lm] # pcre2: gateway/regex.c
       bin = binary(variant)
       file bin => objs do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')

@@ -42,3 +42,18 @@ namespace :bench do
     GatewayBench::Instructions.new(env).run
   end
 end
+
+# bench:script (tools/bench/script.rb): issue 13's scripting targets against nginx + Lua.
+namespace :bench do
+  desc 'Scripted handlers vs nginx + Lua (lua-cjson): a 4 KB JSON body parsed, transformed and answered, ' \
+       'server CPU µs/request (ROUNDS=3, DURATION=5); writes build/bench/script.{md,json}'
+  task :script do
+    Rake::Task[:build].invoke unless ENV['NEW'] && !ENV['NEW'].empty?
+    require_relative 'script'
+    env = ENV.to_h
+    env['NEW'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Script.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:script: #{e.message}"
+  end
+end

@@ -280,12 +280,14 @@ module GatewayBench
       start(name, [bin, '-f', conf], port: port, dir: dir, binary: bin)
     end
 
-    # nginx, one worker, everything under dir; body is the http{} content.
-    def start_nginx(name, port, http_body, worker_connections: 8192)
+    # nginx, one worker, everything under dir; body is the http{} content,
+    # main: lines for the main context (load_module ...).
+    def start_nginx(name, port, http_body, worker_connections: 8192, main: '')
       dir = scratch(name)
       %w[tmp_body tmp_proxy tmp_fcgi tmp_uwsgi tmp_scgi].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
       conf = File.join(dir, 'nginx.conf')
       File.write(conf, <<~NGINX)
+        #{main}
         daemon off;
         master_process on;
         worker_processes 1;
