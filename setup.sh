@@ -14,6 +14,8 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   fastcgi:    php8.2-fpm (the real FastCGI backend of spec/fastcgi_spec.rb and
+#               rake bench:fastcgi; its binary is run by them, never the service)
 set -euo pipefail
 
 packages=(
@@ -22,6 +24,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  php8.2-fpm
 )
 
 missing=()
