@@ -16,6 +16,7 @@ int gw_fcgi_target_parse(const char *target, gw_sockaddr_t *out)
     return n ? (int)n : -1;
   }
   if (strchr(target, ':') == NULL && strchr(target, '/') == NULL) {
+    if (gw_addr_is_ip(target)) return -1; /* an address without its port */
     for (const char *p = target; *p; p++)
       if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') || *p == '_' ||
             *p == '-' || *p == '.'))
