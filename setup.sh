@@ -18,6 +18,8 @@
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
 #   browser:    chromium (the dashboard page is tested in headless Chromium)
+#   fastcgi:    php8.2-fpm (the real FastCGI backend of spec/fastcgi_spec.rb and
+#               rake bench:fastcgi; its binary is run by them, never the service)
 set -euo pipefail
 
 packages=(
@@ -28,6 +30,7 @@ packages=(
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
   chromium
+  php8.2-fpm
 )
 
 missing=()

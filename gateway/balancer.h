@@ -39,6 +39,7 @@ typedef struct {
   int fail_timeout_ms;
   int connect_timeout_ms;
   int timeout_ms;
+  int fastcgi;           /* protocol: :fastcgi (fastcgi.c), else HTTP */
 } gw_upstream_group_t;
 
 /* Bit of server i in a tried mask (servers past the 32nd share bits). */

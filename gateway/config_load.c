@@ -22,8 +22,10 @@
 #include <mruby/variable.h>
 
 #include "addr.h"
+#include "fcgi.h"
 #include "config_load.h"
 #include "dashboard.h"
+#include "fastcgi.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
@@ -61,6 +63,52 @@ static void *need(mrb_state *mrb, void *p)
   return p;
 }
 
+/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename: -- */
+
+/* The protocol of upstream group `name` as the DSL holds it (nil: none). */
+static mrb_value group_protocol(mrb_state *mrb, const char *name)
+{
+  struct RClass *gw = mrb_module_get(mrb, "Gateway");
+  mrb_value current = mrb_funcall(mrb, mrb_obj_value(mrb_class_get_under(mrb, gw, "Config")), "current", 0);
+  mrb_value up = mrb_hash_get(mrb, iv(mrb, current, "@upstreams"), mrb_str_new_cstr(mrb, name));
+  return mrb_nil_p(up) ? up : iv(mrb, up, "@protocol");
+}
+
+static gw_handler_t *fastcgi_handler(mrb_state *mrb, mrb_value loc, const char *path, mrb_value target)
+{
+  const char *t = mrb_string_cstr(mrb, target);
+  gw_sockaddr_t a;
+  if (gw_fcgi_target_parse(t, &a) == 0) { /* a group name: it may be declared after the location */
+    mrb_value proto = group_protocol(mrb, t);
+    if (!mrb_symbol_p(proto) || strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") != 0)
+      mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: fastcgi: %s is not an upstream with protocol: :fastcgi", path, t);
+  }
+  mrb_value params = iv(mrb, loc, "@params");
+  mrb_value keys = mrb_hash_p(params) ? mrb_hash_keys(mrb, params) : mrb_ary_new(mrb);
+  size_t n = (size_t)RARRAY_LEN(keys);
+  const char **pairs = need(mrb, calloc(2 * n + 1, sizeof(char *)));
+  for (size_t i = 0; i < n; i++) {
+    mrb_value k = mrb_ary_ref(mrb, keys, (mrb_int)i);
+    pairs[2 * i] = mrb_string_cstr(mrb, k); /* the DSL checked: Strings without NUL */
+    pairs[2 * i + 1] = mrb_string_cstr(mrb, mrb_hash_get(mrb, params, k));
+  }
+  mrb_value sf = iv(mrb, loc, "@script_filename");
+  gw_handler_t *h = gw_fastcgi_handler_new(t, mrb_string_p(sf) ? mrb_string_cstr(mrb, sf) : NULL, pairs, n);
+  free(pairs);
+  return need(mrb, h);
+}
+
+/* A proxy_pass: URL may not name a FastCGI group. */
+static void check_proxy_group(mrb_state *mrb, const char *path, const char *url)
+{
+  gw_url_t u;
+  if (gw_url_parse(url, &u) < 0 || u.unix_path || u.addrlen) return;
+  mrb_value proto = group_protocol(mrb, u.host);
+  if (mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: proxy_pass to %s, a FastCGI upstream: use fastcgi: \"%s\"", path,
+               u.host, u.host);
+}
+
 /* The location's handler object, by kind, and its filters (handler.h). */
 static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
 {
@@ -75,7 +123,11 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
     l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
     s->latency_histogram = 1;
+  } else if (mrb_string_p(iv(mrb, loc, "@fastcgi"))) {
+    l->handler = fastcgi_handler(mrb, loc, l->path, iv(mrb, loc, "@fastcgi"));
+    l->stream_body = 1; /* a Content-Length body goes as FCGI_STDIN as it arrives */
   } else if (mrb_string_p(proxy_pass)) {
+    check_proxy_group(mrb, l->path, mrb_string_cstr(mrb, proxy_pass));
     l->handler = gw_proxy_handler_new(mrb_string_cstr(mrb, proxy_pass));
     if (l->handler == NULL) /* the DSL checked it */
       mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: bad proxy_pass URL %v", l->path, proxy_pass);
@@ -209,6 +261,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     g->fail_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@fail_timeout")) * 1000);
     g->connect_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@connect_timeout")) * 1000);
     g->timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@timeout")) * 1000);
+    mrb_value proto = iv(mrb, up, "@protocol");
+    g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
     mrb_value weights = iv(mrb, up, "@weights");
     mrb_value servers = iv(mrb, up, "@servers");
     g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));

@@ -346,6 +346,7 @@ static int take_active(gw_conn_t *c)
   a->parser.data = c;
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
+  a->req.remote_port = c->remote_port;
   c->a = a;
   return 0;
 }
@@ -398,6 +399,8 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   c->fd = fd;
   c->state = GW_CONN_IDLE;
   gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
+  if (peer->sa_family == AF_INET) c->remote_port = ntohs(((const struct sockaddr_in *)peer)->sin_port);
+  else if (peer->sa_family == AF_INET6) c->remote_port = ntohs(((const struct sockaddr_in6 *)peer)->sin6_port);
   event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);

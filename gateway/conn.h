@@ -71,6 +71,7 @@ struct gw_conn_s {
   unsigned char in_callback;/* depth of conn code on the stack: defer the free */
   unsigned char served;     /* a response went out: later heads get header_timeout */
   char remote_addr[46];     /* the client's address as text (INET6_ADDRSTRLEN) */
+  int remote_port;          /* ... and its port */
   gw_conn_t *next, *prev;   /* ctx->conns */
 };
 

@@ -75,6 +75,9 @@ void gw_mrb_unroot(int slot);
 /* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
  * returns (url and key are copied). */
 void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, const char *key);
+/* req.fastcgi_pass(target, script_filename:): the FastCGI server answers req
+ * once the handler returns (copied; script_filename may be NULL). */
+void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *target, const char *script_filename);
 /* The handler's code raised (Gateway._fail): its response becomes a 500. */
 void gw_mrb_fail(gw_request_t *req);
 

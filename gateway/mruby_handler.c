@@ -42,6 +42,7 @@
 #include "handler.h"
 #include "log.h"
 #include "mruby_handler.h"
+#include "fastcgi.h"
 #include "proxy.h"
 
 /* What a fiber runs. */
@@ -95,7 +96,8 @@ typedef struct script_s {
   gw_filter_done_cb done;   /* a filter's continuation, and its argument */
   void *done_arg;
   char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
-  char *proxy_key;          /* owned: its hash_key:, or NULL */
+  char *proxy_key;          /* owned: its hash_key: (fastcgi: its script_filename:), or NULL */
+  int proxy_fastcgi;        /* proxy_url is req.fastcgi_pass's target */
   struct script_s *next_spare;
 } script_t;
 
@@ -338,7 +340,8 @@ static void complete(script_t *s, mrb_value result)
     gw_request_simple_response(req, 500, NULL);
   } else if (s->proxy_url) { /* req.proxy_pass(url): the upstream answers */
     drop_fiber(s);
-    gw_proxy_start(req, s->proxy_url, s->proxy_key);
+    if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key);
+    else gw_proxy_start(req, s->proxy_url, s->proxy_key);
     return;
   } else if (!req->has_output && mrb_string_p(result)) {
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
@@ -627,6 +630,13 @@ void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, c
   free(s->proxy_key);
   s->proxy_url = u;
   s->proxy_key = k;
+  s->proxy_fastcgi = 0;
+}
+
+void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *target, const char *script_filename)
+{
+  gw_mrb_set_proxy_pass(mrb, req, target, script_filename);
+  script_of(req)->proxy_fastcgi = 1;
 }
 
 void gw_mrb_fail(gw_request_t *req)

@@ -86,6 +86,7 @@ struct gw_request_s {
   void (*on_body_more)(gw_request_t *req);
   void *body_arg;
   const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
+  int remote_port;          /* the client's port (0: unknown), for FastCGI's REMOTE_PORT */
 
   /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
   char upstream_addr[320];

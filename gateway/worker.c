@@ -18,6 +18,7 @@
 #include "access_log.h"
 #include "config_load.h"
 #include "conn.h"
+#include "fastcgi.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "mruby_handler.h"
@@ -292,6 +293,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   }
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
+  gw_fastcgi_worker_dispose(ctx);
   if (ctx->resolver) gw_resolver_free(ctx->resolver);
   for (int i = 0; i < 4; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);

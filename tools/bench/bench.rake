@@ -57,3 +57,16 @@ namespace :bench do
     abort "bench:script: #{e.message}"
   end
 end
+
+namespace :bench do
+  desc 'W6 FastCGI: php-fpm echo behind the gateway vs nginx (TCP and unix socket, wrk -c16/-c100), ' \
+       'and the four-way table (direct, proxy_pass, FastCGI TCP, FastCGI unix); writes build/bench/fastcgi.{md,json}'
+  task fastcgi: :build do
+    require_relative 'fastcgi'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::FastCGI.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:fastcgi: #{e.message}"
+  end
+end

@@ -63,11 +63,11 @@ module Gateway
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
                 :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
-                :no_regex
+                :no_regex, :fastcgi, :params, :script_filename
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
-                   dashboard: false, allow: nil)
+                   dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil)
       # Regex locations (nginx's order, see router.c): %r{...}, "~ re"
       # (case-sensitive), "~* re" (case-insensitive); "^~ /prefix" is a prefix
       # that, when it is the longest match, skips the regex locations.
@@ -106,8 +106,9 @@ module Gateway
       end
       @dashboard = dashboard ? true : false
       @allow = allow
-      if handler.nil? && proxy_pass.nil? && !status && !dashboard
-        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass: or status: true"
+      Location.check_fastcgi(path, handler, proxy_pass, status, fastcgi, params, script_filename)
+      if handler.nil? && proxy_pass.nil? && !status && !dashboard && fastcgi.nil?
+        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass:, fastcgi: or status: true"
       end
       if status && (handler || proxy_pass)
         raise ArgumentError, "location #{path.inspect}: status: true takes no handler block or proxy_pass:"
@@ -153,6 +154,33 @@ module Gateway
       @log = log
       @status = status
       @pass_host = pass_host ? true : false
+      @fastcgi = fastcgi
+      @params = params
+      @script_filename = script_filename
+    end
+
+    # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
+    # script_filename: "/srv/app/index.php" (see the README's FastCGI section).
+    def self.check_fastcgi(path, handler, proxy_pass, status, fastcgi, params, script_filename)
+      where = "location #{path.inspect}"
+      if fastcgi.nil?
+        raise ArgumentError, "#{where}: params: and script_filename: apply to fastcgi: locations only" if params || script_filename
+        return
+      end
+      unless fastcgi.is_a?(String) && Gateway._fastcgi_target?(fastcgi)
+        raise ArgumentError, "#{where}: fastcgi must be an upstream group name, \"unix:/path.sock\" or \"IP:port\", got #{fastcgi.inspect}"
+      end
+      raise ArgumentError, "#{where}: give fastcgi: or a handler block, proxy_pass:, status:, not both" if handler || proxy_pass || status
+      up = Gateway::Config.current.upstreams[fastcgi]
+      if up && up.protocol != :fastcgi
+        raise ArgumentError, "#{where}: upstream #{fastcgi} is not a FastCGI group (give it protocol: :fastcgi)"
+      end
+      unless params.nil? || (params.is_a?(Hash) && params.all? { |k, v| k.is_a?(String) && !k.empty? && v.is_a?(String) && !k.include?("\0") && !v.include?("\0") })
+        raise ArgumentError, "#{where}: params must be a Hash of String => String, got #{params.inspect}"
+      end
+      unless script_filename.nil? || (script_filename.is_a?(String) && !script_filename.empty? && !script_filename.include?("\0"))
+        raise ArgumentError, "#{where}: script_filename must be a non-empty String, got #{script_filename.inspect}"
+      end
     end
   end
 
@@ -213,9 +241,12 @@ module Gateway
     #   content: "app.rb"           the handler, as the block does
     #   header_filter:, body_filter: on the response before it goes out
     #   log: ->(req) { ... }        after the response is queued; cannot wait
+    # fastcgi: "php" (params:, script_filename:) answers through a FastCGI
+    #   server: see the README's FastCGI section
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, dashboard: false, allow: nil, &handler)
+                 log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil,
+                 &handler)
       where = "location #{path.inspect}"
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
@@ -225,11 +256,11 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = own[:content] if proxy_pass || status || dashboard # they are the content: the server's is not inherited
+      ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi # they are the content: the server's is not inherited
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
-                         allow: allow)
+                         allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -274,12 +305,16 @@ module Gateway
   end
 
   class Upstream
-    attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout
+    attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout,
+                :protocol
 
     BALANCE = [:round_robin, :least_conn, :hash]
+    PROTOCOLS = [:http, :fastcgi]
 
     def initialize(name, servers, keepalive, balance = :round_robin, max_fails = 1, fail_timeout = 10,
-                   connect_timeout = 5, timeout = 60)
+                   connect_timeout = 5, timeout = 60, protocol: :http)
+      raise ArgumentError, "upstream #{name}: protocol must be one of #{PROTOCOLS.inspect}, got #{protocol.inspect}" unless PROTOCOLS.include?(protocol)
+      @protocol = protocol
       unless (name.is_a?(Symbol) || name.is_a?(String)) && !name.to_s.empty?
         raise ArgumentError, "upstream: name must be a Symbol, got #{name.inspect}"
       end
@@ -296,6 +331,9 @@ module Gateway
         @weights << weight
         unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.host_port?(addr))
           raise ArgumentError, "upstream #{name}: server must be \"host:port\" or \"unix:/path\", got #{s.inspect}"
+        end
+        if protocol == :fastcgi && !Gateway._fastcgi_target?(addr)
+          raise ArgumentError, "upstream #{name}: a FastCGI server must be \"IP:port\" or \"unix:/path\" (no host names), got #{s.inspect}"
         end
         addr
       end
@@ -356,9 +394,11 @@ end
 # balance: :round_robin (weighted), :least_conn, or :hash (on the hash_key:
 # given to req.proxy_pass). A server that fails max_fails times (connect
 # errors, timeouts) is skipped for fail_timeout seconds.
+# protocol: :fastcgi makes it a group of FastCGI servers (location fastcgi:).
 def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
-             connect_timeout: 5, timeout: 60)
-  up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout)
+             connect_timeout: 5, timeout: 60, protocol: :http)
+  up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout,
+                             protocol: protocol)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
   cfg.upstreams[up.name] = up

@@ -13,6 +13,7 @@
 #include <mruby/string.h>
 
 #include "addr.h"
+#include "fcgi.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "url.h"
@@ -81,6 +82,17 @@ static mrb_value gw_mrb_proxy_url_valid(mrb_state *mrb, mrb_value self)
   mrb_get_args(mrb, "z", &url);
   gw_url_t u;
   return mrb_bool_value(gw_url_parse(url, &u) == 0);
+}
+
+/* Gateway._fastcgi_target?(s): "unix:/path", "IP:port" or a group name, as
+ * the FastCGI handler reads it (fcgi.c). */
+static mrb_value gw_mrb_fastcgi_target_p(mrb_state *mrb, mrb_value self)
+{
+  char *s;
+  (void)self;
+  mrb_get_args(mrb, "z", &s);
+  gw_sockaddr_t a;
+  return mrb_bool_value(gw_fcgi_target_parse(s, &a) >= 0);
 }
 
 /* Gateway._ip?(host): an IPv4 or IPv6 literal (no brackets). */
@@ -152,6 +164,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_fastcgi_target?", gw_mrb_fastcgi_target_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_file?", gw_mrb_file_p, MRB_ARGS_REQ(1));
 }

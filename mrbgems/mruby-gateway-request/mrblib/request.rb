@@ -118,6 +118,15 @@ module Gateway
       _proxy_pass(url, hash_key.nil? ? nil : hash_key.to_s)
     end
 
+    # Hands the request to a FastCGI server once the handler returns:
+    #   req.fastcgi_pass "php"                               (a protocol: :fastcgi group)
+    #   req.fastcgi_pass "unix:/run/php/php8.2-fpm.sock", script_filename: "/srv/app/x.php"
+    # In a fastcgi: location its params: and script_filename: apply too.
+    def fastcgi_pass(target, script_filename: nil)
+      raise ArgumentError, "fastcgi_pass: target must be a String" unless target.is_a?(String)
+      _fastcgi_pass(target, script_filename.nil? ? nil : script_filename.to_s)
+    end
+
     # ngx_mruby-style names.
     alias uri path
     alias args query

@@ -11,6 +11,7 @@
 #include <mruby/string.h>
 #include <mruby/variable.h>
 
+#include "fcgi.h"
 #include "gw_mruby.h"
 #include "proxy.h"
 #include "log.h"
@@ -162,6 +163,20 @@ static mrb_value req_proxy_pass(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* req._fastcgi_pass(target, script_filename_or_nil): a FastCGI server
+ * answers this request once the handler returns. */
+static mrb_value req_fastcgi_pass(mrb_state *mrb, mrb_value self)
+{
+  char *target, *script;
+  mrb_get_args(mrb, "zz!", &target, &script);
+  gw_request_t *r = REQ(self);
+  gw_sockaddr_t a;
+  if (gw_fcgi_target_parse(target, &a) < 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "fastcgi_pass: need a FastCGI upstream name, \"unix:/path.sock\" or \"IP:port\", got %s", target);
+  gw_mrb_set_fastcgi_pass(mrb, r, target, script);
+  return mrb_nil_value();
+}
+
 static mrb_value req_current(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -234,6 +249,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_proxy_pass", req_proxy_pass, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, req, "_fastcgi_pass", req_fastcgi_pass, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));

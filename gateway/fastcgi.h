@@ -1,0 +1,35 @@
+/* fastcgi.h - fastcgi: answers a request through a FastCGI server (php-fpm):
+ * the CGI/1.1 params, the request body as FCGI_STDIN, the response streamed
+ * back (fcgi_client.c), servers picked from an upstream group (balancer.c). */
+#ifndef GW_FASTCGI_H
+#define GW_FASTCGI_H
+
+#include "config.h"
+#include "handler.h"
+#include "request.h"
+
+/* Idle FastCGI connections kept per address for a target that is not a
+ * group (a group's `keepalive:` otherwise). */
+#define GW_FASTCGI_DEFAULT_KEEPALIVE 32
+
+/* A FastCGI target: "unix:/path.sock", "IP:port" ("[v6]:port"), or the
+ * name of an upstream group. Returns 0, or -1 for anything else (a host
+ * name: FastCGI addresses are not resolved). */
+int gw_fastcgi_target_ok(const char *target);
+
+/* The handler of a `fastcgi: TARGET` location. script_filename may be NULL
+ * (then params' SCRIPT_FILENAME, else DOCUMENT_ROOT + the path); params:
+ * nparams name/value pairs sent after (and instead of) the standard ones of
+ * the same name; all copied. NULL for a bad target or out of memory. */
+gw_handler_t *gw_fastcgi_handler_new(const char *target, const char *script_filename, const char *const *params,
+                                     size_t nparams);
+
+/* req.fastcgi_pass(target, script_filename:) from a handler: as the
+ * location handler, with the location's params when it is a fastcgi one.
+ * Finishes req (502 for a bad target). */
+void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_filename);
+
+/* The keep-alive FastCGI connections of ctx's worker, freed at its exit. */
+void gw_fastcgi_worker_dispose(gw_context_t *ctx);
+
+#endif

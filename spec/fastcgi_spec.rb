@@ -1,0 +1,458 @@
+# fastcgi: locations and upstream groups with protocol: :fastcgi.
+#
+# Real backend: Debian's php8.2-fpm, its binary started here (-F, a config
+# of our own, a temporary prefix) with one pool on a unix socket and one on
+# a free TCP port, stopped by PID; never the system service. Hostile cases:
+# a FastCGI responder scripted in Ruby inside the example, which also counts
+# connections (keep-alive reuse).
+require_relative 'spec_helper'
+require 'digest'
+require 'json'
+
+PHP_FPM = '/usr/sbin/php-fpm8.2'
+
+# A php-fpm master with two pools (unix socket, TCP port) serving `dir`.
+class PhpFpm
+  attr_reader :dir, :sock, :port
+
+  def initialize(dir, port)
+    @dir = dir
+    @sock = File.join(dir, 'php.sock')
+    @port = port
+    root = Process.uid.zero?
+    pool = lambda do |name, listen|
+      <<~INI
+        [#{name}]
+        #{root ? 'user = root' : ''}
+        listen = #{listen}
+        pm = static
+        pm.max_children = 4
+        catch_workers_output = yes
+        php_admin_flag[log_errors] = on
+        php_admin_value[display_errors] = off
+        php_admin_value[post_max_size] = 16M
+      INI
+    end
+    File.write(File.join(dir, 'fpm.conf'), <<~INI + pool.call('unix', @sock) + pool.call('tcp', "127.0.0.1:#{port}"))
+      [global]
+      error_log = #{File.join(dir, 'fpm.log')}
+      daemonize = no
+      pid = #{File.join(dir, 'fpm.pid')}
+    INI
+    args = [PHP_FPM, '-F', '-n', '-y', File.join(dir, 'fpm.conf'), '-p', dir]
+    args << '-R' if root
+    @pid = Process.spawn(*args, out: File.join(dir, 'fpm.out'), err: [:child, :out], pgroup: true)
+    GatewaySpec.poll('php-fpm to listen', timeout: 10) do
+      raise "php-fpm exited: #{File.read(File.join(dir, 'fpm.out')) rescue ''}" if Process.waitpid(@pid, Process::WNOHANG)
+      File.socket?(@sock) && (TCPSocket.new('127.0.0.1', port).close || true) rescue false
+    end
+  end
+
+  def stop
+    Process.kill('TERM', @pid)
+    Process.waitpid(@pid) # php-fpm stops its children first
+  rescue Errno::ESRCH, Errno::ECHILD
+    nil
+  end
+end
+
+# A scripted FastCGI responder: reads a request's records and answers with
+# what `respond.(params, stdin, conn_index)` returns (raw bytes; :close to
+# close without answering; :hang to say nothing). Counts connections.
+class FakeFcgi
+  attr_reader :path, :port, :errors
+
+  def self.rec(type, content, id: 1, pad: 0)
+    [1, type, id >> 8, id & 0xff, content.bytesize, pad, 0].pack('CCCCnCC') + content.b + ("\0" * pad)
+  end
+
+  def self.stdout(s, **o) = rec(6, s, **o)
+  def self.stderr(s) = rec(7, s)
+  def self.end_request(app = 0, proto = 0) = rec(3, [app, proto, 0, 0, 0].pack('NCCCC'))
+
+  # A whole normal answer.
+  def self.answer(head_and_body)
+    out = +''.b
+    head_and_body.b.scan(/.{1,65535}/m) { |piece| out << stdout(piece) }
+    out << stdout('') << end_request
+  end
+
+  def initialize(unix: nil, &respond)
+    @server = unix ? UNIXServer.new(unix) : TCPServer.new('127.0.0.1', 0)
+    @path = unix
+    @port = unix ? nil : @server.addr[1]
+    @respond = respond
+    @conns = 0
+    @lock = Mutex.new
+    @errors = []
+    @threads = []
+    @acceptor = Thread.new do
+      loop do
+        s = @server.accept
+        n = @lock.synchronize { @conns += 1 }
+        @threads << Thread.new(s, n) { |sock, idx| serve(sock, idx) }
+      end
+    rescue IOError, Errno::EBADF
+      nil
+    end
+  end
+
+  def connections = @lock.synchronize { @conns }
+
+  def read_record(sock)
+    h = sock.read(8)
+    return nil unless h && h.bytesize == 8
+    _v, type, _id, len, pad = h.unpack('CCnnC')
+    body = len.positive? ? sock.read(len) : ''
+    sock.read(pad) if pad.positive?
+    [type, body]
+  end
+
+  def decode_params(s)
+    out = {}
+    i = 0
+    while i < s.bytesize
+      lens = []
+      2.times do
+        b = s.getbyte(i)
+        if b < 128
+          lens << b
+          i += 1
+        else
+          lens << (s.byteslice(i, 4).unpack1('N') & 0x7fffffff)
+          i += 4
+        end
+      end
+      out[s.byteslice(i, lens[0])] = s.byteslice(i + lens[0], lens[1])
+      i += lens[0] + lens[1]
+    end
+    out
+  end
+
+  def serve(sock, idx)
+    loop do
+      params = +''.b
+      stdin = +''.b
+      keep = false
+      loop do
+        rec = read_record(sock)
+        return unless rec
+        type, body = rec
+        keep = (body.getbyte(2) & 1) == 1 if type == 1
+        params << body if type == 4
+        stdin << body if type == 5
+        break if type == 5 && body.empty?
+      end
+      out = @respond.call(decode_params(params), stdin, idx)
+      return if out == :close
+      if out.is_a?(Array) && out[0] == :close_after # a hostile answer, then EOF
+        sock.write(out[1])
+        return
+      end
+      if out == :hang
+        sleep 30
+        return
+      end
+      out.is_a?(Array) ? out.each { |piece| sock.write(piece); sleep 0.05 } : sock.write(out)
+      return unless keep
+    end
+  rescue StandardError => e
+    @errors << "#{e.class}: #{e.message}" unless e.is_a?(Errno::EPIPE) || e.is_a?(Errno::ECONNRESET) || e.is_a?(IOError)
+  ensure
+    sock.close unless sock.closed?
+  end
+
+  def stop
+    @server.close unless @server.closed?
+    @acceptor.join(2)
+    @threads.each { |t| t.kill unless t.join(0.5) }
+  end
+end
+
+RSpec.describe 'fastcgi' do
+  after(:each) do
+    (@fakes || []).each(&:stop)
+    @fpm&.stop
+  end
+
+  def fake(**o, &blk)
+    f = FakeFcgi.new(**o, &blk)
+    (@fakes ||= []) << f
+    f
+  end
+
+  def gateway_with(locations, prelude = '')
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      #{prelude}
+      server listen: "127.0.0.1:#{@port}", workers: 1, limits: { max_body: 8_000_000 } do
+        location "/fast" do "fast" end
+        #{locations}
+      end
+    RUBY
+  end
+
+  # ---------------------------------------------------------------------------
+  describe 'php-fpm (Debian php8.2-fpm)' do
+    before(:each) do
+      skip "#{PHP_FPM} is not installed (setup.sh installs php8.2-fpm)" unless File.executable?(PHP_FPM)
+      @www = File.join(spec_dir, 'www')
+      FileUtils.mkdir_p(@www)
+      {
+        'echo.php' => '<?php echo "hello from php\n";',
+        'server.php' => '<?php header("Content-Type: application/json"); echo json_encode($_SERVER);',
+        'post.php' => '<?php $b = file_get_contents("php://input"); echo strlen($b), " ", md5($b), " ", $_SERVER["CONTENT_LENGTH"] ?? "-";',
+        'form.php' => '<?php echo $_POST["a"] ?? "none", ",", $_POST["b"] ?? "none";',
+        'headers.php' => '<?php header("X-One: 1"); header("Set-Cookie: a=1"); header("Set-Cookie: b=2", false); http_response_code(201); echo "made";',
+        'status.php' => '<?php header("Status: 418 I am a teapot"); echo "tea";',
+        'redirect.php' => '<?php header("Location: /elsewhere"); ',
+        'slow.php' => '<?php usleep(400000); echo "slow";',
+        'fatal.php' => '<?php undefined_function_here();',
+        'big.php' => '<?php echo str_repeat("x", 1 << 20);',
+      }.each { |n, src| File.write(File.join(@www, n), src) }
+      %w[u t].each { |d| File.symlink('.', File.join(@www, d)) } # /u/x.php and /t/x.php: DOCUMENT_ROOT + path
+      @fpm = PhpFpm.new(spec_dir, free_port)
+    end
+
+    def php_gateway(extra = '')
+      gateway_with(<<~LOC, %(upstream :php, servers: ["unix:#{@fpm.sock}"], protocol: :fastcgi, keepalive: 4))
+        location "/u/", fastcgi: "php", params: { "DOCUMENT_ROOT" => "#{@www}" }
+        location "/t/", fastcgi: "127.0.0.1:#{@fpm.port}", params: { "DOCUMENT_ROOT" => "#{@www}" }
+        location "/sf", fastcgi: "unix:#{@fpm.sock}", script_filename: "#{@www}/echo.php"
+        #{extra}
+      LOC
+    end
+
+    it 'answers a one-line echo over the unix socket and over TCP' do
+      php_gateway
+      u = http_get(@port, '/u/echo.php')
+      t = http_get(@port, '/t/echo.php')
+      expect([u.status, u.body]).to eq([200, "hello from php\n"])
+      expect([t.status, t.body]).to eq([200, "hello from php\n"])
+      expect(http_get(@port, '/sf/anything').body).to eq("hello from php\n")
+    end
+
+    it 'sends the standard params (as nginx fastcgi_params) and every header as HTTP_*, never HTTP_PROXY' do
+      php_gateway
+      r = http_get(@port, '/u/server.php?a=1&b=2', 'X-Custom-Thing' => 'v1', 'Proxy' => 'http://evil:1/', 'Host' => 'example.test:8080')
+      s = JSON.parse(r.body)
+      expect(s['REQUEST_METHOD']).to eq('GET')
+      expect(s['QUERY_STRING']).to eq('a=1&b=2')
+      expect(s['REQUEST_URI']).to eq('/u/server.php?a=1&b=2')
+      expect(s['SCRIPT_NAME']).to eq('/u/server.php')
+      expect(s['DOCUMENT_URI']).to eq('/u/server.php')
+      expect(s['SCRIPT_FILENAME']).to eq("#{@www}/u/server.php") # $document_root$fastcgi_script_name
+      expect(s['DOCUMENT_ROOT']).to eq(@www)
+      expect(s['SERVER_PROTOCOL']).to eq('HTTP/1.1')
+      expect(s['GATEWAY_INTERFACE']).to eq('CGI/1.1')
+      expect(s['SERVER_SOFTWARE']).to eq('gateway')
+      expect(s['REMOTE_ADDR']).to eq('127.0.0.1')
+      expect(s['REMOTE_PORT'].to_i).to be > 0
+      expect(s['SERVER_ADDR']).to eq('127.0.0.1')
+      expect(s['SERVER_PORT']).to eq(@port.to_s)
+      expect(s['SERVER_NAME']).to eq('example.test')
+      expect(s['REDIRECT_STATUS']).to eq('200')
+      expect(s['HTTP_X_CUSTOM_THING']).to eq('v1')
+      expect(s['HTTP_HOST']).to eq('example.test:8080')
+      expect(s).not_to have_key('HTTP_PROXY')
+    end
+
+    it 'passes POST bodies: a form, a 5 MB body with Content-Length, and a chunked one' do
+      php_gateway
+      f = http_request(@port, 'POST', '/u/form.php', { 'Content-Type' => 'application/x-www-form-urlencoded' }, 'a=1&b=two')
+      expect(f.body).to eq('1,two')
+      big = Random.new(7).bytes(5_000_000)
+      r = http_request(@port, 'POST', '/t/post.php', { 'Content-Type' => 'application/octet-stream' }, big, timeout: 20)
+      expect(r.body).to eq("5000000 #{Digest::MD5.hexdigest(big)} 5000000")
+      c = connect(@port)
+      c.write("POST /u/post.php HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n" \
+              "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n")
+      expect(c.read_response.body).to eq("11 #{Digest::MD5.hexdigest('hello world')} 11")
+    end
+
+    it 'passes headers, the status, Status: and a Location without Status as 302' do
+      php_gateway
+      h = http_get(@port, '/u/headers.php')
+      expect([h.status, h['x-one'], h.count('set-cookie'), h.body]).to eq([201, '1', 2, 'made'])
+      expect(http_get(@port, '/u/status.php').status).to eq(418)
+      r = http_get(@port, '/u/redirect.php')
+      expect([r.status, r['location']]).to eq([302, '/elsewhere'])
+    end
+
+    it 'a fatal error: 500, and the PHP message in the error log' do
+      php_gateway
+      r = http_get(@port, '/u/fatal.php')
+      expect(r.status).to eq(500)
+      poll('the stderr line in the log', timeout: 5) { @gw.log.include?('undefined_function_here') }
+    end
+
+    it 'a missing script: 404 from php-fpm' do
+      php_gateway
+      expect(http_get(@port, '/u/nope.php').status).to eq(404)
+    end
+
+    it 'streams a 1 MiB body, HEAD gets no body' do
+      php_gateway
+      r = http_get(@port, '/u/big.php', timeout: 10)
+      expect(r.body.bytesize).to eq(1 << 20)
+      h = http_request(@port, 'HEAD', '/u/big.php')
+      expect(h.status).to eq(200)
+    end
+
+    it 'a slow script does not delay a fast request' do
+      php_gateway
+      slow = Thread.new { http_get(@port, '/u/slow.php', timeout: 5) }
+      sleep 0.05
+      fast, secs = timed { http_get(@port, '/fast') }
+      expect(fast.body).to eq('fast')
+      expect(secs).to be < 0.3
+      expect(slow.value.body).to eq('slow')
+    end
+
+    it 'Async::HTTP.sub_request targets a FastCGI location; req.fastcgi_pass from a handler' do
+      skip_unless_async
+      php_gateway(<<~LOC)
+        location "/agg" do |req| "sub:" + Async::HTTP.sub_request("/u/echo.php").body end
+        location "/pass" do |req| req.fastcgi_pass("php", script_filename: "#{@www}/echo.php") end
+      LOC
+      expect(http_get(@port, '/agg').body).to eq("sub:hello from php\n")
+      expect(http_get(@port, '/pass').body).to eq("hello from php\n")
+    end
+  end
+
+  # ---------------------------------------------------------------------------
+  describe 'a scripted FastCGI responder' do
+    def hello = FakeFcgi.answer("Content-Type: text/plain\r\n\r\nhi")
+
+    it 'reuses one keep-alive connection for sequential requests (FCGI_KEEP_CONN)' do
+      f = fake { hello }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      c = connect(@port)
+      5.times do
+        c.request('GET', '/f', 'Host' => 'x')
+        expect(c.read_response.body).to eq('hi')
+      end
+      expect(f.connections).to eq(1)
+    end
+
+    it 'works over a unix socket responder' do
+      path = File.join(spec_dir, 'f.sock')
+      f = fake(unix: path) { |p, _, _| FakeFcgi.answer("X-Uri: #{p['REQUEST_URI']}\r\n\r\nunix") }
+      gateway_with(%(location "/f", fastcgi: "unix:#{path}"))
+      r = http_get(@port, '/f?q=1')
+      expect([r.status, r['x-uri'], r.body]).to eq([200, '/f?q=1', 'unix'])
+    end
+
+    it 'splits the head across records, and logs FCGI_STDERR lines' do
+      f = fake do
+        [FakeFcgi.stderr("line one\nline"), FakeFcgi.stdout("X-A: 1\r"), FakeFcgi.stdout("\n\r"),
+         FakeFcgi.stdout("\nbo", pad: 3) + FakeFcgi.stderr(" two\n"), FakeFcgi.stdout('dy') + FakeFcgi.stdout('') + FakeFcgi.end_request]
+      end
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      r = http_get(@port, '/f')
+      expect([r.status, r['x-a'], r.body]).to eq([200, '1', 'body'])
+      expect(@gw.log).to include('line one').and include('line two')
+    end
+
+    {
+      'a bad record version' => -> { "\x02" + FakeFcgi.answer("A: 1\r\n\r\nx")[1..] },
+      'a record for another request id' => -> { FakeFcgi.stdout("A: 1\r\n\r\nx", id: 2) + FakeFcgi.end_request },
+      'garbage (an HTTP response)' => -> { "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi" },
+      'an END_REQUEST of the wrong length' => -> { FakeFcgi.stdout("A: 1\r\n") + FakeFcgi.rec(3, "\0" * 9) },
+      'a close in the middle of a record' => -> { FakeFcgi.stdout("A: 1\r\n\r\nxxxxxxxx")[0, 12] },
+      'a head that never ends' => -> { FakeFcgi.stdout("A: 1\r\n" * 20) },
+      'a head line without a colon' => -> { FakeFcgi.answer("garbage line\r\n\r\nx") },
+      'an END_REQUEST without any head' => -> { FakeFcgi.end_request },
+      'a management record' => -> { FakeFcgi.rec(10, '', id: 0) },
+      'FCGI_OVERLOADED' => -> { FakeFcgi.end_request(0, 2) },
+    }.each do |what, bytes|
+      it "#{what}: 502, the connection is not reused, the worker serves on" do
+        f = fake { |_, _, idx| idx == 1 ? [:close_after, bytes.call] : FakeFcgi.answer("\r\nok") }
+        gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+        expect(http_get(@port, '/f').status).to eq(502)
+        r = http_get(@port, '/f')
+        expect([r.status, r.body]).to eq([200, 'ok'])
+        expect(f.connections).to eq(2)
+      end
+    end
+
+    it 'an error after the head went out cuts the chunked response short (no last chunk), never a fake complete one' do
+      f = fake { [:close_after, FakeFcgi.stdout("\r\npartial") + FakeFcgi.rec(3, "\0" * 9)] }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      raw = raw_request(@port, "GET /f HTTP/1.1\r\nHost: x\r\n\r\n")
+      expect(raw).to start_with('HTTP/1.1 200').and include("7\r\npartial\r\n")
+      expect(raw).not_to end_with("0\r\n\r\n")
+    end
+
+    it 'bytes after FCGI_END_REQUEST: the response stands, the connection is not reused' do
+      f = fake { |_, _, idx| idx == 1 ? FakeFcgi.answer("\r\nfirst") + 'junk' : FakeFcgi.answer("\r\nsecond") }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      expect(http_get(@port, '/f').body).to eq('first')
+      expect(http_get(@port, '/f').body).to eq('second')
+      expect(f.connections).to eq(2)
+    end
+
+    it 'a responder that says nothing: 504 after the group timeout' do
+      f = fake { :hang }
+      gateway_with(%(location "/f", fastcgi: "slow"), %(upstream :slow, servers: ["127.0.0.1:#{f.port}"], protocol: :fastcgi, timeout: 0.5))
+      r, secs = timed { http_get(@port, '/f') }
+      expect(r.status).to eq(504)
+      expect(secs).to be_between(0.4, 3)
+    end
+
+    it 'retries on the next server of a group when one is dead; 502 when all are' do
+      dead = free_port
+      f = fake { hello }
+      gateway_with(%(location "/f", fastcgi: "g"\n location "/d", fastcgi: "alldead"),
+                   %(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{f.port}"], protocol: :fastcgi\n) +
+                   %(upstream :alldead, servers: ["127.0.0.1:#{dead}"], protocol: :fastcgi))
+      4.times { expect(http_get(@port, '/f').body).to eq('hi') }
+      expect(http_get(@port, '/d').status).to eq(502)
+    end
+
+    it 'a client that leaves mid-response: the FastCGI connection is closed, the worker serves on' do
+      closed = Queue.new
+      f = fake do |_, _, idx|
+        next FakeFcgi.answer("\r\nok") if idx > 1
+        Array.new(40) { FakeFcgi.stdout(idx == 1 && closed.empty? ? 'x' * 60_000 : '') }.tap { |a| a[0] = FakeFcgi.stdout("\r\n") }
+      end
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      c = connect(@port)
+      c.request('GET', '/f', 'Host' => 'x')
+      sleep 0.2
+      c.close
+      expect(http_get(@port, '/fast').body).to eq('fast')
+      r = http_get(@port, '/f', timeout: 10)
+      expect([r.status, r.body]).to eq([200, 'ok'])
+      expect(f.connections).to eq(2)
+    end
+
+    it 'streams a request body with a Content-Length as FCGI_STDIN' do
+      got = Queue.new
+      f = fake { |p, stdin, _| got << [p['CONTENT_LENGTH'], stdin.bytesize]; FakeFcgi.answer("\r\nok") }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      body = 'z' * 300_000
+      expect(http_request(@port, 'POST', '/f', {}, body).body).to eq('ok')
+      expect(got.pop).to eq(['300000', 300_000])
+    end
+  end
+
+  # ---------------------------------------------------------------------------
+  describe 'config' do
+    it 'fastcgi: naming a group that is not a FastCGI one, or none, is a config error' do
+      st, out, path = check_config(%(upstream :h, servers: ["127.0.0.1:9"]\nserver listen: #{free_port} do\n  location "/a", fastcgi: "h"\nend\n))
+      expect([st, out]).to match([1, /#{Regexp.escape(path)}:3: .*not a FastCGI group/])
+      st, out, = check_config(%(server listen: #{free_port} do\n  location "/a", fastcgi: "nope"\nend\n))
+      expect([st, out]).to match([1, /not an upstream with protocol: :fastcgi/])
+    end
+
+    it 'rejects host names, bad params and proxy_pass to a FastCGI group' do
+      st, out, = check_config(%(upstream :p, servers: ["php.example:9000"], protocol: :fastcgi\nserver listen: #{free_port} do\nlocation("/") { "x" }\nend\n))
+      expect([st, out]).to match([1, /:1: .*no host names/])
+      st, out, = check_config(%(server listen: #{free_port} do\n  location "/a", fastcgi: "127.0.0.1:9000", params: { "A" => 1 }\nend\n))
+      expect([st, out]).to match([1, /:2: .*params must be a Hash of String => String/])
+      st, out, = check_config(%(upstream :p, servers: ["127.0.0.1:9000"], protocol: :fastcgi\nserver listen: #{free_port} do\n  location "/a", proxy_pass: "http://p/"\nend\n))
+      expect([st, out]).to match([1, /a FastCGI upstream: use fastcgi:/])
+    end
+  end
+end
