@@ -14,6 +14,10 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   TLS, HTTP/2: libssl-dev (OpenSSL 3: server-side TLS), libnghttp2-dev (the
+#               HTTP/2 frame layer), openssl (the specs make their certificates),
+#               nghttp2-client (nghttp, h2load), python3-h2 (hostile frame
+#               sequences in spec/http2_spec.rb); curl (--http2 in the specs)
 set -euo pipefail
 
 packages=(
@@ -22,6 +26,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2
 )
 
 missing=()
