@@ -138,7 +138,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     list[i].key = owned[2 * i + 1] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "key")));
   }
   gw_tls_config_t tc = {.certs = list, .ncerts = (size_t)n, .min_version = 13, .max_version = 12,
-                        .alpn_h2 = 0};
+                        .alpn_h2 = s->http2};
   mrb_value protos = hget(mrb, tls, "protocols");
   for (mrb_int i = 0; i < RARRAY_LEN(protos); i++) {
     int v = strcmp(mrb_string_cstr(mrb, mrb_ary_ref(mrb, protos, i)), "TLSv1.3") == 0 ? 13 : 12;

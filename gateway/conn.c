@@ -32,6 +32,7 @@
 #include "buf.h"
 #include "chunked.h"
 #include "conn.h"
+#include "h2.h"
 #include "head_scan.h"
 #include "log.h"
 #include "response.h"
@@ -651,6 +652,41 @@ static void conn_process(gw_conn_t *c)
   set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
+/* HTTP/2 on an `http2` server's connection before its first request: ALPN
+ * chose h2, or (plain) the bytes are the prior-knowledge preface. Returns 1
+ * when the connection went to h2.c (c is dead: its socket, TLS state and
+ * bytes moved), -1 while a partial preface waits for the rest, else 0. */
+static int take_h2(gw_conn_t *c)
+{
+  const char *p = c->buf + c->pos;
+  size_t n = c->len - c->pos;
+  if (c->tls) {
+    if (!gw_tls_alpn_h2(conn_tls(c))) return 0;
+  } else {
+    if (memcmp(p, GW_H2_PREFACE, n < GW_H2_PREFACE_LEN ? n : GW_H2_PREFACE_LEN) != 0) return 0;
+    if (n < GW_H2_PREFACE_LEN) return -1;
+  }
+  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, p, n);
+  if (h == NULL) {
+    gw_log_error("out of memory for an HTTP/2 connection from %s", c->remote_addr);
+    conn_close(c);
+    return 1;
+  }
+  /* Detach: h2.c owns the socket and the TLS state now. */
+  c->dead = 1;
+  if (c->tls) {
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
+  event_del(&c->read_ev);
+  c->fd = -1;
+  c->pos = c->len = 0;
+  if (c->buf == shared_buf) c->buf = NULL;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+  return 1;
+}
+
 /* Moves unparsed bytes out of the shared buffer before it is reused. */
 static int keep_leftover(gw_conn_t *c)
 {
@@ -731,6 +767,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     return;
   }
   c->len += (size_t)n;
+  if (c->a == NULL && !c->served && c->ctx->server->http2) {
+    int h2 = take_h2(c);
+    if (h2 != 0) { /* gone to h2.c, or a partial preface kept for the next read */
+      conn_leave(c);
+      return;
+    }
+  }
   if (c->a == NULL && take_active(c) < 0) { /* bytes of a new request: parse them */
     gw_log_error("out of memory for a request on %s's connection", c->remote_addr);
     conn_close(c);

@@ -18,6 +18,7 @@
 #include "access_log.h"
 #include "config_load.h"
 #include "conn.h"
+#include "h2.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "mruby_handler.h"
@@ -162,6 +163,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     next = c->next;
     gw_conn_shutdown(c, graceful);
   }
+  gw_h2_shutdown_all(graceful); /* HTTP/2: GOAWAY, open streams finish */
   if (!graceful) event_base_loopexit(ctx->base, NULL); /* after the closes above run */
   on_conn_closed(ctx);
 }
@@ -268,6 +270,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     next = c->next;
     gw_conn_shutdown(c, 0);
   }
+  gw_h2_shutdown_all(0);
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   if (ctx->resolver) gw_resolver_free(ctx->resolver);
