@@ -20,6 +20,10 @@
 #   browser:    chromium (the dashboard page is tested in headless Chromium)
 #   fastcgi:    php8.2-fpm (the real FastCGI backend of spec/fastcgi_spec.rb and
 #               rake bench:fastcgi; its binary is run by them, never the service)
+#   TLS, HTTP/2: libssl-dev (OpenSSL 3: server-side TLS), libnghttp2-dev (the
+#               HTTP/2 frame layer), openssl (the specs make their certificates),
+#               nghttp2-client (nghttp, h2load), python3-h2 (hostile frame
+#               sequences in spec/http2_spec.rb); curl (--http2 in the specs)
 set -euo pipefail
 
 packages=(
@@ -31,6 +35,7 @@ packages=(
   wrk apache2-utils curl
   chromium
   php8.2-fpm
+  libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2
 )
 
 missing=()

@@ -156,7 +156,8 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       put(req->method, strlen(req->method));
       put(" ", 1);
       put_escaped(req->target, req->target_len);
-      put(req->http_minor ? " HTTP/1.1" : " HTTP/1.0", 9);
+      put(" ", 1);
+      put(gw_request_protocol(req), 8);
       break;
     case GW_ALV_METHOD: put_str(req->method); break;
     case GW_ALV_URI: put_escaped(req->target, req->target ? req->path_len : 0); break;
@@ -165,7 +166,7 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       if (req->target && gw_request_query_len(req)) put_escaped(req->target + req->path_len + 1, gw_request_query_len(req));
       else put_dash();
       break;
-    case GW_ALV_SERVER_PROTOCOL: put(req->http_minor ? "HTTP/1.1" : "HTTP/1.0", 8); break;
+    case GW_ALV_SERVER_PROTOCOL: put(gw_request_protocol(req), 8); break;
     case GW_ALV_SERVER_PORT: put_uint((unsigned long long)req->server->port); break;
     case GW_ALV_STATUS: put_uint((unsigned long long)status); break;
     case GW_ALV_BYTES_SENT: put_uint(bytes_sent); break;

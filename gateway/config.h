@@ -59,6 +59,8 @@ typedef struct {
   int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
   int latency_histogram; /* record response times (a location has a dashboard) */
   mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
+  struct gw_tls_ctx_s *tls; /* owned (tls.h): TLS on this listener; NULL: plain */
+  int http2;            /* HTTP/2: h2 by ALPN over TLS, h2c (prior knowledge) on plain */
 } gw_server_t;
 
 typedef struct {

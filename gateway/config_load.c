@@ -34,6 +34,7 @@
 #include "regex.h"
 #include "router.h"
 #include "status.h"
+#include "tls.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -169,6 +170,73 @@ static void read_regex(mrb_state *mrb, mrb_value loc, gw_location_t *l)
   if (l->regex == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", l->path, err);
 }
 
+static int dsl_call_line(const char *path, int line, const char *method);
+
+/* -- TLS (tls.h): the server's certificates, loaded now, in the master -- */
+
+static mrb_value hget(mrb_state *mrb, mrb_value h, const char *key)
+{
+  return mrb_hash_get(mrb, h, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
+}
+
+/* path, or path relative to the config file's folder; owned. */
+static char *config_relative(const char *config_path, const char *path)
+{
+  const char *slash = strrchr(config_path, '/');
+  if (path[0] == '/' || slash == NULL) return strdup(path);
+  size_t dl = (size_t)(slash - config_path) + 1, pl = strlen(path);
+  char *p = malloc(dl + pl + 1);
+  if (p == NULL) return NULL;
+  memcpy(p, config_path, dl);
+  memcpy(p + dl, path, pl + 1);
+  return p;
+}
+
+static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
+{
+  s->http2 = mrb_test(iv(mrb, srv, "@http2"));
+  mrb_value tls = iv(mrb, srv, "@tls");
+  if (!mrb_hash_p(tls)) return;
+  mrb_value certs = hget(mrb, tls, "certs");
+  mrb_int n = RARRAY_LEN(certs);
+  gw_tls_cert_t *list = calloc((size_t)n, sizeof(*list));
+  char **owned = calloc((size_t)n * 2 + 1, sizeof(char *));
+  if (list == NULL || owned == NULL) {
+    free(list);
+    free(owned);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  for (mrb_int i = 0; i < n; i++) {
+    mrb_value c = mrb_ary_ref(mrb, certs, i);
+    mrb_value name = hget(mrb, c, "server_name");
+    list[i].server_name = mrb_string_p(name) ? mrb_string_cstr(mrb, name) : NULL;
+    list[i].cert = owned[2 * i] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "cert")));
+    list[i].key = owned[2 * i + 1] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "key")));
+  }
+  gw_tls_config_t tc = {.certs = list, .ncerts = (size_t)n, .min_version = 13, .max_version = 12,
+                        .alpn_h2 = s->http2};
+  mrb_value protos = hget(mrb, tls, "protocols");
+  for (mrb_int i = 0; i < RARRAY_LEN(protos); i++) {
+    int v = strcmp(mrb_string_cstr(mrb, mrb_ary_ref(mrb, protos, i)), "TLSv1.3") == 0 ? 13 : 12;
+    if (v < tc.min_version) tc.min_version = v;
+    if (v > tc.max_version) tc.max_version = v;
+  }
+  mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
+  tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;
+  tc.ciphersuites = mrb_string_p(suites) ? mrb_string_cstr(mrb, suites) : NULL;
+  char err[512];
+  s->tls = gw_tls_ctx_new(&tc, err, sizeof(err));
+  for (mrb_int i = 0; i < n * 2; i++) free(owned[i]);
+  free(owned);
+  free(list);
+  if (s->tls == NULL) {
+    mrb_value line = iv(mrb, srv, "@tls_line");
+    int l = mrb_integer_p(line) ? dsl_call_line(config_path, (int)mrb_integer(line), "server") : 0;
+    struct RClass *e = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+    mrb_raisef(mrb, e, "%s:%d: server listen %d: %s", config_path, l, s->port, err);
+  }
+}
+
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
 static mrb_value read_config(mrb_state *mrb, void *ud)
 {
@@ -229,6 +297,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : (int)(mrb_as_float(mrb, stall) * 1000.0 + 0.5);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
     s->cpu = mrb_nil_p(cpu) ? -1 : (int)mrb_integer(cpu);
+    read_tls(mrb, srv, s, cfg->path);
   }
 
   gw_settings_read(mrb, current, &cfg->settings);
@@ -487,6 +556,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(s->locations);
     free(s->host);
+    gw_tls_ctx_free(s->tls);
   }
   free(cfg->servers);
   for (size_t i = 0; i < cfg->ngroups; i++) {

@@ -32,12 +32,14 @@
 #include "buf.h"
 #include "chunked.h"
 #include "conn.h"
+#include "h2.h"
 #include "head_scan.h"
 #include "log.h"
 #include "response.h"
 #include "router.h"
 #include "stats.h"
 #include "timeutil.h"
+#include "tls.h"
 
 #define SHARED_BUF_SIZE (64 * 1024)
 #define OWN_BUF_MIN (16 * 1024)
@@ -59,6 +61,30 @@ static void conn_process(gw_conn_t *c);
 static void conn_close(gw_conn_t *c);
 static const gw_protocol_t http1_protocol;
 static void set_timer(gw_conn_t *c, int ms);
+
+/* -- I/O: plain, or through the connection's TLS state ---------------------- */
+
+/* A TLS connection: the connection, and its TLS state allocated apart (an
+ * idle plain connection stays a bare gw_conn_t). */
+typedef struct {
+  gw_conn_t c;
+  gw_tls_conn_t *tls; /* owned */
+} gw_conn_tls_t;
+
+static inline gw_tls_conn_t *conn_tls(const gw_conn_t *c)
+{
+  return c->tls ? ((const gw_conn_tls_t *)c)->tls : NULL;
+}
+
+static inline ssize_t io_read(gw_conn_t *c, void *buf, size_t n)
+{
+  return c->tls ? gw_tls_read(conn_tls(c), buf, n) : read(c->fd, buf, n);
+}
+
+static inline int io_write(gw_conn_t *c, struct evbuffer *out)
+{
+  return c->tls ? gw_tls_write(conn_tls(c), out) : evbuffer_write(out, c->fd);
+}
 
 /* -- parser callbacks ------------------------------------------------------- */
 
@@ -299,10 +325,12 @@ static void set_reading(gw_conn_t *c, int on)
 {
   if (on == c->reading) return;
   c->reading = on;
-  if (on)
+  if (on) {
     event_add(&c->read_ev, NULL);
-  else
+    if (c->tls && gw_tls_pending(conn_tls(c))) event_active(&c->read_ev, EV_READ, 1);
+  } else {
     event_del(&c->read_ev);
+  }
 }
 
 /* -- the active part: taken when bytes arrive, given back when idle ---------- */
@@ -347,6 +375,7 @@ static int take_active(gw_conn_t *c)
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
   a->req.remote_port = c->remote_port;
+  a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
   c->a = a;
   return 0;
 }
@@ -393,7 +422,8 @@ static int may_give_active(const gw_conn_t *c)
 
 gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
 {
-  gw_conn_t *c = calloc(1, sizeof(*c));
+  gw_tls_ctx_t *tls = ctx->server->tls;
+  gw_conn_t *c = calloc(1, tls ? sizeof(gw_conn_tls_t) : sizeof(gw_conn_t));
   if (c == NULL) return NULL;
   c->ctx = ctx;
   c->fd = fd;
@@ -401,6 +431,15 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
   if (peer->sa_family == AF_INET) c->remote_port = ntohs(((const struct sockaddr_in *)peer)->sin_port);
   else if (peer->sa_family == AF_INET6) c->remote_port = ntohs(((const struct sockaddr_in6 *)peer)->sin6_port);
+  if (tls) {
+    gw_conn_tls_t *ct = (gw_conn_tls_t *)c;
+    ct->tls = gw_tls_conn_new(tls, fd, c->remote_addr);
+    if (ct->tls == NULL) {
+      free(c);
+      return NULL;
+    }
+    c->tls = 1;
+  }
   event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
@@ -436,6 +475,11 @@ static void conn_close(gw_conn_t *c)
   if (c->a && c->a->req.running) gw_request_abort(&c->a->req);
   event_del(&c->read_ev);
   if (c->a && c->a->write_owner == c) event_del(&c->a->write_ev);
+  if (c->tls) { /* close_notify while the socket is open, then its state goes */
+    gw_tls_conn_free(conn_tls(c));
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
   close(c->fd);
   c->fd = -1;
   event_del(&c->timer_ev);
@@ -447,6 +491,7 @@ static void conn_close(gw_conn_t *c)
 static void start_lingering(gw_conn_t *c)
 {
   c->state = GW_CONN_CLOSING;
+  if (c->tls) gw_tls_shutdown(conn_tls(c));
   shutdown(c->fd, SHUT_WR);
   set_reading(c, 1);
   set_timer(c, LINGER_MS);
@@ -458,7 +503,7 @@ static int conn_flush(gw_conn_t *c)
 {
   if (c->a == NULL) return 0; /* idle: nothing was queued */
   while (evbuffer_get_length(c->a->out) > 0) {
-    int n = evbuffer_write(c->a->out, c->fd);
+    int n = io_write(c, c->a->out);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
       if (errno == EINTR) continue;
@@ -610,6 +655,41 @@ static void conn_process(gw_conn_t *c)
   set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
+/* HTTP/2 on an `http2` server's connection before its first request: ALPN
+ * chose h2, or (plain) the bytes are the prior-knowledge preface. Returns 1
+ * when the connection went to h2.c (c is dead: its socket, TLS state and
+ * bytes moved), -1 while a partial preface waits for the rest, else 0. */
+static int take_h2(gw_conn_t *c)
+{
+  const char *p = c->buf + c->pos;
+  size_t n = c->len - c->pos;
+  if (c->tls) {
+    if (!gw_tls_alpn_h2(conn_tls(c))) return 0;
+  } else {
+    if (memcmp(p, GW_H2_PREFACE, n < GW_H2_PREFACE_LEN ? n : GW_H2_PREFACE_LEN) != 0) return 0;
+    if (n < GW_H2_PREFACE_LEN) return -1;
+  }
+  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, p, n);
+  if (h == NULL) {
+    gw_log_error("out of memory for an HTTP/2 connection from %s", c->remote_addr);
+    conn_close(c);
+    return 1;
+  }
+  /* Detach: h2.c owns the socket and the TLS state now. */
+  c->dead = 1;
+  if (c->tls) {
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
+  event_del(&c->read_ev);
+  c->fd = -1;
+  c->pos = c->len = 0;
+  if (c->buf == shared_buf) c->buf = NULL;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+  return 1;
+}
+
 /* Moves unparsed bytes out of the shared buffer before it is reused. */
 static int keep_leftover(gw_conn_t *c)
 {
@@ -672,7 +752,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     conn_leave(c);
     return;
   }
-  ssize_t n = read(fd, dst, room);
+  ssize_t n = io_read(c, dst, room);
   if (n <= 0) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
       if (c->buf == shared_buf && c->len == 0) c->buf = NULL;
@@ -690,6 +770,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     return;
   }
   c->len += (size_t)n;
+  if (c->a == NULL && !c->served && c->ctx->server->http2) {
+    int h2 = take_h2(c);
+    if (h2 != 0) { /* gone to h2.c, or a partial preface kept for the next read */
+      conn_leave(c);
+      return;
+    }
+  }
   if (c->a == NULL && take_active(c) < 0) { /* bytes of a new request: parse them */
     gw_log_error("out of memory for a request on %s's connection", c->remote_addr);
     conn_close(c);
@@ -698,6 +785,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   }
   if (c->state != GW_CONN_BUSY || c->a->req.body_streaming) conn_process(c);
   else if (c->buf == shared_buf) keep_leftover(c);
+  /* Decrypted bytes left inside OpenSSL: no socket event will come for them. */
+  if (c->tls && !c->dead && c->reading && gw_tls_pending(conn_tls(c))) event_active(&c->read_ev, EV_READ, 1);
   conn_leave(c);
 }
 

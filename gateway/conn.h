@@ -65,11 +65,13 @@ struct gw_conn_s {
   char *buf;                /* unparsed input: the worker's shared buffer while
                                inside a read callback, else owned (NULL when empty) */
   uint32_t len, pos, cap;   /* buf[pos, len) is not parsed yet (at most 64 KiB) */
-  unsigned char reading;    /* read_ev is added */
-  unsigned char close_after;/* close once the output is flushed */
-  unsigned char dead;       /* closed; free when in_callback drops to 0 */
+  unsigned char reading:1;  /* read_ev is added */
+  unsigned char close_after:1;/* close once the output is flushed */
+  unsigned char dead:1;     /* closed; free when in_callback drops to 0 */
+  unsigned char served:1;   /* a response went out: later heads get header_timeout */
+  unsigned char tls:1;      /* TLS: the struct is conn.c's gw_conn_tls_t, whose
+                               separately allocated gw_tls_conn_t does the I/O */
   unsigned char in_callback;/* depth of conn code on the stack: defer the free */
-  unsigned char served;     /* a response went out: later heads get header_timeout */
   char remote_addr[46];     /* the client's address as text (INET6_ADDRSTRLEN) */
   int remote_port;          /* ... and its port */
   gw_conn_t *next, *prev;   /* ctx->conns */

@@ -381,7 +381,8 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
   }
   add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
   if (via) add_joined(hs, "Via", &req->headers, via);
-  gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
+  if (req->tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
+  else gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }
 

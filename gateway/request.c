@@ -23,6 +23,7 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->proto = proto;
   req->proto_ctx = proto_ctx;
   req->method = "GET";
+  req->http_major = 1;
   gw_headers_init(&req->headers);
   gw_headers_init(&req->resp_headers);
   req->body = evbuffer_new();

@@ -74,6 +74,10 @@ struct gw_request_s {
   size_t target_len, target_cap;
   size_t path_len;          /* target[0, path_len) is the path; then "?query" */
   int http_minor;           /* 0 or 1 (HTTP/1.x) */
+  int http_major;           /* 1, or 2 (an HTTP/2 stream: then http_minor is 0) */
+  /* The client connection's TLS (tls.h: protocol, cipher, SNI name), set by
+   * its protocol; NULL over plain TCP. A sub-request has its parent's. */
+  const struct gw_tls_info_s *tls;
   int keepalive;            /* the client allows another request on this connection */
   int head;                 /* HEAD: no response body */
   gw_headers_t headers;     /* owned */
@@ -188,6 +192,12 @@ void gw_request_split_target(gw_request_t *req);
 static inline int gw_request_bodyless(const gw_request_t *r)
 {
   return gw_http_bodyless(r->status ? r->status : 200);
+}
+
+/* "HTTP/1.0", "HTTP/1.1" or "HTTP/2.0" (8 bytes each). */
+static inline const char *gw_request_protocol(const gw_request_t *r)
+{
+  return r->http_major == 2 ? "HTTP/2.0" : r->http_minor ? "HTTP/1.1" : "HTTP/1.0";
 }
 
 /* Path and query views. */

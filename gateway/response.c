@@ -22,6 +22,11 @@ static const char *date_line(gw_context_t *w)
 }
 
 
+const char *gw_response_date_line(gw_context_t *w)
+{
+  return date_line(w);
+}
+
 /* Headers the core computes itself; a script's own values are not sent. */
 static int is_managed(const gw_header_t *h)
 {

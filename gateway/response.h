@@ -19,4 +19,7 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *
  * Content-Length, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
 size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length);
 
+/* "Date: ...\r\n" for now, cached per second in w (HTTP/2 uses it too). */
+const char *gw_response_date_line(gw_context_t *w);
+
 #endif

@@ -19,6 +19,7 @@
 #include "config_load.h"
 #include "conn.h"
 #include "fastcgi.h"
+#include "h2.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "mruby_handler.h"
@@ -181,6 +182,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
     next = c->next;
     gw_conn_shutdown(c, graceful);
   }
+  gw_h2_shutdown_all(graceful); /* HTTP/2: GOAWAY, open streams finish */
   if (!graceful) event_base_loopexit(ctx->base, NULL); /* after the closes above run */
   on_conn_closed(ctx);
 }
@@ -291,6 +293,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     next = c->next;
     gw_conn_shutdown(c, 0);
   }
+  gw_h2_shutdown_all(0);
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);

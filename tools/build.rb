@@ -185,7 +185,7 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 
-      libs = own_libs + @gems.flat_map(&:libs).uniq + %w[-lmruby -levent -lcares -lpcre2-8 -lm] # pcre2: gateway/regex.c
+      libs = own_libs + @gems.flat_map(&:libs).uniq + %w[-lmruby -levent -lcares -lpcre2-8 -lssl -lcrypto -lnghttp2 -lm]
       bin = binary(variant)
       file bin => objs do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')

@@ -41,6 +41,17 @@ namespace :bench do
     env['NEW'] ||= File.expand_path(BUILD.binary(:default))
     GatewayBench::Instructions.new(env).run
   end
+
+  desc 'HTTP/2 and TLS: W5 h2c (h2load -c100 -m100, H2_REQUESTS=200000) gateway vs nginx vs h2o, ' \
+       'W5 over TLS, TLS handshakes (ab, HANDSHAKES=5000) vs nginx; writes build/bench/h2.{md,json}'
+  task h2: :build do
+    require_relative 'h2'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::H2.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:h2: #{e.message}"
+  end
 end
 
 # bench:script (tools/bench/script.rb): issue 13's scripting targets against nginx + Lua.

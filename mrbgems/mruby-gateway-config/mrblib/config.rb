@@ -375,12 +375,18 @@ end
 # body_filter:, log:) apply to every location that gives none of its own;
 # init_worker: and exit_worker: run in each worker at its start and exit.
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
-           content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil, &block)
+           content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
+           tls: nil, http2: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
+  tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
+  http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
              body_filter: body_filter, log: log }.reject { |_, v| v.nil? }
   srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout, phases: phases,
                             init_worker: init_worker, exit_worker: exit_worker)
+  srv.tls = tls_conf
+  srv.http2 = http2
+  srv.tls_line = Gateway::TLS.caller_line if tls_conf
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv

@@ -15,6 +15,7 @@
 #include "gw_mruby.h"
 #include "proxy.h"
 #include "log.h"
+#include "tls.h"
 
 #define REQ(self) gw_mrb_request_ptr(mrb, self)
 
@@ -60,7 +61,42 @@ static mrb_value req_set_target(mrb_state *mrb, mrb_value self)
 
 static mrb_value req_http_version(mrb_state *mrb, mrb_value self)
 {
-  return REQ(self)->http_minor == 0 ? mrb_str_new_lit(mrb, "HTTP/1.0") : mrb_str_new_lit(mrb, "HTTP/1.1");
+  return mrb_str_new(mrb, gw_request_protocol(REQ(self)), 8);
+}
+
+/* -- TLS: req.scheme, req.tls?, req.tls_server_name/_protocol/_cipher -- */
+
+static mrb_value req_scheme(mrb_state *mrb, mrb_value self)
+{
+  return REQ(self)->tls ? mrb_str_new_lit(mrb, "https") : mrb_str_new_lit(mrb, "http");
+}
+
+static mrb_value req_tls_p(mrb_state *mrb, mrb_value self)
+{
+  return mrb_bool_value(REQ(self)->tls != NULL);
+}
+
+static mrb_value tls_string(mrb_state *mrb, const char *s)
+{
+  return s ? mrb_str_new_cstr(mrb, s) : mrb_nil_value();
+}
+
+static mrb_value req_tls_server_name(mrb_state *mrb, mrb_value self)
+{
+  const gw_tls_info_t *t = REQ(self)->tls;
+  return t ? tls_string(mrb, t->server_name) : mrb_nil_value();
+}
+
+static mrb_value req_tls_protocol(mrb_state *mrb, mrb_value self)
+{
+  const gw_tls_info_t *t = REQ(self)->tls;
+  return t ? tls_string(mrb, t->protocol) : mrb_nil_value();
+}
+
+static mrb_value req_tls_cipher(mrb_state *mrb, mrb_value self)
+{
+  const gw_tls_info_t *t = REQ(self)->tls;
+  return t ? tls_string(mrb, t->cipher) : mrb_nil_value();
 }
 
 static mrb_value req_remote_addr(mrb_state *mrb, mrb_value self)
@@ -240,6 +276,11 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "target=", req_set_target, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "http_version", req_http_version, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "remote_addr", req_remote_addr, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "scheme", req_scheme, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "tls?", req_tls_p, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "tls_server_name", req_tls_server_name, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "tls_protocol", req_tls_protocol, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "tls_cipher", req_tls_cipher, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "body", req_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_headers", req_headers_hash, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "write", req_write, MRB_ARGS_REQ(1));

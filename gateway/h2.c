@@ -1,0 +1,963 @@
+/* h2.c - the HTTP/2 server side of one client connection, on nghttp2.
+ *
+ * nghttp2 does the frames, HPACK and flow control; this file feeds it the
+ * bytes read (plain or through tls.c), turns each request stream into a
+ * gw_request_t whose protocol is the stream, and writes what nghttp2 has to
+ * send into `out`, then to the socket.
+ *
+ * Back-pressure, each way:
+ *  - Responses: a stream's body waits in its own `out` until nghttp2's data
+ *    provider takes it, as the stream's and the connection's flow-control
+ *    windows allow (a stream with nothing to give is deferred, and resumed
+ *    when a piece comes). A producer is told to pause (stream_body returns
+ *    1) above STREAM_HIGH_WATER and resumed (on_drain) below the low mark,
+ *    so a slow reader of one stream costs at most that much and does not
+ *    hold up the others. nghttp2 is asked for frames only while the
+ *    connection's `out` is below OUT_HIGH_WATER; above it reading stops too
+ *    (a client that floods PINGs without reading the answers stalls itself).
+ *  - Request bodies: bytes go into req->body. The connection window is given
+ *    back at once; a stream's window only as its consumer takes the bytes
+ *    (body_taken) when the body streams to proxy_pass, so an upload waits
+ *    for a slow upstream without the gateway buffering more than a window.
+ *
+ * Nothing is sent from inside a request's own call (send, stream_*): those
+ * schedule a flush from the write event, so a stream never closes (and is
+ * never freed) under the request code that answered it. Streams closed by
+ * nghttp2 are freed when the connection's callback unwinds.
+ *
+ * Defences: max concurrent streams, header list size (431), body limits
+ * (413, or RST_STREAM once the request has started), rapid reset
+ * (CVE-2023-44487: a budget of client resets that completed responses
+ * refill; spent: GOAWAY), CONTINUATION floods (nghttp2's max_continuations
+ * plus a bound on a header block's decoded size), SETTINGS/PING/PRIORITY
+ * floods (a rate per second; over it: GOAWAY), zero-window stalls (a stream
+ * whose queued output makes no progress for send_timeout closes the
+ * connection), idle timeout (keepalive_timeout with no stream open). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <llhttp.h>
+#include <nghttp2/nghttp2.h>
+
+#include "access_log.h"
+#include "buf.h"
+#include "h2.h"
+#include "log.h"
+#include "request.h"
+#include "response.h"
+#include "router.h"
+#include "stats.h"
+#include "timeutil.h"
+#include "trace.h"
+
+#define READ_BUF_SIZE (64 * 1024)
+#define OUT_HIGH_WATER (64 * 1024)      /* stop asking nghttp2 for frames / stop reading */
+#define STREAM_HIGH_WATER (128 * 1024)  /* a streamed response body queued: pause its producer */
+#define STREAM_LOW_WATER (32 * 1024)
+#define MAX_CONCURRENT_STREAMS 100
+#define RESET_BUDGET 200                /* client resets before GOAWAY, refilled by completed responses */
+#define CONTROL_FRAMES_PER_SEC 1000     /* SETTINGS, PING, PRIORITY, empty DATA per second */
+#define HEADER_BLOCK_FATAL_FACTOR 4     /* a header block this many times max_header_size: GOAWAY */
+#define TICK_MS 1000
+
+typedef struct h2_stream_s h2_stream_t;
+
+struct gw_h2_conn_s {
+  gw_context_t *ctx;
+  int fd;
+  gw_tls_conn_t *tls;       /* owned, or NULL */
+  nghttp2_session *session;
+  struct event read_ev, write_ev, tick_ev;
+  struct evbuffer *out;     /* frames not written yet */
+  char remote_addr[46];
+  h2_stream_t *streams;     /* live streams */
+  size_t nstreams;
+  h2_stream_t *closed;      /* closed by nghttp2, freed at leave() */
+  int in_callback, dead, reading, writing, flush_soon, stopping;
+  int64_t last_progress_ms; /* output written, or nothing waited */
+  int64_t idle_since_ms;    /* no stream open since */
+  int resets_left;          /* rapid reset budget */
+  int64_t ctrl_second;      /* the second control frames are counted in */
+  int nctrl;
+  gw_h2_conn_t *next, *prev; /* the worker's h2 connections */
+};
+
+struct h2_stream_s {
+  gw_request_t req;
+  gw_h2_conn_t *conn;
+  int32_t id;
+  size_t header_bytes, nheaders;
+  int error_status;         /* set while the head is read: answer it */
+  int started, answered, ended_remote, closed, logged, paused, deferred, out_eof, has_host;
+  size_t max_body, body_in, body_consumed;
+  struct evbuffer *out;     /* response body queued for nghttp2 */
+  size_t resp_bytes, head_bytes;
+  h2_stream_t *next, *prev;
+};
+
+static const gw_protocol_t h2_protocol;
+static void h2_flush(gw_h2_conn_t *h);
+static void h2_close(gw_h2_conn_t *h);
+static void flush_soon(gw_h2_conn_t *h);
+
+static gw_h2_conn_t *all_h2; /* this worker's connections, for shutdown */
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* -- I/O ---------------------------------------------------------------------- */
+
+static ssize_t io_read(gw_h2_conn_t *h, void *buf, size_t n)
+{
+  return h->tls ? gw_tls_read(h->tls, buf, n) : read(h->fd, buf, n);
+}
+
+static int io_write(gw_h2_conn_t *h)
+{
+  return h->tls ? gw_tls_write(h->tls, h->out) : evbuffer_write(h->out, h->fd);
+}
+
+static void set_reading(gw_h2_conn_t *h, int on)
+{
+  if (h->dead || on == h->reading) return;
+  h->reading = on;
+  if (on) {
+    event_add(&h->read_ev, NULL);
+    if (h->tls && gw_tls_pending(h->tls)) event_active(&h->read_ev, EV_READ, 1);
+  } else {
+    event_del(&h->read_ev);
+  }
+}
+
+static void enter(gw_h2_conn_t *h) { h->in_callback++; }
+
+static void stream_free(h2_stream_t *s)
+{
+  gw_request_dispose(&s->req);
+  evbuffer_free(s->out);
+  free(s);
+}
+
+static void conn_free(gw_h2_conn_t *h)
+{
+  gw_context_t *ctx = h->ctx;
+  while (h->closed) {
+    h2_stream_t *s = h->closed;
+    h->closed = s->next;
+    stream_free(s);
+  }
+  if (h->prev) h->prev->next = h->next;
+  else all_h2 = h->next;
+  if (h->next) h->next->prev = h->prev;
+  event_del(&h->tick_ev);
+  evbuffer_free(h->out);
+  free(h);
+  ctx->nconns--;
+  ctx->on_conn_closed(ctx);
+}
+
+static void leave(gw_h2_conn_t *h)
+{
+  if (--h->in_callback > 0) return;
+  while (h->closed) { /* streams nghttp2 closed meanwhile */
+    h2_stream_t *s = h->closed;
+    h->closed = s->next;
+    stream_free(s);
+  }
+  if (h->dead) {
+    event_del(&h->write_ev);
+    event_active(&h->tick_ev, EV_TIMEOUT, 0); /* conn_free from a fresh event */
+  }
+}
+
+/* -- streams -------------------------------------------------------------------- */
+
+static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
+{
+  if (s->prev) s->prev->next = s->next;
+  else h->streams = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = h->closed;
+  s->prev = NULL;
+  h->closed = s;
+  if (--h->nstreams == 0) h->idle_since_ms = now_ms();
+}
+
+static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
+{
+  h2_stream_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->out = evbuffer_new();
+  if (s->out == NULL) {
+    free(s);
+    return NULL;
+  }
+  s->conn = h;
+  s->id = id;
+  gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
+  gw_request_t *r = &s->req;
+  r->http_major = 2;
+  r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
+  r->keepalive = 1;
+  r->method = NULL;
+  r->remote_addr = h->remote_addr;
+  r->tls = h->tls ? gw_tls_info(h->tls) : NULL;
+  r->start_ms = gw_now_ms();
+  s->max_body = h->ctx->server->limits.max_body;
+  s->next = h->streams;
+  if (h->streams) h->streams->prev = s;
+  h->streams = s;
+  h->nstreams++;
+  return s;
+}
+
+static h2_stream_t *stream_of(nghttp2_session *session, int32_t id)
+{
+  return nghttp2_session_get_stream_user_data(session, id);
+}
+
+/* Counts and logs a response that is complete (whole, or its last piece). */
+static void stream_log(h2_stream_t *s, int status)
+{
+  if (s->logged) return;
+  s->logged = 1;
+  gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
+  gw_access_log_write(&s->req, status, s->resp_bytes + s->head_bytes, s->resp_bytes);
+  if (s->req.method && s->req.target_len) gw_request_logged(&s->req);
+}
+
+/* -- responses ------------------------------------------------------------------ */
+
+static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
+                         nghttp2_data_source *source, void *user)
+{
+  h2_stream_t *s = source->ptr;
+  (void)session;
+  (void)id;
+  (void)user;
+  size_t have = evbuffer_get_length(s->out);
+  size_t n = have < length ? have : length;
+  if (n > 0) evbuffer_remove(s->out, buf, n);
+  if (n == have && s->out_eof) {
+    *flags |= NGHTTP2_DATA_FLAG_EOF;
+  } else if (n == 0) {
+    s->deferred = 1;
+    return NGHTTP2_ERR_DEFERRED;
+  }
+  s->conn->last_progress_ms = now_ms();
+  if (s->paused && have - n < STREAM_LOW_WATER) {
+    s->paused = 0;
+    flush_soon(s->conn); /* on_drain runs from the flush, outside nghttp2 */
+  }
+  return (ssize_t)n;
+}
+
+static int is_connection_specific(const char *name, size_t len)
+{
+  static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
+                                      "upgrade", "content-length", "te"};
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+    if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0) return 1;
+  return 0;
+}
+
+#define MAX_NV 128
+
+/* Submits the response head of s; content_length < 0: unknown; with_body 0:
+ * the HEADERS frame ends the stream. */
+static int submit_head(h2_stream_t *s, long long content_length, int with_body)
+{
+  gw_request_t *r = &s->req;
+  gw_h2_conn_t *h = s->conn;
+  nghttp2_nv nv[MAX_NV];
+  size_t n = 0;
+  char status[4], length[24];
+  char names[4096];
+  size_t names_used = 0;
+  int st = r->status ? r->status : 200;
+  snprintf(status, sizeof(status), "%03d", st);
+#define NV(nm, nl, v, vl) \
+  do { \
+    nv[n].name = (uint8_t *)(nm); nv[n].namelen = (nl); nv[n].value = (uint8_t *)(v); nv[n].valuelen = (vl); \
+    nv[n].flags = NGHTTP2_NV_FLAG_NONE; n++; \
+  } while (0)
+  NV(":status", 7, status, 3);
+  int has_server = 0;
+  for (size_t i = 0; i < r->resp_headers.count && n < MAX_NV - 5; i++) {
+    const gw_header_t *hd = &r->resp_headers.items[i];
+    if (is_connection_specific(hd->name, hd->name_len)) continue;
+    if (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) continue;
+    if (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0) has_server = 1;
+    if (names_used + hd->name_len > sizeof(names)) break;
+    char *lower = names + names_used; /* HTTP/2 field names are lower case */
+    for (size_t j = 0; j < hd->name_len; j++) {
+      char ch = hd->name[j];
+      lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    }
+    names_used += hd->name_len;
+    NV(lower, hd->name_len, hd->value, hd->value_len);
+  }
+  if (!has_server) NV("server", 6, "gateway", 7);
+  if (r->text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25);
+  const char *date = gw_response_date_line(h->ctx); /* "Date: ...\r\n" */
+  size_t dlen = strlen(date);
+  if (dlen > 8) NV("date", 4, date + 6, dlen - 8);
+  if (content_length >= 0 && !gw_request_bodyless(r)) {
+    int l = snprintf(length, sizeof(length), "%lld", content_length);
+    NV("content-length", 14, length, (size_t)l);
+  }
+#undef NV
+  size_t hb = 0;
+  for (size_t i = 0; i < n; i++) hb += nv[i].namelen + nv[i].valuelen + 4;
+  s->head_bytes = hb; /* before compression: what the access log counts */
+  nghttp2_data_provider prd = {.source = {.ptr = s}, .read_callback = data_read};
+  int rv = nghttp2_submit_response(h->session, s->id, nv, n, with_body ? &prd : NULL);
+  s->answered = 1;
+  flush_soon(h);
+  return rv;
+}
+
+/* The whole response (request.h): head and body now. */
+static void h2_send(gw_request_t *req)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (s->closed) return;
+  int bodyless = gw_request_bodyless(req);
+  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+  long long length = bodyless ? -1 : req->head && req->head_length >= 0 ? req->head_length : (long long)body_len;
+  if (!bodyless && !req->head) {
+    if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
+    else evbuffer_add_buffer(s->out, req->resp_body);
+    s->resp_bytes = body_len;
+  }
+  s->out_eof = 1;
+  submit_head(s, length, !bodyless && !req->head && body_len > 0);
+  stream_log(s, req->status ? req->status : 200);
+}
+
+static void h2_stream_head(gw_request_t *req, long long content_length)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (s->closed) return;
+  req->streaming = 1;
+  s->out_eof = 0;
+  int with_body = !req->head && !gw_request_bodyless(req);
+  if (!with_body) s->out_eof = 1;
+  submit_head(s, content_length, with_body);
+}
+
+static int h2_stream_body(gw_request_t *req, const char *data, size_t len)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (s->closed || s->conn->dead) return -1;
+  if (req->head || gw_request_bodyless(req)) return 0;
+  evbuffer_add(s->out, data, len);
+  s->resp_bytes += len;
+  if (s->deferred) {
+    s->deferred = 0;
+    nghttp2_session_resume_data(s->conn->session, s->id);
+  }
+  flush_soon(s->conn);
+  if (evbuffer_get_length(s->out) > STREAM_HIGH_WATER) {
+    s->paused = 1;
+    return 1;
+  }
+  return 0;
+}
+
+static void h2_stream_end(gw_request_t *req, int complete)
+{
+  h2_stream_t *s = req->proto_ctx;
+  req->streaming = 0;
+  req->on_drain = NULL;
+  if (s->closed || s->conn->dead) return;
+  if (complete) {
+    s->out_eof = 1;
+    if (s->deferred) {
+      s->deferred = 0;
+      nghttp2_session_resume_data(s->conn->session, s->id);
+    }
+  } else { /* cut short: never a fake complete response */
+    nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+  }
+  flush_soon(s->conn);
+  stream_log(s, req->status ? req->status : 200);
+}
+
+/* The consumer took bytes of a streamed request body: open the window. */
+static void h2_body_taken(gw_request_t *req)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (s->closed || s->conn->dead) return;
+  size_t taken = s->body_in - evbuffer_get_length(req->body);
+  if (taken > s->body_consumed) {
+    nghttp2_session_consume_stream(s->conn->session, s->id, taken - s->body_consumed);
+    s->body_consumed = taken;
+    flush_soon(s->conn);
+  }
+}
+
+static const gw_protocol_t h2_protocol = {
+  .send = h2_send,
+  .stream_head = h2_stream_head,
+  .stream_body = h2_stream_body,
+  .stream_end = h2_stream_end,
+  .body_taken = h2_body_taken,
+};
+
+/* An error found while reading the request: answer it (the request never ran). */
+static void answer_error(h2_stream_t *s, int status)
+{
+  gw_request_t *r = &s->req;
+  gw_log_info("%s: HTTP/2 stream %d: %d %s", s->conn->remote_addr, s->id, status, gw_http_reason(status));
+  if (r->target_len) gw_request_split_target(r);
+  gw_request_simple_response(r, status, NULL);
+  h2_send(r);
+}
+
+/* -- nghttp2 callbacks ---------------------------------------------------------- */
+
+static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len, int flags, void *user)
+{
+  gw_h2_conn_t *h = user;
+  (void)session;
+  (void)flags;
+  if (evbuffer_get_length(h->out) >= OUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
+  evbuffer_add(h->out, data, len);
+  return (ssize_t)len;
+}
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+  gw_h2_conn_t *h = user;
+  if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+  h2_stream_t *s = stream_new(h, frame->hd.stream_id);
+  if (s == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
+  return 0;
+}
+
+static const struct {
+  const char *name;
+  int id;
+} methods[] = {
+  {"GET", HTTP_GET}, {"HEAD", HTTP_HEAD}, {"POST", HTTP_POST}, {"PUT", HTTP_PUT}, {"DELETE", HTTP_DELETE},
+  {"OPTIONS", HTTP_OPTIONS}, {"PATCH", HTTP_PATCH}, {"TRACE", HTTP_TRACE}, {"CONNECT", HTTP_CONNECT},
+};
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+{
+  gw_h2_conn_t *h = user;
+  (void)flags;
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  const gw_limits_t *lim = &h->ctx->server->limits;
+  s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
+  if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
+  if (s->started) return 0; /* trailers: not kept */
+  if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
+    if (!s->error_status) s->error_status = 431;
+    return 0;
+  }
+  if (s->error_status) return 0;
+  gw_request_t *r = &s->req;
+  const char *n = (const char *)name, *v = (const char *)value;
+  if (namelen > 0 && n[0] == ':') {
+    if (namelen == 7 && memcmp(n, ":method", 7) == 0) {
+      for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strlen(methods[i].name) == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
+          r->method = methods[i].name;
+          r->method_id = methods[i].id;
+        }
+      if (r->method == NULL) s->error_status = 501;
+    } else if (namelen == 5 && memcmp(n, ":path", 5) == 0) {
+      if (valuelen > lim->max_request_line) {
+        s->error_status = 414;
+        return 0;
+      }
+      gw_buf_t b = {r->target, 0, r->target_cap};
+      if (gw_buf_reserve(&b, valuelen + 1) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      r->target = b.data;
+      r->target_cap = b.cap;
+      memcpy(r->target, v, valuelen);
+      r->target[valuelen] = '\0';
+      r->target_len = valuelen;
+    } else if (namelen == 10 && memcmp(n, ":authority", 10) == 0) {
+      if (!s->has_host && gw_headers_add(&r->headers, "host", 4, v, valuelen) == 0) s->has_host = 1;
+    }
+    return 0;
+  }
+  if (namelen == 4 && memcmp(n, "host", 4) == 0) {
+    if (s->has_host) return 0; /* :authority wins */
+    s->has_host = 1;
+  }
+  if (gw_headers_add(&r->headers, n, namelen, v, valuelen) != 0) s->error_status = 500;
+  return 0;
+}
+
+/* The request is complete, or (streaming its body) its head is: run it. */
+static void stream_start(h2_stream_t *s)
+{
+  s->started = 1;
+  gw_stats_self->requests++;
+  if (gw_trace) {
+    char what[64];
+    snprintf(what, sizeof(what), "HTTP/2.0 stream %d", s->id);
+    gw_trace_event(&s->req, what);
+  }
+  gw_request_start(&s->req);
+}
+
+static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
+{
+  gw_request_t *r = &s->req;
+  if (s->error_status) {
+    answer_error(s, s->error_status);
+    return;
+  }
+  if (r->method == NULL || r->target_len == 0) {
+    answer_error(s, 400);
+    return;
+  }
+  if (r->method_id == HTTP_CONNECT) {
+    answer_error(s, 405);
+    return;
+  }
+  if (r->target[0] != '/' && !(r->target_len == 1 && r->target[0] == '*')) {
+    answer_error(s, 400);
+    return;
+  }
+  gw_request_split_target(r);
+  r->head = r->method_id == HTTP_HEAD;
+  if (end_stream) {
+    s->ended_remote = 1;
+    stream_start(s);
+    return;
+  }
+  const gw_location_t *loc = r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
+  s->max_body = loc ? loc->max_body : h->ctx->server->limits.max_body;
+  const gw_header_t *cl = gw_headers_find(&r->headers, "content-length");
+  long long length = cl ? strtoll(cl->value, NULL, 10) : -1;
+  if (length > 0 && (size_t)length > s->max_body) {
+    answer_error(s, 413);
+    return;
+  }
+  if (loc && loc->stream_body) {
+    r->body_streaming = 1;
+    r->body_length = length;
+    stream_start(s);
+  }
+}
+
+/* Control frames per second over the limit: the client floods. */
+static int control_flood(gw_h2_conn_t *h)
+{
+  int64_t sec = now_ms() / 1000;
+  if (sec != h->ctrl_second) {
+    h->ctrl_second = sec;
+    h->nctrl = 0;
+  }
+  return ++h->nctrl > CONTROL_FRAMES_PER_SEC;
+}
+
+static void go_away(gw_h2_conn_t *h, uint32_t code, const char *why)
+{
+  gw_log_info("%s: HTTP/2: %s; sending GOAWAY", h->remote_addr, why);
+  nghttp2_session_terminate_session(h->session, code);
+  h->stopping = 1;
+  flush_soon(h);
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+  gw_h2_conn_t *h = user;
+  switch (frame->hd.type) {
+  case NGHTTP2_HEADERS: {
+    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (s == NULL || s->closed) return 0;
+    int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      head_complete(h, s, end);
+    } else if (end && !s->ended_remote) { /* trailers end the body */
+      s->ended_remote = 1;
+      if (!s->started && !s->answered) stream_start(s);
+      else if (s->req.body_streaming) {
+        s->req.body_streaming = 0;
+        if (s->req.on_body_more) s->req.on_body_more(&s->req);
+      }
+    }
+    break;
+  }
+  case NGHTTP2_DATA: {
+    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && control_flood(h)) {
+      go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "a flood of empty DATA frames");
+      return 0;
+    }
+    if (s == NULL || s->closed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
+    s->ended_remote = 1;
+    if (s->answered) break;
+    if (!s->started) {
+      stream_start(s);
+    } else if (s->req.body_streaming) {
+      s->req.body_streaming = 0;
+      if (s->req.on_body_more) s->req.on_body_more(&s->req);
+    }
+    break;
+  }
+  case NGHTTP2_RST_STREAM: {
+    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    if (s && !s->closed && --h->resets_left <= 0)
+      go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "too many streams reset by the client (rapid reset)");
+    break;
+  }
+  case NGHTTP2_SETTINGS:
+  case NGHTTP2_PING:
+  case NGHTTP2_PRIORITY:
+    if (control_flood(h)) go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "a flood of SETTINGS/PING/PRIORITY frames");
+    break;
+  default:
+    break;
+  }
+  return 0;
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data, size_t len,
+                         void *user)
+{
+  gw_h2_conn_t *h = user;
+  (void)flags;
+  nghttp2_session_consume_connection(session, len); /* the connection window: at once */
+  h2_stream_t *s = stream_of(session, id);
+  if (s == NULL || s->closed || s->answered || s->error_status) {
+    nghttp2_session_consume_stream(session, id, len);
+    return 0;
+  }
+  gw_request_t *r = &s->req;
+  if (s->body_in + len > s->max_body) {
+    if (!s->started) {
+      answer_error(s, 413);
+    } else { /* the request runs with a streamed body: it cannot answer now */
+      gw_log_info("%s: HTTP/2 stream %d: request body over %zu bytes; resetting it", h->remote_addr, id, s->max_body);
+      gw_request_abort(r);
+      stream_log(s, 413);
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+    }
+    nghttp2_session_consume_stream(session, id, len);
+    return 0;
+  }
+  evbuffer_add(r->body, data, len);
+  s->body_in += len;
+  if (!r->body_streaming) { /* read whole: the body limit bounds it */
+    nghttp2_session_consume_stream(session, id, len);
+    s->body_consumed += len;
+  } else if (r->on_body_more) {
+    r->on_body_more(r);
+  }
+  return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
+{
+  gw_h2_conn_t *h = user;
+  h2_stream_t *s = stream_of(session, id);
+  if (s == NULL || s->closed) return 0;
+  s->closed = 1;
+  if (error_code == NGHTTP2_NO_ERROR && s->logged && h->resets_left < RESET_BUDGET) h->resets_left++;
+  nghttp2_session_set_stream_user_data(session, id, NULL);
+  if (s->req.running) {
+    if (!s->logged) {
+      gw_log_info("%s: HTTP/2 stream %d closed while %s %.*s was in progress", h->remote_addr, id,
+                  s->req.method ? s->req.method : "-", (int)s->req.path_len, s->req.target ? s->req.target : "");
+      gw_access_log_write(&s->req, 499, 0, 0);
+      s->logged = 1;
+    }
+    gw_request_abort(&s->req);
+  }
+  stream_unlink(h, s);
+  return 0;
+}
+
+static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user)
+{
+  (void)session;
+  (void)user;
+  (void)hd;
+  return 0;
+}
+
+static nghttp2_session_callbacks *callbacks;
+static nghttp2_option *options;
+
+static int h2_setup(void)
+{
+  if (callbacks) return 0;
+  if (nghttp2_session_callbacks_new(&callbacks) != 0) return -1;
+  nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+  nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
+  if (nghttp2_option_new(&options) != 0) return -1;
+  nghttp2_option_set_no_auto_window_update(options, 1);
+  nghttp2_option_set_max_outbound_ack(options, 1000);
+  nghttp2_option_set_max_settings(options, 32);
+  nghttp2_option_set_max_continuations(options, 8);
+  nghttp2_option_set_stream_reset_rate_limit(options, 1000, 33);
+  nghttp2_option_set_max_deflate_dynamic_table_size(options, 4096);
+  return 0;
+}
+
+/* -- the connection's events ---------------------------------------------------- */
+
+static char read_buf[READ_BUF_SIZE];
+
+static void feed(gw_h2_conn_t *h, const char *data, size_t len)
+{
+  ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, len);
+  if (rv < 0) {
+    if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
+      gw_log_info("%s: HTTP/2: bad connection preface; closing", h->remote_addr);
+      h2_close(h);
+      return;
+    }
+    gw_log_info("%s: HTTP/2 protocol error: %s", h->remote_addr, nghttp2_strerror((int)rv));
+    nghttp2_session_terminate_session(h->session,
+                                      rv == NGHTTP2_ERR_FLOODED || rv == NGHTTP2_ERR_CALLBACK_FAILURE
+                                        ? NGHTTP2_ENHANCE_YOUR_CALM
+                                        : NGHTTP2_PROTOCOL_ERROR);
+    h->stopping = 1;
+  }
+  h2_flush(h);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+  gw_h2_conn_t *h = arg;
+  (void)fd;
+  (void)what;
+  enter(h);
+  ssize_t n = io_read(h, read_buf, sizeof(read_buf));
+  if (n > 0) {
+    feed(h, read_buf, (size_t)n);
+    if (!h->dead && h->reading && h->tls && gw_tls_pending(h->tls)) event_active(&h->read_ev, EV_READ, 1);
+  } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+    h2_close(h);
+  }
+  leave(h);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+  gw_h2_conn_t *h = arg;
+  (void)fd;
+  (void)what;
+  enter(h);
+  h->writing = 0;
+  h->flush_soon = 0;
+  h2_flush(h);
+  leave(h);
+}
+
+static void flush_soon(gw_h2_conn_t *h)
+{
+  if (h->dead || h->flush_soon || h->writing) return;
+  h->flush_soon = 1;
+  event_active(&h->write_ev, EV_WRITE, 1);
+}
+
+/* Producers paused on a stream whose queue fell below the low mark go on. */
+static void run_drains(gw_h2_conn_t *h)
+{
+  for (h2_stream_t *s = h->streams; s && !h->dead; s = s->next)
+    if (!s->paused && s->req.streaming && s->req.on_drain && evbuffer_get_length(s->out) < STREAM_LOW_WATER) {
+      void (*cb)(gw_request_t *) = s->req.on_drain;
+      cb(&s->req);
+    }
+}
+
+/* Frames from nghttp2 into `out`, `out` to the socket, until either blocks. */
+static void h2_flush(gw_h2_conn_t *h)
+{
+  if (h->dead) return;
+  for (;;) {
+    if (evbuffer_get_length(h->out) < OUT_HIGH_WATER && nghttp2_session_want_write(h->session)) {
+      int rv = nghttp2_session_send(h->session);
+      if (rv != 0) {
+        gw_log_info("%s: HTTP/2: %s", h->remote_addr, nghttp2_strerror(rv));
+        h2_close(h);
+        return;
+      }
+    }
+    if (evbuffer_get_length(h->out) == 0) break;
+    int n = io_write(h);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) break;
+      h2_close(h);
+      return;
+    }
+    if (n > 0) h->last_progress_ms = now_ms();
+  }
+  int blocked = evbuffer_get_length(h->out) > 0;
+  if (blocked && !h->writing) {
+    h->writing = 1;
+    event_add(&h->write_ev, NULL);
+  }
+  /* Stop reading while the client leaves our output unread. */
+  set_reading(h, !blocked || evbuffer_get_length(h->out) < OUT_HIGH_WATER);
+  if (!blocked) run_drains(h);
+  if (h->dead) return;
+  if (!blocked && !nghttp2_session_want_read(h->session) && !nghttp2_session_want_write(h->session)) {
+    h2_close(h); /* GOAWAY sent and every stream done */
+    return;
+  }
+  if (h->stopping && h->nstreams == 0 && !blocked && !nghttp2_session_want_write(h->session)) h2_close(h);
+}
+
+/* Once a second: idle, send and zero-window timeouts. */
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+  gw_h2_conn_t *h = arg;
+  (void)fd;
+  (void)what;
+  if (h->dead) {
+    if (h->in_callback == 0) conn_free(h);
+    return;
+  }
+  enter(h);
+  const gw_limits_t *lim = &h->ctx->server->limits;
+  int64_t now = now_ms();
+  int waiting = evbuffer_get_length(h->out) > 0;
+  for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
+    if (evbuffer_get_length(s->out) > 0) waiting = 1;
+  if (!waiting) h->last_progress_ms = now;
+  if (waiting && now - h->last_progress_ms > lim->send_timeout_ms) {
+    gw_log_info("%s: HTTP/2: send timed out (the client reads nothing or keeps a zero window); closing",
+                h->remote_addr);
+    h2_close(h);
+  } else if (h->nstreams == 0 && now - h->idle_since_ms > (h->stopping ? 1000 : lim->keepalive_timeout_ms)) {
+    nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    nghttp2_session_send(h->session);
+    io_write(h);
+    h2_close(h);
+  }
+  leave(h);
+}
+
+static void h2_close(gw_h2_conn_t *h)
+{
+  if (h->dead) return;
+  h->dead = 1;
+  for (h2_stream_t *s = h->streams; s; s = s->next)
+    if (s->req.running) {
+      if (!s->logged) {
+        gw_access_log_write(&s->req, 499, 0, 0);
+        s->logged = 1;
+      }
+      gw_request_abort(&s->req);
+    }
+  while (h->streams) {
+    h2_stream_t *s = h->streams;
+    s->closed = 1;
+    stream_unlink(h, s);
+  }
+  nghttp2_session_del(h->session);
+  h->session = NULL;
+  event_del(&h->read_ev);
+  event_del(&h->write_ev);
+  if (h->tls) {
+    gw_tls_conn_free(h->tls);
+    h->tls = NULL;
+  }
+  close(h->fd);
+  h->fd = -1;
+  if (h->in_callback == 0) {
+    event_del(&h->tick_ev);
+    event_active(&h->tick_ev, EV_TIMEOUT, 0);
+  }
+}
+
+gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+                             const char *data, size_t len)
+{
+  if (h2_setup() < 0) return NULL;
+  gw_h2_conn_t *h = calloc(1, sizeof(*h));
+  if (h == NULL) return NULL;
+  h->out = evbuffer_new();
+  if (h->out == NULL || nghttp2_session_server_new2(&h->session, callbacks, h, options) != 0) {
+    if (h->out) evbuffer_free(h->out);
+    free(h);
+    return NULL;
+  }
+  const gw_limits_t *lim = &ctx->server->limits;
+  h->ctx = ctx;
+  h->fd = fd;
+  h->tls = tls;
+  snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
+  if (tls) gw_tls_conn_set_peer(tls, h->remote_addr);
+  h->resets_left = RESET_BUDGET;
+  h->last_progress_ms = h->idle_since_ms = now_ms();
+  nghttp2_settings_entry settings[] = {
+    {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS},
+    {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_size},
+    {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+  };
+  nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, sizeof(settings) / sizeof(settings[0]));
+  /* A larger connection window: it is given back as bytes arrive. */
+  nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, 1 << 20);
+  event_assign(&h->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, h);
+  event_assign(&h->write_ev, ctx->base, fd, EV_WRITE, on_write, h);
+  event_assign(&h->tick_ev, ctx->base, -1, EV_PERSIST, on_tick, h);
+  struct timeval tick = gw_timeval_from_ms(TICK_MS);
+  event_add(&h->tick_ev, &tick);
+  h->next = all_h2;
+  if (all_h2) all_h2->prev = h;
+  all_h2 = h;
+  ctx->nconns++;
+  set_reading(h, 1);
+  if (ctx->stopping) gw_h2_conn_shutdown(h, 1);
+  enter(h);
+  feed(h, data, len);
+  leave(h);
+  return h;
+}
+
+void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
+{
+  if (h->dead) return;
+  enter(h);
+  if (!graceful) {
+    h2_close(h);
+  } else {
+    h->stopping = 1;
+    nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
+                          NGHTTP2_NO_ERROR, NULL, 0);
+    h2_flush(h);
+  }
+  leave(h);
+}
+
+void gw_h2_shutdown_all(int graceful)
+{
+  gw_h2_conn_t *next;
+  for (gw_h2_conn_t *h = all_h2; h; h = next) {
+    next = h->next;
+    gw_h2_conn_shutdown(h, graceful);
+  }
+}

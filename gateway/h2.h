@@ -1,0 +1,32 @@
+/* h2.h - one HTTP/2 client connection (server side, nghttp2): each stream
+ * is a request whose protocol side (request.h's gw_protocol_t) is the
+ * stream. conn.c hands a connection over once it knows it speaks h2 (ALPN
+ * "h2" over TLS, or the prior-knowledge preface on an `http2: true`
+ * listener). */
+#ifndef GW_H2_H
+#define GW_H2_H
+
+#include <stddef.h>
+
+#include "context.h"
+#include "tls.h"
+
+typedef struct gw_h2_conn_s gw_h2_conn_t;
+
+/* The client connection preface (RFC 9113 §3.4). */
+#define GW_H2_PREFACE "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+#define GW_H2_PREFACE_LEN 24
+
+/* Takes over fd and tls (may be NULL; owned from now on) with the bytes
+ * already read from it (the preface and maybe more). remote_addr is copied.
+ * NULL when out of memory (the caller still owns and closes fd and tls). */
+gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+                             const char *data, size_t len);
+
+/* Worker stop: close now, or (graceful) send GOAWAY, let the open streams
+ * finish, then close. */
+void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful);
+/* The same for every HTTP/2 connection of this worker. */
+void gw_h2_shutdown_all(int graceful);
+
+#endif

@@ -1,0 +1,391 @@
+/* tls.c - server-side TLS glue over a non-blocking socket (tls.h).
+ *
+ * One SSL_CTX per certificate; the first is the default, and SNI switches an
+ * SSL to another (SSL_set_SSL_CTX) during the ClientHello. Every context of
+ * a server gets the same settings and the same session ticket keys, made
+ * here (in the master, at config load: the workers inherit them, a reload
+ * makes new ones). The session cache is each worker's own (OpenSSL's
+ * internal one); tickets are what resumption across workers relies on.
+ *
+ * The SSL reads and writes the socket itself (SSL_set_fd): no memory BIO and
+ * no second copy. Reads loop until the caller's room is full or the socket
+ * is empty, so a 16 KiB record is taken whole; bytes left inside OpenSSL are
+ * reported by gw_tls_pending() for the caller to schedule another read.
+ * Writes take up to 16 KiB of the output at a time (one record, one
+ * write(2)), with partial writes and a moving write buffer allowed. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <openssl/err.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+
+#include "log.h"
+#include "tls.h"
+
+#define TLS_WRITE_CHUNK 16384
+#define TICKET_KEY_LEN 80
+#define SESSION_CACHE_SIZE 20480
+
+/* Mozilla's "intermediate" TLS 1.2 list: forward secrecy, AEAD only. */
+#define DEFAULT_CIPHERS                                                                            \
+  "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:"      \
+  "ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+typedef struct {
+  char *server_name; /* owned; NULL for the default */
+  SSL_CTX *ctx;
+} tls_site_t;
+
+struct gw_tls_ctx_s {
+  tls_site_t *sites; /* owned; sites[0] is the default */
+  size_t nsites;
+  int alpn_h2;
+};
+
+struct gw_tls_conn_s {
+  SSL *ssl;
+  int fd;
+  const char *peer;
+  unsigned char established, checked_plain, failed;
+  gw_tls_info_t info;
+};
+
+static void openssl_reason(char *buf, size_t len)
+{
+  unsigned long e = ERR_get_error();
+  if (e == 0) {
+    snprintf(buf, len, "unknown error");
+    return;
+  }
+  /* The last error on the queue is the most specific. */
+  unsigned long next;
+  while ((next = ERR_get_error()) != 0) e = next;
+  const char *r = ERR_reason_error_string(e);
+  snprintf(buf, len, "%s", r ? r : "unknown error");
+}
+
+/* SNI: exact names first, then "*.example.com" for one more label. */
+static int on_servername(SSL *ssl, int *alert, void *arg)
+{
+  gw_tls_ctx_t *t = arg;
+  (void)alert;
+  const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+  if (name == NULL) return SSL_TLSEXT_ERR_OK;
+  for (size_t i = 0; i < t->nsites; i++) {
+    const char *n = t->sites[i].server_name;
+    if (n && strcasecmp(n, name) == 0) {
+      if (i > 0) SSL_set_SSL_CTX(ssl, t->sites[i].ctx);
+      return SSL_TLSEXT_ERR_OK;
+    }
+  }
+  const char *dot = strchr(name, '.');
+  for (size_t i = 0; dot && i < t->nsites; i++) {
+    const char *n = t->sites[i].server_name;
+    if (n && n[0] == '*' && n[1] == '.' && strcasecmp(n + 1, dot) == 0) {
+      if (i > 0) SSL_set_SSL_CTX(ssl, t->sites[i].ctx);
+      return SSL_TLSEXT_ERR_OK;
+    }
+  }
+  return SSL_TLSEXT_ERR_OK; /* the default certificate */
+}
+
+static const unsigned char alpn_h2_http11[] = "\x02h2\x08http/1.1";
+static const unsigned char alpn_http11[] = "\x08http/1.1";
+
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
+                   unsigned int inlen, void *arg)
+{
+  gw_tls_ctx_t *t = arg;
+  (void)ssl;
+  const unsigned char *ours = t->alpn_h2 ? alpn_h2_http11 : alpn_http11;
+  unsigned int ourlen = t->alpn_h2 ? sizeof(alpn_h2_http11) - 1 : sizeof(alpn_http11) - 1;
+  /* Our preference order: h2 first when the client offers it. */
+  if (SSL_select_next_proto((unsigned char **)out, outlen, ours, ourlen, in, inlen) != OPENSSL_NPN_NEGOTIATED)
+    return SSL_TLSEXT_ERR_NOACK; /* none in common: go on without ALPN (HTTP/1.1) */
+  return SSL_TLSEXT_ERR_OK;
+}
+
+static int version_of(int v) { return v == 13 ? TLS1_3_VERSION : TLS1_2_VERSION; }
+
+static SSL_CTX *site_ctx(gw_tls_ctx_t *t, const gw_tls_config_t *cfg, const gw_tls_cert_t *c,
+                         const unsigned char *ticket_keys, char *err, size_t errlen)
+{
+  char reason[256];
+  SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+  if (ctx == NULL) {
+    openssl_reason(reason, sizeof(reason));
+    snprintf(err, errlen, "cannot create a TLS context: %s", reason);
+    return NULL;
+  }
+  SSL_CTX_set_min_proto_version(ctx, version_of(cfg->min_version));
+  SSL_CTX_set_max_proto_version(ctx, version_of(cfg->max_version));
+  SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
+  SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  if (SSL_CTX_set_cipher_list(ctx, cfg->ciphers ? cfg->ciphers : DEFAULT_CIPHERS) != 1) {
+    snprintf(err, errlen, "ciphers %s: no usable cipher in the list", cfg->ciphers ? cfg->ciphers : "(default)");
+    goto fail;
+  }
+  if (cfg->ciphersuites && SSL_CTX_set_ciphersuites(ctx, cfg->ciphersuites) != 1) {
+    snprintf(err, errlen, "ciphersuites %s: no usable TLS 1.3 suite in the list", cfg->ciphersuites);
+    goto fail;
+  }
+  if (SSL_CTX_use_certificate_chain_file(ctx, c->cert) != 1) {
+    openssl_reason(reason, sizeof(reason));
+    snprintf(err, errlen, "tls cert %s: %s", c->cert, reason);
+    goto fail;
+  }
+  if (SSL_CTX_use_PrivateKey_file(ctx, c->key, SSL_FILETYPE_PEM) != 1) {
+    openssl_reason(reason, sizeof(reason));
+    snprintf(err, errlen, "tls key %s: %s", c->key, reason);
+    goto fail;
+  }
+  if (SSL_CTX_check_private_key(ctx) != 1) {
+    openssl_reason(reason, sizeof(reason));
+    snprintf(err, errlen, "tls key %s does not match cert %s: %s", c->key, c->cert, reason);
+    goto fail;
+  }
+  SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"gateway", 7);
+  SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
+  SSL_CTX_sess_set_cache_size(ctx, SESSION_CACHE_SIZE);
+  SSL_CTX_set_tlsext_ticket_keys(ctx, (void *)ticket_keys, TICKET_KEY_LEN);
+  SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
+  SSL_CTX_set_tlsext_servername_arg(ctx, t);
+  SSL_CTX_set_alpn_select_cb(ctx, on_alpn, t);
+  return ctx;
+fail:
+  ERR_clear_error();
+  SSL_CTX_free(ctx);
+  return NULL;
+}
+
+gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errlen)
+{
+  unsigned char keys[TICKET_KEY_LEN];
+  if (RAND_bytes(keys, sizeof(keys)) != 1) {
+    snprintf(err, errlen, "cannot make a session ticket key");
+    return NULL;
+  }
+  gw_tls_ctx_t *t = calloc(1, sizeof(*t));
+  if (t == NULL || (t->sites = calloc(cfg->ncerts, sizeof(tls_site_t))) == NULL) {
+    free(t);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  t->alpn_h2 = cfg->alpn_h2;
+  for (size_t i = 0; i < cfg->ncerts; i++) {
+    tls_site_t *s = &t->sites[t->nsites];
+    s->ctx = site_ctx(t, cfg, &cfg->certs[i], keys, err, errlen);
+    if (s->ctx == NULL) {
+      gw_tls_ctx_free(t);
+      t = NULL;
+      break;
+    }
+    t->nsites++;
+    if (cfg->certs[i].server_name) s->server_name = strdup(cfg->certs[i].server_name);
+  }
+  memset(keys, 0, sizeof(keys));
+  return t;
+}
+
+void gw_tls_ctx_free(gw_tls_ctx_t *t)
+{
+  if (t == NULL) return;
+  for (size_t i = 0; i < t->nsites; i++) {
+    SSL_CTX_free(t->sites[i].ctx);
+    free(t->sites[i].server_name);
+  }
+  free(t->sites);
+  free(t);
+}
+
+gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *t, int fd, const char *peer)
+{
+  gw_tls_conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) return NULL;
+  c->ssl = SSL_new(t->sites[0].ctx);
+  if (c->ssl == NULL || SSL_set_fd(c->ssl, fd) != 1) {
+    ERR_clear_error();
+    if (c->ssl) SSL_free(c->ssl);
+    free(c);
+    return NULL;
+  }
+  SSL_set_accept_state(c->ssl);
+  c->fd = fd;
+  c->peer = peer;
+  return c;
+}
+
+void gw_tls_conn_set_peer(gw_tls_conn_t *c, const char *peer) { c->peer = peer; }
+
+void gw_tls_conn_free(gw_tls_conn_t *c)
+{
+  if (c == NULL) return;
+  if (c->established && !c->failed && c->fd >= 0) {
+    SSL_set_quiet_shutdown(c->ssl, 0);
+    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
+  }
+  ERR_clear_error();
+  SSL_free(c->ssl);
+  free(c);
+}
+
+void gw_tls_shutdown(gw_tls_conn_t *c)
+{
+  if (c->established && !c->failed) SSL_shutdown(c->ssl);
+  ERR_clear_error();
+}
+
+int gw_tls_pending(const gw_tls_conn_t *c) { return c->established && SSL_pending(c->ssl) > 0; }
+
+const gw_tls_info_t *gw_tls_info(const gw_tls_conn_t *c) { return c->established ? &c->info : NULL; }
+
+int gw_tls_alpn_h2(const gw_tls_conn_t *c)
+{
+  const unsigned char *p;
+  unsigned int len;
+  SSL_get0_alpn_selected(c->ssl, &p, &len);
+  return len == 2 && p[0] == 'h' && p[1] == '2';
+}
+
+/* nginx answers plain HTTP on a TLS port with its 497 (a 400 on the wire). */
+static void answer_plain_http(gw_tls_conn_t *c)
+{
+  static const char resp[] = "HTTP/1.1 400 Bad Request\r\n"
+                             "Server: gateway\r\n"
+                             "Content-Type: text/plain\r\n"
+                             "Content-Length: 48\r\n"
+                             "Connection: close\r\n\r\n"
+                             "The plain HTTP request was sent to HTTPS port.\r\n";
+  ssize_t n = write(c->fd, resp, sizeof(resp) - 1);
+  (void)n;
+  gw_log_info("%s: plain HTTP request on a TLS port: answered 400", c->peer);
+}
+
+/* The first bytes of a TLS connection are a handshake record (0x16). */
+static int check_plain(gw_tls_conn_t *c)
+{
+  unsigned char b;
+  ssize_t n = recv(c->fd, &b, 1, MSG_PEEK);
+  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 1 : -1;
+  if (n == 0) return 0; /* EOF: SSL reports it */
+  c->checked_plain = 1;
+  if (b != 0x16 && b >= 'A' && b <= 'Z') {
+    answer_plain_http(c);
+    return -1;
+  }
+  return 0;
+}
+
+static int handshake(gw_tls_conn_t *c)
+{
+  if (!c->checked_plain) {
+    int r = check_plain(c);
+    if (r > 0) {
+      errno = EAGAIN;
+      return -1;
+    }
+    if (r < 0) {
+      c->failed = 1;
+      errno = EPROTO;
+      return -1;
+    }
+  }
+  ERR_clear_error();
+  int r = SSL_do_handshake(c->ssl);
+  if (r == 1) {
+    c->established = 1;
+    c->info.protocol = SSL_get_version(c->ssl);
+    c->info.cipher = SSL_get_cipher_name(c->ssl);
+    c->info.server_name = SSL_get_servername(c->ssl, TLSEXT_NAMETYPE_host_name);
+    return 0;
+  }
+  int e = SSL_get_error(c->ssl, r);
+  if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+    errno = EAGAIN;
+    return -1;
+  }
+  c->failed = 1;
+  char reason[256];
+  if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
+    snprintf(reason, sizeof(reason), "%s", errno ? strerror(errno) : "the client closed the connection");
+  else
+    openssl_reason(reason, sizeof(reason));
+  gw_log_info("%s: TLS handshake failed: %s", c->peer, reason);
+  ERR_clear_error();
+  errno = EPROTO;
+  return -1;
+}
+
+ssize_t gw_tls_read(gw_tls_conn_t *c, void *buf, size_t n)
+{
+  if (c->failed) {
+    errno = EPROTO;
+    return -1;
+  }
+  if (!c->established && handshake(c) < 0) return -1;
+  size_t got = 0;
+  while (got < n) {
+    ERR_clear_error();
+    int want = n - got > 0x40000000 ? 0x40000000 : (int)(n - got);
+    int r = SSL_read(c->ssl, (char *)buf + got, want);
+    if (r > 0) {
+      got += (size_t)r;
+      continue;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (got > 0) break; /* report what we have; the error comes again next time */
+    if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
+      errno = EAGAIN;
+      return -1;
+    }
+    if (e == SSL_ERROR_ZERO_RETURN || (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0 && errno == 0))
+      return 0; /* close_notify, or EOF */
+    c->failed = 1;
+    ERR_clear_error();
+    if (e != SSL_ERROR_SYSCALL) errno = EPROTO;
+    return -1;
+  }
+  return (ssize_t)got;
+}
+
+int gw_tls_write(gw_tls_conn_t *c, struct evbuffer *out)
+{
+  if (c->failed || !c->established) {
+    errno = c->failed ? EPIPE : EAGAIN;
+    return -1;
+  }
+  int total = 0;
+  size_t len;
+  while ((len = evbuffer_get_length(out)) > 0) {
+    size_t chunk = len < TLS_WRITE_CHUNK ? len : TLS_WRITE_CHUNK;
+    unsigned char *p = evbuffer_pullup(out, (ssize_t)chunk);
+    if (p == NULL) {
+      errno = ENOMEM;
+      return -1;
+    }
+    ERR_clear_error();
+    int r = SSL_write(c->ssl, p, (int)chunk);
+    if (r > 0) {
+      evbuffer_drain(out, (size_t)r);
+      total += r;
+      continue;
+    }
+    int e = SSL_get_error(c->ssl, r);
+    if (e == SSL_ERROR_WANT_WRITE || e == SSL_ERROR_WANT_READ) {
+      if (total > 0) return total;
+      errno = EAGAIN;
+      return -1;
+    }
+    c->failed = 1;
+    ERR_clear_error();
+    errno = EPIPE;
+    return -1;
+  }
+  return total;
+}

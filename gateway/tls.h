@@ -1,0 +1,74 @@
+/* tls.h - TLS on the server side (OpenSSL 3), as non-blocking glue under a
+ * connection's own read(2)/write(2): a server's certificates and settings
+ * (gw_tls_ctx_t, built by the master when the config is loaded, inherited by
+ * the workers at fork) and one connection's TLS state (gw_tls_conn_t,
+ * allocated at accept apart from the connection, so plain connections pay
+ * nothing for it).
+ *
+ * The reads and writes mirror read(2) and evbuffer_write(): >= 0 bytes, or
+ * -1 with errno EAGAIN (wait for the socket) or another errno (the
+ * connection is lost). The handshake runs inside the first reads. No
+ * OpenSSL type shows here: the gems include this for req.tls_* only. */
+#ifndef GW_TLS_H
+#define GW_TLS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+struct evbuffer;
+
+typedef struct gw_tls_ctx_s gw_tls_ctx_t;
+typedef struct gw_tls_conn_s gw_tls_conn_t;
+
+/* What scripts and logs see of an established TLS connection; the strings
+ * are OpenSSL's (static, or owned by the connection's SSL). */
+typedef struct gw_tls_info_s {
+  const char *protocol;    /* "TLSv1.3" */
+  const char *cipher;      /* "TLS_AES_128_GCM_SHA256" */
+  const char *server_name; /* SNI, or NULL */
+} gw_tls_info_t;
+
+typedef struct {
+  const char *server_name; /* NULL: the default certificate (the first) */
+  const char *cert, *key;  /* PEM files (absolute paths) */
+} gw_tls_cert_t;
+
+typedef struct {
+  const gw_tls_cert_t *certs; /* the first is the default */
+  size_t ncerts;
+  int min_version, max_version; /* 12 or 13 (TLS 1.2 / 1.3) */
+  const char *ciphers;     /* TLS 1.2 cipher list, NULL: a modern default */
+  const char *ciphersuites;/* TLS 1.3 suites, NULL: OpenSSL's */
+  int alpn_h2;             /* offer h2 in ALPN (else http/1.1 only) */
+} gw_tls_config_t;
+
+/* Loads the certificates and keys and builds the contexts; a fresh ticket
+ * key is made here (so a server's workers share it, and a reload rotates
+ * it). NULL with err set ("cert site.pem: no such file") on failure. */
+gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errlen);
+void gw_tls_ctx_free(gw_tls_ctx_t *t);
+
+/* A server-side TLS state on an accepted socket; peer is the client's
+ * address as text for the logs (borrowed: gw_tls_conn_set_peer moves it). */
+gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *t, int fd, const char *peer);
+void gw_tls_conn_set_peer(gw_tls_conn_t *c, const char *peer);
+/* Sends close_notify (if established; never blocks) and frees. */
+void gw_tls_conn_free(gw_tls_conn_t *c);
+
+/* Handshake then application data, as read(2). A client that sends plain
+ * HTTP is answered with a 400 and gets -1 (errno EPROTO); a failed handshake
+ * is logged at info with OpenSSL's reason and gets -1 (EPROTO). */
+ssize_t gw_tls_read(gw_tls_conn_t *c, void *buf, size_t n);
+/* Writes from out (draining what was sent), as evbuffer_write(). */
+int gw_tls_write(gw_tls_conn_t *c, struct evbuffer *out);
+/* Decrypted bytes buffered inside OpenSSL (no socket event will say so). */
+int gw_tls_pending(const gw_tls_conn_t *c);
+/* close_notify before a half-close (lingering close). */
+void gw_tls_shutdown(gw_tls_conn_t *c);
+
+/* After the handshake: the connection's info; NULL before. */
+const gw_tls_info_t *gw_tls_info(const gw_tls_conn_t *c);
+/* ALPN chose h2. */
+int gw_tls_alpn_h2(const gw_tls_conn_t *c);
+
+#endif

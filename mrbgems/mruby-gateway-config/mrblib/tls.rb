@@ -1,0 +1,80 @@
+# TLS and HTTP/2 options of `server` (the certificates are loaded by the core
+# when the config is read, so a bad file is reported as FILE:LINE of the server).
+#
+#   server listen: 8443, tls: { cert: "site.pem", key: "site.key" } do ... end
+#   server listen: 8443, tls: [{ server_name: "a.example", cert: "a.pem", key: "a.key" },
+#                              { server_name: "*.b.example", cert: "b.pem", key: "b.key" }] do ... end
+#   tls: { ..., protocols: ["TLSv1.3"], ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256:...", ciphersuites: "..." }
+#   server listen: 8080, http2: true do ... end   h2c (prior knowledge) next to HTTP/1.1
+module Gateway
+  class Server
+    attr_accessor :tls, :http2, :tls_line
+  end
+
+  module TLS
+    PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
+    CERT_KEYS = [:server_name, :cert, :key, :protocols, :ciphers, :ciphersuites]
+
+    # nil, or { certs: [{ server_name:, cert:, key: }], protocols: [...], ciphers:, ciphersuites: }
+    def self.parse(tls)
+      return nil if tls.nil? || tls == false
+      list = tls.is_a?(Hash) ? [tls] : tls
+      unless list.is_a?(Array) && !list.empty? && list.all? { |h| h.is_a?(Hash) }
+        raise ArgumentError, "server: tls must be { cert: \"site.pem\", key: \"site.key\" } or an Array of " \
+                             "{ server_name:, cert:, key: }, got #{tls.inspect}"
+      end
+      out = { certs: [], protocols: PROTOCOLS, ciphers: nil, ciphersuites: nil }
+      list.each_with_index do |h, i|
+        h.each_key do |k|
+          raise ArgumentError, "server: tls: unknown key #{k.inspect} (known: #{CERT_KEYS.join(', ')})" unless CERT_KEYS.include?(k)
+        end
+        [:cert, :key].each do |k|
+          unless h[k].is_a?(String) && !h[k].empty?
+            raise ArgumentError, "server: tls: #{k}: must be a file path (PEM), got #{h[k].inspect}"
+          end
+        end
+        name = h[:server_name]
+        unless name.nil? || (name.is_a?(String) && !name.empty? && !name.include?(" "))
+          raise ArgumentError, "server: tls: server_name must be a host name like \"a.example\" or \"*.example\", got #{name.inspect}"
+        end
+        if list.size > 1 && name.nil? && i > 0
+          raise ArgumentError, "server: tls: only the first certificate (the default) may come without server_name"
+        end
+        out[:certs] << { server_name: name, cert: h[:cert], key: h[:key] }
+        if h.key?(:protocols)
+          p = h[:protocols]
+          p = [p] if p.is_a?(String)
+          unless p.is_a?(Array) && !p.empty? && p.all? { |x| PROTOCOLS.include?(x) }
+            raise ArgumentError, "server: tls: protocols must be a non-empty subset of #{PROTOCOLS.inspect}, got #{h[:protocols].inspect}"
+          end
+          out[:protocols] = p
+        end
+        [:ciphers, :ciphersuites].each do |k|
+          next unless h.key?(k)
+          raise ArgumentError, "server: tls: #{k} must be an OpenSSL cipher String, got #{h[k].inspect}" unless h[k].is_a?(String) && !h[k].empty?
+          out[k] = h[k]
+        end
+      end
+      out
+    end
+
+    # http2: true (h2c on a plain listener; h2 by ALPN on a TLS one), false,
+    # or nil: on for TLS listeners, off for plain ones.
+    def self.http2(v, tls)
+      raise ArgumentError, "server: http2 must be true or false, got #{v.inspect}" unless v.nil? || v == true || v == false
+      v.nil? ? !tls.nil? : v
+    end
+
+    # The config file's line of the `server` call being evaluated.
+    def self.caller_line
+      raise "where"
+    rescue => e
+      f = Gateway::Config.file
+      (e.backtrace || []).each do |l|
+        next unless f && l.start_with?(f + ":")
+        return l[f.size + 1, l.size].to_i
+      end
+      0
+    end
+  end
+end
