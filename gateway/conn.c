@@ -346,6 +346,7 @@ static int take_active(gw_conn_t *c)
   a->parser.data = c;
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
+  a->req.client_fd = c->fd;
   c->a = a;
   return 0;
 }

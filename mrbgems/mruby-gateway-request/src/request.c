@@ -2,6 +2,7 @@
  * response, and the runner's failure hook. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <mruby.h>
 #include <mruby/array.h>
@@ -117,6 +118,76 @@ static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* Every response header named `name` (case-insensitive), in order: an Array. */
+static mrb_value req_get_headers(mrb_state *mrb, mrb_value self)
+{
+  char *name;
+  mrb_get_args(mrb, "z", &name);
+  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  mrb_value list = mrb_ary_new(mrb);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *h = &hs->items[i];
+    if (strcasecmp(h->name, name) == 0) mrb_ary_push(mrb, list, mrb_str_new(mrb, h->value, (mrb_int)h->value_len));
+  }
+  return list;
+}
+
+/* The response headers as [[name, value], ...], names as they were set. */
+static mrb_value req_response_header_pairs(mrb_state *mrb, mrb_value self)
+{
+  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  mrb_value list = mrb_ary_new_capa(mrb, (mrb_int)hs->count);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *h = &hs->items[i];
+    mrb_value pair[2] = {mrb_str_new(mrb, h->name, (mrb_int)h->name_len), mrb_str_new(mrb, h->value, (mrb_int)h->value_len)};
+    mrb_ary_push(mrb, list, mrb_ary_new_from_values(mrb, 2, pair));
+  }
+  return list;
+}
+
+/* req._set_target("/path?query"): the request-target from now on (later
+ * phases, a proxy_pass). Routing has already happened. */
+static mrb_value req_set_target(mrb_state *mrb, mrb_value self)
+{
+  mrb_value s;
+  mrb_get_args(mrb, "S", &s);
+  gw_request_t *r = REQ(self);
+  size_t len = (size_t)RSTRING_LEN(s);
+  if (len == 0 || RSTRING_PTR(s)[0] != '/' || memchr(RSTRING_PTR(s), '\0', len))
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "a request-target must start with \"/\", got %!v", s);
+  for (size_t i = 0; i < len; i++)
+    if ((unsigned char)RSTRING_PTR(s)[i] <= ' ' || RSTRING_PTR(s)[i] == 0x7f)
+      mrb_raisef(mrb, E_ARGUMENT_ERROR, "a request-target may not hold spaces or control bytes, got %!v", s);
+  if (len + 1 > r->target_cap) {
+    char *t = realloc(r->target, len + 1);
+    if (t == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    r->target = t;
+    r->target_cap = len + 1;
+  }
+  memcpy(r->target, RSTRING_PTR(s), len);
+  r->target[len] = '\0';
+  r->target_len = len;
+  gw_request_split_target(r);
+  return s;
+}
+
+/* req.sub_request?: an internal sub-request (Async::HTTP), not a client's. */
+static mrb_value req_sub_request_p(mrb_state *mrb, mrb_value self)
+{
+  return mrb_bool_value(REQ(self)->parent != NULL);
+}
+
+/* req._default_status = 404: the status if the handler sets none and writes
+ * nothing (ngx_mruby's answer after a sub-request to a missing location). */
+static mrb_value req_set_default_status(mrb_state *mrb, mrb_value self)
+{
+  mrb_int status;
+  mrb_get_args(mrb, "i", &status);
+  if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
+  REQ(self)->default_status = (int)status;
+  return mrb_fixnum_value(status);
+}
+
 static mrb_value req_response_body(mrb_state *mrb, mrb_value self)
 {
   return buffer_string(mrb, REQ(self)->resp_body);
@@ -217,6 +288,11 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_proxy_pass", req_proxy_pass, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, req, "_get_headers", req_get_headers, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_response_header_pairs", req_response_header_pairs, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_set_target", req_set_target, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_default_status=", req_set_default_status, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "sub_request?", req_sub_request_p, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
