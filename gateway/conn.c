@@ -376,6 +376,7 @@ static int take_active(gw_conn_t *c)
   a->req.remote_addr = c->remote_addr;
   a->req.remote_port = c->remote_port;
   a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
+  a->req.client_fd = c->fd;
   c->a = a;
   return 0;
 }

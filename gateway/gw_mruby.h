@@ -22,6 +22,7 @@
 #include "stats.h"
 #include "subrequest.h"
 #include "trace.h"
+#include "version.h"
 
 /* A VM with every gem of build_config.rb loaded, its memory capped at
  * GW_VM_MEMORY_LIMIT until gw_vm_set_memory_limit(). NULL with err set on

@@ -14,8 +14,8 @@
 #include "gw_mruby.h"
 #include "log.h"
 #include "master.h"
+#include "version.h"
 
-#define GW_VERSION "0.1.0"
 
 static void usage(FILE *out)
 {

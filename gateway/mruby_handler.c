@@ -353,7 +353,7 @@ static void complete(script_t *s, mrb_value result)
   } else if (!req->has_output && mrb_array_p(result)) {
     rack_response(s, result);
   } else if (req->status == 0) {
-    req->status = 200;
+    req->status = !req->has_output && req->default_status ? req->default_status : 200;
   }
   if (gw_trace) {
     char done[48];

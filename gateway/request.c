@@ -29,6 +29,7 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->body = evbuffer_new();
   req->resp_body = evbuffer_new();
   req->head_length = -1;
+  req->client_fd = -1;
   req->pending.next = req->pending.prev = &req->pending;
 }
 
@@ -40,7 +41,7 @@ void gw_request_reset(gw_request_t *req)
   if ((n = evbuffer_get_length(req->body)) > 0) evbuffer_drain(req->body, n);
   if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
   req->target_len = req->path_len = 0;
-  req->status = 0;
+  req->status = req->default_status = 0;
   req->inline_body = NULL;
   req->inline_len = 0;
   req->text_plain = 0;

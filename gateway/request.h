@@ -91,6 +91,8 @@ struct gw_request_s {
   void *body_arg;
   const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
   int remote_port;          /* the client's port (0: unknown), for FastCGI's REMOTE_PORT */
+  int client_fd;            /* the client connection's socket (a sub-request: its parent's),
+                               for getsockname/getpeername only; -1: none */
 
   /* -- what proxy_pass did, for the access log (upstream_status 0: none) -- */
   char upstream_addr[320];
@@ -101,6 +103,8 @@ struct gw_request_s {
 
   /* -- the response -- */
   int status;               /* 0: not set yet */
+  int default_status;       /* the status when a script handler sets none and writes
+                               nothing (ngx_mruby: a failed sub-request's); 0: 200 */
   gw_headers_t resp_headers;/* owned, validated when set */
   struct evbuffer *resp_body;/* owned */
   int has_output;           /* a script wrote output */

@@ -158,6 +158,7 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   c->remote_addr = parent->remote_addr; /* the parent outlives its sub-requests */
   c->remote_port = parent->remote_port;
   c->tls = parent->tls;
+  c->client_fd = parent->client_fd;
   gw_headers_copy(&c->headers, p->headers);
   if (gw_headers_find(&c->headers, "host") == NULL) {
     const gw_header_t *host = gw_headers_find(&parent->headers, "host");

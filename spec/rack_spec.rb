@@ -32,11 +32,11 @@ RSpec.describe 'run(app): Rack-style handlers' do
                                                      'content-type' => 'text/plain' }, 'payload')
     expect(r.status).to eq(201)
     expect(r.headers['x-app']).to eq('echo')
-    expect(r.body).to eq('POST /app/x?y=1 example.test:8080 t1 text/plain [payload]')
+    expect(r.body).to eq("POST /app/x?y=1 example.test:#{@port} t1 text/plain [payload]") # SERVER_PORT: the socket's
   end
 
   it 'an app that does not return a triple is a 500 with the reason logged' do
     expect(http_get(@port, '/bad').status).to eq(500)
-    expect(@gw.log).to include('run: app.call(env) must return [status, headers, body]')
+    expect(@gw.log).to include('run: the app must return [status, headers, body]')
   end
 end

@@ -2,6 +2,7 @@
  * response, and the runner's failure hook. */
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include <mruby.h>
 #include <mruby/array.h>
@@ -170,6 +171,50 @@ static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* Every response header named `name` (case-insensitive), in order: an Array. */
+static mrb_value req_get_headers(mrb_state *mrb, mrb_value self)
+{
+  char *name;
+  mrb_get_args(mrb, "z", &name);
+  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  mrb_value list = mrb_ary_new(mrb);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *h = &hs->items[i];
+    if (strcasecmp(h->name, name) == 0) mrb_ary_push(mrb, list, mrb_str_new(mrb, h->value, (mrb_int)h->value_len));
+  }
+  return list;
+}
+
+/* The response headers as [[name, value], ...], names as they were set. */
+static mrb_value req_response_header_pairs(mrb_state *mrb, mrb_value self)
+{
+  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  mrb_value list = mrb_ary_new_capa(mrb, (mrb_int)hs->count);
+  for (size_t i = 0; i < hs->count; i++) {
+    const gw_header_t *h = &hs->items[i];
+    mrb_value pair[2] = {mrb_str_new(mrb, h->name, (mrb_int)h->name_len), mrb_str_new(mrb, h->value, (mrb_int)h->value_len)};
+    mrb_ary_push(mrb, list, mrb_ary_new_from_values(mrb, 2, pair));
+  }
+  return list;
+}
+
+/* req.sub_request?: an internal sub-request (Async::HTTP), not a client's. */
+static mrb_value req_sub_request_p(mrb_state *mrb, mrb_value self)
+{
+  return mrb_bool_value(REQ(self)->parent != NULL);
+}
+
+/* req._default_status = 404: the status if the handler sets none and writes
+ * nothing (ngx_mruby's answer after a sub-request to a missing location). */
+static mrb_value req_set_default_status(mrb_state *mrb, mrb_value self)
+{
+  mrb_int status;
+  mrb_get_args(mrb, "i", &status);
+  if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
+  REQ(self)->default_status = (int)status;
+  return mrb_fixnum_value(status);
+}
+
 static mrb_value req_response_body(mrb_state *mrb, mrb_value self)
 {
   return buffer_string(mrb, REQ(self)->resp_body);
@@ -291,6 +336,11 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_proxy_pass", req_proxy_pass, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_fastcgi_pass", req_fastcgi_pass, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, req, "_get_headers", req_get_headers, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_response_header_pairs", req_response_header_pairs, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_set_target", req_set_target, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "_default_status=", req_set_default_status, MRB_ARGS_REQ(1));
+  mrb_define_method(mrb, req, "sub_request?", req_sub_request_p, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
