@@ -188,6 +188,9 @@ module Gateway
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
                 :init_worker, :exit_worker
 
+    # The content of a location that has only rewrite/access phases.
+    NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
+
     # The phases a location runs, in order (content is its handler); a
     # location takes the server's unless it gives its own (false: none).
     PHASES = [:rewrite, :access, :content, :header_filter, :body_filter, :log]
@@ -257,6 +260,11 @@ module Gateway
         ph[k] = v || nil
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi # they are the content: the server's is not inherited
+      # Only phases before the content (a rewrite that redirects, an access
+      # check): when they let the request through, nothing is there (404).
+      if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi) && (ph[:rewrite] || ph[:access])
+        ph[:content] = NOT_FOUND
+      end
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
