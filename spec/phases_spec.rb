@@ -77,6 +77,21 @@ RSpec.describe 'request phases' do
     end
   end
 
+  describe 'set: (nginx set, ngx_mruby mruby_set)' do
+    it 'evaluates variables first, in order, for the handler (req.var) and for a proxy_pass URL' do
+      start(<<~RUBY)
+        location "/back" do |req| "back \#{req.path}" end
+        location "/p", set: { "b" => ->(r) { "127.0.0.1:\#{r.var.server_port}" }, "n" => ->(r) { (20 + 22).to_s } },
+                       proxy_pass: "http://$b/back/$n"
+        location "/v", set: { "foo" => "mruby", "twice" => ->(r) { r.var.foo * 2 } } do |req|
+          "\#{req.var.foo} \#{req.var.twice}"
+        end
+      RUBY
+      expect(get('/v').body).to eq('mruby mrubymruby')
+      expect(get('/p').body).to eq('back /back/42')
+    end
+  end
+
   describe 'filters on Ruby responses' do
     it 'header_filter and body_filter run on a handler\'s response too, server-wide or per location' do
       start(<<~'RUBY', server_opts: %(, header_filter: ->(req) { req.headers_out["x-served"] = "gateway" }))

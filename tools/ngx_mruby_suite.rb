@@ -359,12 +359,10 @@ module NgxSuite
       end
     end
 
+    # The code or file a directive runs: its first argument, but for mruby_set
+    # and mruby_set_code, which name the variable first.
     def code_of(dir)
-      if dir.name.end_with?('_code')
-        [:code, dir.args[0]]
-      else
-        [:file, dir.args[0]]
-      end
+      [dir.name.end_with?('_code') ? :code : :file, dir.args[dir.name.start_with?('mruby_set') ? 1 : 0]]
     end
 
     def code_text(kind, arg)

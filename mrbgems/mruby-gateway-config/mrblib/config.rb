@@ -161,6 +161,41 @@ module Gateway
 
     # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
     # script_filename: "/srv/app/index.php" (see the README's FastCGI section).
+    # set: { "name" => "literal" or ->(req) { value } }, as nginx's `set` and
+    # ngx_mruby's `mruby_set`: evaluated first in the rewrite phase, in order,
+    # into the request's variables (req.var.NAME, $NAME in a proxy_pass URL).
+    def self.with_set(where, set, rewrite)
+      unless set.is_a?(Hash) && set.all? { |k, v| (k.is_a?(String) || k.is_a?(Symbol)) && (v.is_a?(String) || v.respond_to?(:call)) }
+        raise ArgumentError, "#{where}: set: must be a Hash of name => \"value\" or ->(req) { value }, got #{set.inspect}"
+      end
+      sets = set.map { |k, v| [k.to_s, v] }
+      lambda do |req|
+        vars = req.var
+        sets.each { |name, v| vars.set(name, v.is_a?(String) ? v : v.call(req)) }
+        rewrite ? rewrite.call(req) : nil
+      end
+    end
+
+    VAR_NAME_BYTES = "_0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+    # proxy_pass: "http://$backend/x": the URL with the request's variables.
+    def self.proxy_with_vars(url)
+      lambda do |req|
+        vars = req.var
+        out = ""
+        i = 0
+        while (d = url.index("$", i))
+          out << url[i...d]
+          e = d + 1
+          e += 1 while e < url.size && VAR_NAME_BYTES.include?(url[e])
+          out << vars.get(url[(d + 1)...e]).to_s
+          i = e
+        end
+        out << url[i..-1]
+        req.proxy_pass(out)
+      end
+    end
+
     def self.check_fastcgi(path, handler, proxy_pass, status, fastcgi, params, script_filename)
       where = "location #{path.inspect}"
       if fastcgi.nil?
@@ -248,7 +283,7 @@ module Gateway
     #   server: see the README's FastCGI section
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil,
+                 log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
                  &handler)
       where = "location #{path.inspect}"
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
@@ -260,6 +295,11 @@ module Gateway
         ph[k] = v || nil
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi # they are the content: the server's is not inherited
+      ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
+      if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
+        ph[:content] = Location.proxy_with_vars(proxy_pass)
+        proxy_pass = nil
+      end
       # Only phases before the content (a rewrite that redirects, an access
       # check): when they let the request through, nothing is there (404).
       if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi) && (ph[:rewrite] || ph[:access])
