@@ -75,6 +75,9 @@ void gw_mrb_unroot(int slot);
 /* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
  * returns (url and key are copied). */
 void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, const char *key);
+/* req.send_file(path): the file answers req once the handler returns
+ * (static.c: relative to the location's root, or absolute; path copied). */
+void gw_mrb_set_send_file(mrb_state *mrb, gw_request_t *req, const char *path, size_t len);
 /* The handler's code raised (Gateway._fail): its response becomes a 500. */
 void gw_mrb_fail(gw_request_t *req);
 

@@ -58,10 +58,11 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter, :rewrite, :access, :log
+                :request_buffering, :via, :header_filter, :rewrite, :access, :log, :static
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil)
+                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
+                   static: nil)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -71,8 +72,11 @@ module Gateway
         path = path[1..-1].lstrip
       end
       raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
-      if handler.nil? && proxy_pass.nil? && !status
-        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass: or status: true"
+      if static && (handler || proxy_pass || status)
+        raise ArgumentError, "location #{path.inspect}: root:/alias: take no handler block, proxy_pass: or status: (use fallback:)"
+      end
+      if handler.nil? && proxy_pass.nil? && !status && !static
+        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass:, root:, alias: or status: true"
       end
       if status && (handler || proxy_pass)
         raise ArgumentError, "location #{path.inspect}: status: true takes no handler block or proxy_pass:"
@@ -118,6 +122,7 @@ module Gateway
       @log = log
       @status = status
       @pass_host = pass_host ? true : false
+      @static = static
     end
   end
 
@@ -180,8 +185,10 @@ module Gateway
     #   log: ->(req) { ... }        after the response is queued; cannot wait
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, &handler)
+                 log: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
+      # static files (root:, alias:... in mrblib/static.rb): nil unless root: or alias: is given
+      static = Static.options(where, static_opts)
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
               body_filter: body_filter, log: log }
@@ -190,10 +197,10 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = nil if proxy_pass || status # they are the content: the server's is not inherited
+      ph[:content] = nil if proxy_pass || status || static # they are the content: the server's is not inherited
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
-                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log])
+                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], static: static)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

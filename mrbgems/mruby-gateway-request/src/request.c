@@ -162,6 +162,19 @@ static mrb_value req_proxy_pass(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* req._send_file(path): the file answers this request once the handler
+ * returns (gateway/static.c). */
+static mrb_value req_send_file(mrb_state *mrb, mrb_value self)
+{
+  mrb_value path;
+  mrb_get_args(mrb, "S", &path);
+  gw_request_t *r = REQ(self);
+  if (RSTRING_LEN(path) == 0 || memchr(RSTRING_PTR(path), '\0', (size_t)RSTRING_LEN(path)))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "send_file: need a file path without NUL bytes");
+  gw_mrb_set_send_file(mrb, r, RSTRING_PTR(path), (size_t)RSTRING_LEN(path));
+  return mrb_nil_value();
+}
+
 static mrb_value req_current(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -234,6 +247,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_proxy_pass", req_proxy_pass, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, req, "_send_file", req_send_file, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
