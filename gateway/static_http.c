@@ -75,13 +75,14 @@ static long long parse_pos(const char **p, const char *end)
   const char *s = *p;
   long long v = 0;
   if (s == end || !isdigit((unsigned char)*s)) return -1;
+  int overflow = 0;
   while (s < end && isdigit((unsigned char)*s)) {
-    if (v > (0x7fffffffffffffffLL - 9) / 10) return -2;
-    v = v * 10 + (*s - '0');
+    if (v > (0x7fffffffffffffffLL - 9) / 10) overflow = 1;
+    else v = v * 10 + (*s - '0');
     s++;
   }
   *p = s;
-  return v;
+  return overflow ? -2 : v;
 }
 
 static const char *skip_ows(const char *p, const char *end)
