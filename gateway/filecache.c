@@ -80,6 +80,7 @@ static int open_walk(int rootfd, const char *rel)
 
 static int open_rel(gw_filecache_t *fc, const char *rel)
 {
+  if (fc->rootfd == AT_FDCWD) return open(rel, OPEN_FLAGS); /* absolute paths (send_file) */
   while (*rel == '/') rel++;
   const char *r = *rel ? rel : ".";
   if (fc->follow) return openat(fc->rootfd, r, OPEN_FLAGS);

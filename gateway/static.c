@@ -378,6 +378,8 @@ static void refused(gw_request_t *req, const char *rel, int err)
   respond(req, 403);
 }
 
+/* may_fallback: 1 for a request's own URI, 0 for req.send_file (no
+ * fallback, and a directory is refused rather than redirected). */
 static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len, int may_fallback)
 {
   if (rel[len - 1] == '/') { /* a directory: its index, or its listing */
@@ -413,6 +415,9 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
     gw_filecache_done(h->cache, f);
     if (err == ENOMEM) respond(req, 503);
     else refused(req, rel, err);
+  } else if (f->is_dir && !may_fallback) { /* send_file("dir"): not a file */
+    gw_filecache_done(h->cache, f);
+    refused(req, rel, EISDIR);
   } else if (f->is_dir) { /* "/dir": to "/dir/", as nginx */
     gw_filecache_done(h->cache, f);
     char *loc = malloc(req->target_len + 2);

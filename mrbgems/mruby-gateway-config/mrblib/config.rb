@@ -189,6 +189,9 @@ module Gateway
       where = "location #{path.inspect}"
       # static files (root:, alias:... in mrblib/static.rb): nil unless root: or alias: is given
       static = Static.options(where, static_opts)
+      if static && (handler || content || proxy_pass || status)
+        raise ArgumentError, "#{where}: root:/alias: take no handler block, content:, proxy_pass: or status: (use fallback:)"
+      end
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
               body_filter: body_filter, log: log }

@@ -44,7 +44,7 @@ module Gateway
       file = Config.file
       dir = file[0, file.rindex("/") + 1] + dir if !dir.start_with?("/") && file && file.include?("/")
       { dir: dir, alias: !al.nil?, index: index, autoindex: given[:autoindex] ? true : false,
-        types: types.map { |k, v| [k.to_s.sub(/\A\./, ""), v] }.flatten, default_type: dt, fallback: fallback,
+        types: types.map { |k, v| [k.to_s.start_with?(".") ? k.to_s[1..-1] : k.to_s, v] }.flatten, default_type: dt, fallback: fallback,
         follow_symlinks: given[:follow_symlinks] ? true : false, gzip_static: given[:gzip_static] ? true : false,
         open_file_cache: ofc, memory_cache: mem }
     end
