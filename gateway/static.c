@@ -64,6 +64,13 @@ static void add_header(gw_request_t *req, const char *name, const char *value, s
   gw_headers_add(&req->resp_headers, name, strlen(name), value, vlen);
 }
 
+/* GET or HEAD (a sub-request has only the method's name). */
+static int get_or_head(const gw_request_t *req)
+{
+  if (req->method_id >= 0) return req->method_id == HTTP_GET || req->method_id == HTTP_HEAD;
+  return strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+}
+
 static void respond(gw_request_t *req, int status)
 {
   gw_request_simple_response(req, status, NULL);
@@ -441,7 +448,7 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   gw_static_t *h = (gw_static_t *)self;
-  if (req->method_id != HTTP_GET && req->method_id != HTTP_HEAD) {
+  if (!get_or_head(req)) {
     gw_request_simple_response(req, 405, NULL);
     add_header(req, "Allow", "GET, HEAD", 9);
     gw_request_finish(req);
@@ -565,7 +572,7 @@ void gw_static_send_file(gw_request_t *req, const char *path, size_t n)
     respond(req, n == 0 ? 404 : 503);
     return;
   }
-  if (req->method_id != HTTP_GET && req->method_id != HTTP_HEAD) {
+  if (!get_or_head(req)) {
     gw_request_simple_response(req, 405, NULL);
     add_header(req, "Allow", "GET, HEAD", 9);
     gw_request_finish(req);
