@@ -14,6 +14,8 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   static:     media-types (/etc/mime.types: Content-Type of static files);
+#               nghttp2-client (h2load, the second load tool of rake bench:static)
 set -euo pipefail
 
 packages=(
@@ -22,6 +24,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  media-types nghttp2-client
 )
 
 missing=()

@@ -13,7 +13,7 @@ require 'socket'
 require 'time'
 
 RSpec.describe 'static files' do
-  MIB = 1024 * 1024
+  FILE_MIB = 1024 * 1024
 
   # A document root with a few files, and a secret beside it.
   def docroot
@@ -339,7 +339,7 @@ RSpec.describe 'static files' do
       buf = +''
       begin
         while GatewaySpec.now < deadline
-          sock.readpartial(MIB, buf)
+          sock.readpartial(FILE_MIB, buf)
           count += buf.bytesize
           yield count if block_given?
         end
@@ -353,7 +353,7 @@ RSpec.describe 'static files' do
 
     it 'a 2 GiB file downloads whole with the worker RSS flat (< 4 MiB growth), then keep-alive goes on' do
       static_gateway
-      File.open(File.join(docroot, 'huge.bin'), 'w') { |f| f.truncate(2048 * MIB) } # sparse
+      File.open(File.join(docroot, 'huge.bin'), 'w') { |f| f.truncate(2048 * FILE_MIB) } # sparse
       before = rss_kib(@worker)
       c = connect(@port)
       c.write("GET /huge.bin HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -361,10 +361,10 @@ RSpec.describe 'static files' do
       sock = c.sock
       head << sock.readpartial(65536) until head.include?("\r\n\r\n")
       head, rest = head.split("\r\n\r\n", 2)
-      expect(head).to match(/^Content-Length: #{2048 * MIB}\r?$/i)
-      left = 2048 * MIB - rest.bytesize
+      expect(head).to match(/^Content-Length: #{2048 * FILE_MIB}\r?$/i)
+      left = 2048 * FILE_MIB - rest.bytesize
       buf = +''
-      left -= sock.readpartial([left, 4 * MIB].min, buf).bytesize while left > 0
+      left -= sock.readpartial([left, 4 * FILE_MIB].min, buf).bytesize while left > 0
       expect(rss_kib(@worker) - before).to be < 4 * 1024
       sock.write("GET /a.txt HTTP/1.1\r\nHost: x\r\n\r\n")
       expect(c.read_response.body).to eq("hello\n")
@@ -372,27 +372,27 @@ RSpec.describe 'static files' do
 
     it 'a range of a large file comes from its offset' do
       static_gateway
-      data = Random.new(7).bytes(3 * MIB)
+      data = Random.new(7).bytes(3 * FILE_MIB)
       File.binwrite(File.join(docroot, 'rand.bin'), data)
-      r = get('/rand.bin', 'Range' => "bytes=#{MIB + 5}-#{2 * MIB + 9}")
+      r = get('/rand.bin', 'Range' => "bytes=#{FILE_MIB + 5}-#{2 * FILE_MIB + 9}")
       expect(r.status).to eq(206)
-      expect(r.body).to eq(data[MIB + 5, MIB + 5])
+      expect(r.body).to eq(data[FILE_MIB + 5, FILE_MIB + 5])
       expect(get('/rand.bin').body).to eq(data)
     end
 
     it 'a file truncated mid-download ends the response early and closes; the worker lives on' do
       static_gateway
       path = File.join(docroot, 'shrink.bin')
-      File.binwrite(path, 'x' * (64 * MIB))
+      File.binwrite(path, 'x' * (64 * FILE_MIB))
       truncated = false
       head, count, closed = download("GET /shrink.bin HTTP/1.1\r\nHost: x\r\n\r\n", max_seconds: 20) do |n|
-        if !truncated && n > MIB
-          File.truncate(path, 2 * MIB)
+        if !truncated && n > FILE_MIB
+          File.truncate(path, 2 * FILE_MIB)
           truncated = true
         end
       end
-      expect(head).to match(/^Content-Length: #{64 * MIB}\r?$/i)
-      expect(count).to be < 64 * MIB
+      expect(head).to match(/^Content-Length: #{64 * FILE_MIB}\r?$/i)
+      expect(count).to be < 64 * FILE_MIB
       expect(closed).to be(true)
       expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
       expect(@gw.log).to match(/ended \d+ bytes early/)
@@ -400,7 +400,7 @@ RSpec.describe 'static files' do
 
     it 'a slow reader holds no buffer in the worker (< 2 MiB growth) and is served once it reads' do
       static_gateway
-      File.open(File.join(docroot, 'big.bin'), 'w') { |f| f.truncate(256 * MIB) }
+      File.open(File.join(docroot, 'big.bin'), 'w') { |f| f.truncate(256 * FILE_MIB) }
       before = rss_kib(@worker)
       c = connect(@port, rcvbuf: 4096)
       c.write("GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -411,16 +411,16 @@ RSpec.describe 'static files' do
       got = 0
       buf = +''
       deadline = GatewaySpec.now + 60 * GatewaySpec::SLACK
-      got += c.sock.readpartial(4 * MIB, buf).bytesize while got < 256 * MIB - 2000 && GatewaySpec.now < deadline
-      expect(got).to be >= 256 * MIB - 2000
+      got += c.sock.readpartial(4 * FILE_MIB, buf).bytesize while got < 256 * FILE_MIB - 2000 && GatewaySpec.now < deadline
+      expect(got).to be >= 256 * FILE_MIB - 2000
     end
 
     it 'pipelined requests behind a large file are answered in order' do
       static_gateway
-      File.binwrite(File.join(docroot, 'mid.bin'), 'm' * (5 * MIB))
+      File.binwrite(File.join(docroot, 'mid.bin'), 'm' * (5 * FILE_MIB))
       c = connect(@port)
       c.write("GET /mid.bin HTTP/1.1\r\nHost: x\r\n\r\nGET /a.txt HTTP/1.1\r\nHost: x\r\n\r\nGET /ten.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-      expect(c.read_response(timeout: 20).body.bytesize).to eq(5 * MIB)
+      expect(c.read_response(timeout: 20).body.bytesize).to eq(5 * FILE_MIB)
       expect(c.read_response.body).to eq("hello\n")
       expect(c.read_response.body).to eq('0123456789')
     end
