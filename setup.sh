@@ -24,6 +24,7 @@
 #               HTTP/2 frame layer), openssl (the specs make their certificates),
 #               nghttp2-client (nghttp, h2load), python3-h2 (hostile frame
 #               sequences in spec/http2_spec.rb); curl (--http2 in the specs)
+#   static:     media-types (/etc/mime.types: Content-Type of static files)
 set -euo pipefail
 
 packages=(
@@ -35,7 +36,7 @@ packages=(
   wrk apache2-utils curl
   chromium
   php8.2-fpm
-  libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2
+  libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
 )
 
 missing=()

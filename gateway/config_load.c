@@ -33,6 +33,7 @@
 #include "proxy.h"
 #include "regex.h"
 #include "router.h"
+#include "static.h"
 #include "status.h"
 #include "tls.h"
 
@@ -110,12 +111,61 @@ static void check_proxy_group(mrb_state *mrb, const char *path, const char *url)
                u.host, u.host);
 }
 
+/* -- static files: the Hash of Gateway::Static.options (mrblib/static.rb) -- */
+
+static mrb_value hget(mrb_state *mrb, mrb_value h, const char *key)
+{
+  return mrb_hash_get(mrb, h, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
+}
+
+static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, gw_location_t *l)
+{
+  gw_static_conf_t c;
+  memset(&c, 0, sizeof(c));
+  c.root = mrb_string_cstr(mrb, hget(mrb, st, "dir"));
+  c.alias = mrb_test(hget(mrb, st, "alias"));
+  c.prefix_len = l->path_len;
+  c.autoindex = mrb_test(hget(mrb, st, "autoindex"));
+  c.follow_symlinks = mrb_test(hget(mrb, st, "follow_symlinks"));
+  c.gzip_static = mrb_test(hget(mrb, st, "gzip_static"));
+  c.default_type = mrb_string_cstr(mrb, hget(mrb, st, "default_type"));
+  mrb_value index = hget(mrb, st, "index"), types = hget(mrb, st, "types");
+  const char *names[64], *pairs[128];
+  c.nindex = (size_t)RARRAY_LEN(index) < 64 ? (size_t)RARRAY_LEN(index) : 64;
+  for (size_t i = 0; i < c.nindex; i++) names[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, index, (mrb_int)i));
+  c.index = names;
+  c.ntypes = (size_t)RARRAY_LEN(types) / 2 < 64 ? (size_t)RARRAY_LEN(types) / 2 : 64;
+  for (size_t i = 0; i < 2 * c.ntypes; i++) pairs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, types, (mrb_int)i));
+  c.types = pairs;
+  mrb_value ofc = hget(mrb, st, "open_file_cache"), mem = hget(mrb, st, "memory_cache");
+  if (mrb_hash_p(ofc)) {
+    c.cache.max_entries = (size_t)mrb_as_float(mrb, hget(mrb, ofc, "max"));
+    c.cache.valid_ms = (int)(mrb_as_float(mrb, hget(mrb, ofc, "valid")) * 1000.0 + 0.5);
+  }
+  if (mrb_hash_p(mem)) {
+    c.cache.mem_max_file = (size_t)mrb_as_float(mrb, hget(mrb, mem, "max_file"));
+    c.cache.mem_budget = (size_t)mrb_as_float(mrb, hget(mrb, mem, "budget"));
+  }
+  mrb_value fallback = hget(mrb, st, "fallback");
+  if (mrb_test(fallback)) {
+    c.fallback = need(mrb, gw_mruby_handler_new(mrb, fallback));
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  }
+  char err[512];
+  gw_handler_t *h = gw_static_handler_new(&c, err, sizeof(err));
+  if (h == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", l->path, err);
+  return h;
+}
+
 /* The location's handler object, by kind, and its filters (handler.h). */
 static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
 {
   mrb_value proxy_pass = iv(mrb, loc, "@proxy_pass");
   mrb_value allow = iv(mrb, loc, "@allow");
-  if (mrb_test(iv(mrb, loc, "@status"))) {
+  mrb_value st = iv(mrb, loc, "@static");
+  if (mrb_hash_p(st)) {
+    l->handler = read_static(mrb, st, s, l);
+  } else if (mrb_test(iv(mrb, loc, "@status"))) {
     l->handler = need(mrb, gw_status_handler_new());
   } else if (mrb_test(iv(mrb, loc, "@dashboard"))) {
     mrb_int n = mrb_array_p(allow) ? RARRAY_LEN(allow) : 0;
@@ -173,11 +223,6 @@ static void read_regex(mrb_state *mrb, mrb_value loc, gw_location_t *l)
 static int dsl_call_line(const char *path, int line, const char *method);
 
 /* -- TLS (tls.h): the server's certificates, loaded now, in the master -- */
-
-static mrb_value hget(mrb_state *mrb, mrb_value h, const char *key)
-{
-  return mrb_hash_get(mrb, h, mrb_symbol_value(mrb_intern_cstr(mrb, key)));
-}
 
 /* path, or path relative to the config file's folder; owned. */
 static char *config_relative(const char *config_path, const char *path)

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -49,6 +50,7 @@
 #define BODY_LOW_WATER (64 * 1024)   /* ... and read again below this */
 #define LINGER_MS 2000
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
+#define FILE_SLICE (4 << 20)   /* sendfile bytes per turn of the loop for one connection */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
 
@@ -418,7 +420,7 @@ static int may_give_active(const gw_conn_t *c)
 {
   const gw_conn_active_t *a = c->a;
   return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.running &&
-         c->pos == c->len && evbuffer_get_length(a->out) == 0;
+         !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
 gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
@@ -474,6 +476,10 @@ static void conn_close(gw_conn_t *c)
   if (c->dead) return;
   c->dead = 1;
   if (c->a && c->a->req.running) gw_request_abort(&c->a->req);
+  if (c->a && c->a->has_file) {
+    close(c->a->file_fd);
+    c->a->has_file = 0;
+  }
   event_del(&c->read_ev);
   if (c->a && c->a->write_owner == c) event_del(&c->a->write_ev);
   if (c->tls) { /* close_notify while the socket is open, then its state goes */
@@ -498,11 +504,64 @@ static void start_lingering(gw_conn_t *c)
   set_timer(c, LINGER_MS);
 }
 
+/* The head before a file range: one send() with MSG_MORE, so that the head
+ * and the first bytes of the file leave in one segment. Returns as
+ * evbuffer_write. */
+static int write_head_more(gw_conn_t *c)
+{
+  size_t n = evbuffer_get_length(c->a->out);
+  unsigned char *p = evbuffer_pullup(c->a->out, (ev_ssize_t)n);
+  if (p == NULL) return evbuffer_write(c->a->out, c->fd);
+  ssize_t w = send(c->fd, p, n, MSG_MORE | MSG_NOSIGNAL);
+  if (w > 0) evbuffer_drain(c->a->out, (size_t)w);
+  return (int)w;
+}
+
+/* Sends the queued file range. Returns 0 when it is all sent, 1 when the
+ * rest waits (socket full, or this connection had its slice of the loop),
+ * -1 when the connection was closed (an error, or the file got shorter). */
+static int flush_file(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  long long budget = FILE_SLICE;
+  while (a->file_left > 0) {
+    if (budget <= 0) return 1;
+    size_t n = a->file_left < budget ? (size_t)a->file_left : (size_t)budget;
+    off_t off = (off_t)a->file_off;
+    ssize_t w = sendfile(c->fd, a->file_fd, &off, n);
+    if (w > 0) {
+      a->file_off += w;
+      a->file_left -= w;
+      budget -= w;
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
+    if (w < 0 && errno == EINTR) continue;
+    if (w == 0)
+      gw_log_warn("%s: the file being sent ended %lld bytes early (truncated while sent?); closing", c->remote_addr,
+                  a->file_left);
+    conn_close(c);
+    return -1;
+  }
+  close(a->file_fd);
+  a->has_file = 0;
+  return 0;
+}
+
 /* Writes what is queued. Returns 0 when all is written, 1 when the rest waits
  * for the socket, -1 when the connection was closed. */
 static int conn_flush(gw_conn_t *c)
 {
   if (c->a == NULL) return 0; /* idle: nothing was queued */
+  while (c->a->has_file && evbuffer_get_length(c->a->out) > 0) {
+    int n = write_head_more(c);
+    if (n < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (errno == EINTR) continue;
+      conn_close(c);
+      return -1;
+    }
+  }
   while (evbuffer_get_length(c->a->out) > 0) {
     int n = io_write(c, c->a->out);
     if (n < 0) {
@@ -512,7 +571,12 @@ static int conn_flush(gw_conn_t *c)
       return -1;
     }
   }
-  if (evbuffer_get_length(c->a->out) > 0) {
+  int more = evbuffer_get_length(c->a->out) > 0;
+  if (!more && c->a->has_file) {
+    more = flush_file(c);
+    if (more < 0) return -1;
+  }
+  if (more) {
     if (!c->a->writing) {
       c->a->writing = 1;
       struct timeval tv = gw_timeval_from_ms(c->ctx->server->limits.send_timeout_ms);
@@ -597,7 +661,7 @@ static void conn_process(gw_conn_t *c)
 {
   while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->a->req.body_streaming)) {
     if (c->pos == c->len || body_full(c)) break;
-    if (evbuffer_get_length(c->a->out) > OUT_HIGH_WATER) break;
+    if (evbuffer_get_length(c->a->out) > OUT_HIGH_WATER || c->a->has_file) break;
     /* llhttp 8.1 takes "\r\n\n" as the end of a head: head_scan.c checks
      * every line ends in CRLF before the parser sees it (smuggling). */
     if ((c->state == GW_CONN_IDLE || c->state == GW_CONN_HEAD) &&
@@ -839,6 +903,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
     conn_flush(c);
     break;
   case GW_CONN_IDLE:
+    if (c->a && c->a->has_file) { /* still sending a file: send_timeout guards it */
+      set_timer(c, c->ctx->server->limits.keepalive_timeout_ms);
+      break;
+    }
     conn_close(c); /* idle keep-alive (or nothing sent at all): silent close, as nginx */
     break;
   default:
@@ -962,12 +1030,36 @@ static void http1_stream_end(gw_request_t *req, int complete)
   response_done(c, complete && c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
 }
 
+/* The rest of the body is a file range (after http1_stream_head): queued
+ * behind `out` and sent by flush_file(); the response is done now. */
+static void http1_stream_file(gw_request_t *req, int fd, long long offset, long long len)
+{
+  gw_conn_t *c = req->proto_ctx;
+  if (c->dead) {
+    close(fd);
+    return;
+  }
+  req->streaming = 0;
+  req->on_drain = NULL;
+  if (len > 0 && !req->head) {
+    c->a->has_file = 1;
+    c->a->file_fd = fd;
+    c->a->file_off = offset;
+    c->a->file_left = len;
+    c->a->stream_bytes += (size_t)len;
+  } else {
+    close(fd);
+  }
+  response_done(c, c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
+}
+
 static const gw_protocol_t http1_protocol = {
   .send = http1_send,
   .stream_head = http1_stream_head,
   .stream_body = http1_stream_body,
   .stream_end = http1_stream_end,
   .body_taken = http1_body_taken,
+  .stream_file = http1_stream_file,
 };
 
 void gw_conn_shutdown(gw_conn_t *c, int graceful)

@@ -51,6 +51,11 @@ typedef struct gw_conn_active_s {
   int stream_keepalive;     /* ... and announced keep-alive */
   size_t stream_bytes;      /* bytes of it queued so far (access log) */
   size_t stream_head_bytes; /* ... of which its head */
+  /* A file range queued after `out` (stream_file): sent with sendfile(2)
+   * once `out` is written; nothing else is queued meanwhile. */
+  int has_file;             /* file_fd is open and owned */
+  int file_fd;
+  long long file_off, file_left;
   struct gw_conn_active_s *next_spare; /* conn.c's cache of unused ones */
 } gw_conn_active_t;
 

@@ -79,6 +79,9 @@ void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, c
 /* req.fastcgi_pass(target, script_filename:): the FastCGI server answers req
  * once the handler returns (copied; script_filename may be NULL). */
 void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *target, const char *script_filename);
+/* req.send_file(path): the file answers req once the handler returns
+ * (static.c: relative to the location's root, or absolute; path copied). */
+void gw_mrb_set_send_file(mrb_state *mrb, gw_request_t *req, const char *path, size_t len);
 /* The handler's code raised (Gateway._fail): its response becomes a 500. */
 void gw_mrb_fail(gw_request_t *req);
 

@@ -44,6 +44,7 @@
 #include "mruby_handler.h"
 #include "fastcgi.h"
 #include "proxy.h"
+#include "static.h"
 
 /* What a fiber runs. */
 typedef enum { RUN_HANDLER, RUN_REWRITE, RUN_ACCESS, RUN_HEADER_FILTER, RUN_BODY_FILTER, RUN_LOG } run_kind_t;
@@ -98,6 +99,8 @@ typedef struct script_s {
   char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
   char *proxy_key;          /* owned: its hash_key: (fastcgi: its script_filename:), or NULL */
   int proxy_fastcgi;        /* proxy_url is req.fastcgi_pass's target */
+  char *send_path;          /* owned: req.send_file(path) from the handler, or NULL */
+  size_t send_len;
   struct script_s *next_spare;
 } script_t;
 
@@ -244,6 +247,7 @@ static void script_release(gw_req_state_t *state)
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
+  free(s->send_path);
   if (rt.nspare < SPARE_SCRIPTS) {
     s->next_spare = rt.spare;
     rt.spare = s;
@@ -342,6 +346,10 @@ static void complete(script_t *s, mrb_value result)
     drop_fiber(s);
     if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key);
     else gw_proxy_start(req, s->proxy_url, s->proxy_key);
+    return;
+  } else if (s->send_path) { /* req.send_file(path): the file answers (static.c) */
+    drop_fiber(s);
+    gw_static_send_file(req, s->send_path, s->send_len); /* copies the path before the script is released */
     return;
   } else if (!req->has_output && mrb_string_p(result)) {
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
@@ -637,6 +645,21 @@ void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *targ
 {
   gw_mrb_set_proxy_pass(mrb, req, target, script_filename);
   script_of(req)->proxy_fastcgi = 1;
+}
+
+void gw_mrb_set_send_file(mrb_state *mrb, gw_request_t *req, const char *path, size_t len)
+{
+  script_t *s = script_of(req);
+  char *p = malloc(len + 1);
+  if (s == NULL || p == NULL) {
+    free(p);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  memcpy(p, path, len);
+  p[len] = '\0';
+  free(s->send_path);
+  s->send_path = p;
+  s->send_len = len;
 }
 
 void gw_mrb_fail(gw_request_t *req)

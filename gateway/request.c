@@ -269,6 +269,18 @@ void gw_request_stream_end(gw_request_t *req, int complete)
   req->proto->stream_end(req, complete);
 }
 
+int gw_request_can_stream_file(const gw_request_t *req)
+{
+  return req->proto->stream_file != NULL;
+}
+
+void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
+{
+  req->running = 0;
+  release_state(req);
+  req->proto->stream_file(req, fd, offset, len);
+}
+
 void gw_request_body_taken(gw_request_t *req)
 {
   if (req->proto->body_taken) req->proto->body_taken(req);

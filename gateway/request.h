@@ -51,6 +51,14 @@ typedef struct {
   /* A streamed request body: its consumer took bytes out of req->body, so
    * more may be read (back-pressure). NULL: the body never streams. */
   void (*body_taken)(gw_request_t *req);
+  /* Optional (NULL: not supported; the producer reads the file into
+   * stream_body itself). After stream_head: the body is len bytes of the
+   * file fd from offset, sent without copying (HTTP/1.1: sendfile(2), the
+   * head in the same segment); the response then ends as by stream_end(req,
+   * 1) before this returns, and req may be reused. The protocol owns fd
+   * (closes it, also on failure). A file that turns out shorter ends the
+   * response early: the connection closes. */
+  void (*stream_file)(gw_request_t *req, int fd, long long offset, long long len);
 } gw_protocol_t;
 
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
@@ -177,6 +185,12 @@ int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
 void gw_request_stream_end(gw_request_t *req, int complete);
+/* 1 when the protocol can send a file range itself (proto->stream_file). */
+int gw_request_can_stream_file(const gw_request_t *req);
+/* After gw_request_stream_begin(): the rest of the body is len bytes of fd
+ * from offset, then the request ends (see gw_protocol_t.stream_file; fd is
+ * the protocol's from now on). */
+void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len);
 
 /* A streamed request body: the consumer took bytes out of req->body, so the
  * connection may read more (back-pressure). */

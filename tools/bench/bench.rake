@@ -32,6 +32,17 @@ namespace :bench do
     abort "bench:paired: #{e.message}"
   end
 
+  desc 'Static files: W4 0-byte and 100-byte files (wrk -c100/-c300, h2load --h1) and a 100 MB file (wrk -c4), ' \
+       'gateway vs nginx vs h2o (DURATION=5); writes build/bench/static.{md,json}'
+  task static: :build do
+    require_relative 'static'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Static.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:static: #{e.message}"
+  end
+
   desc 'Instructions per request (valgrind callgrind) of BASE=old/gateway and NEW (build/gateway): ' \
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
   task :instructions do

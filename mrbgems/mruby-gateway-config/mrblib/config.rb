@@ -63,11 +63,12 @@ module Gateway
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
                 :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
-                :no_regex, :fastcgi, :params, :script_filename
+                :no_regex, :fastcgi, :params, :script_filename,
+                :static
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
-                   dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil)
+                   dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, static: nil)
       # Regex locations (nginx's order, see router.c): %r{...}, "~ re"
       # (case-sensitive), "~* re" (case-insensitive); "^~ /prefix" is a prefix
       # that, when it is the longest match, skips the regex locations.
@@ -107,8 +108,11 @@ module Gateway
       @dashboard = dashboard ? true : false
       @allow = allow
       Location.check_fastcgi(path, handler, proxy_pass, status, fastcgi, params, script_filename)
-      if handler.nil? && proxy_pass.nil? && !status && !dashboard && fastcgi.nil?
-        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass:, fastcgi: or status: true"
+      if static && (handler || proxy_pass || status || dashboard || fastcgi)
+        raise ArgumentError, "location #{path.inspect}: root:/alias: take no handler block, proxy_pass:, fastcgi: or status: (use fallback:)"
+      end
+      if handler.nil? && proxy_pass.nil? && !status && !dashboard && fastcgi.nil? && !static
+        raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass:, fastcgi:, root:, alias: or status: true"
       end
       if status && (handler || proxy_pass)
         raise ArgumentError, "location #{path.inspect}: status: true takes no handler block or proxy_pass:"
@@ -154,6 +158,7 @@ module Gateway
       @log = log
       @status = status
       @pass_host = pass_host ? true : false
+      @static = static
       @fastcgi = fastcgi
       @params = params
       @script_filename = script_filename
@@ -284,8 +289,13 @@ module Gateway
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
-                 &handler)
+                 **static_opts, &handler)
       where = "location #{path.inspect}"
+      # static files (root:, alias:... in mrblib/static.rb): nil unless root: or alias: is given
+      static = Static.options(where, static_opts)
+      if static && (handler || content || proxy_pass || status)
+        raise ArgumentError, "#{where}: root:/alias: take no handler block, content:, proxy_pass: or status: (use fallback:)"
+      end
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
               body_filter: body_filter, log: log }
@@ -294,7 +304,7 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi # they are the content: the server's is not inherited
+      ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)
@@ -302,13 +312,14 @@ module Gateway
       end
       # Only phases before the content (a rewrite that redirects, an access
       # check): when they let the request through, nothing is there (404).
-      if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi) && (ph[:rewrite] || ph[:access])
+      if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi || static) && (ph[:rewrite] || ph[:access])
         ph[:content] = NOT_FOUND
       end
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
-                         allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename)
+                         allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
+                         static: static)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

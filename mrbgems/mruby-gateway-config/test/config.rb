@@ -56,3 +56,27 @@ assert('a location defined twice is an error') do
   s.location("/a") { "a" }
   assert_raise(ArgumentError) { s.location("/a") { "b" } }
 end
+
+assert('root: makes a static location with defaults; alias: replaces the prefix') do
+  s = Gateway::Server.new(1, 1, {})
+  loc = s.location("/a", root: "/srv/www")
+  st = loc.static
+  assert_equal "/srv/www", st[:dir]
+  assert_false st[:alias]
+  assert_equal ["index.html"], st[:index]
+  assert_equal({ max: 1000, valid: 1.0 }, st[:open_file_cache])
+  assert_equal 65_536, st[:memory_cache][:max_file]
+  assert_true s.location("/b", alias: "/srv/b", open_file_cache: false).static[:alias]
+  assert_nil s.location("/c", alias: "/srv/c", memory_cache: false).static[:memory_cache]
+end
+
+assert('static options are checked') do
+  s = Gateway::Server.new(1, 1, {})
+  assert_raise(ArgumentError) { s.location("/a", root: "/x", alias: "/y") }
+  assert_raise(ArgumentError) { s.location("/b", index: ["i.html"]) }
+  assert_raise(ArgumentError) { s.location("/c", root: "/x") { "block" } }
+  assert_raise(ArgumentError) { s.location("/d", root: "/x", types: { "a" => 1 }) }
+  assert_raise(ArgumentError) { s.location("/e", root: "/x", memory_cache: { nope: 1 }) }
+  assert_raise(ArgumentError) { s.location("/f", root: "/x", rooot: 1) }
+  assert_equal ["wasm", "application/wasm"], s.location("/g", root: "/x", types: { ".wasm" => "application/wasm" }).static[:types]
+end

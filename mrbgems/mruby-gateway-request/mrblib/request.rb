@@ -127,6 +127,16 @@ module Gateway
       _fastcgi_pass(target, script_filename.nil? ? nil : script_filename.to_s)
     end
 
+    # Answers with a file once the handler returns, as a root:/alias:
+    # location would (ETag, ranges, HEAD, caches):
+    #   req.send_file "missing.html"       (beneath this location's root)
+    #   req.send_file "/srv/files/a.pdf"   (absolute: opened as given)
+    # A status set before (req.status = 404) is kept; output is discarded.
+    def send_file(path)
+      raise ArgumentError, "send_file: path must be a String" unless path.is_a?(String)
+      _send_file(path)
+    end
+
     # ngx_mruby-style names.
     alias uri path
     alias args query

@@ -258,6 +258,19 @@ static mrb_value req_fastcgi_pass(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
+/* req._send_file(path): the file answers this request once the handler
+ * returns (gateway/static.c). */
+static mrb_value req_send_file(mrb_state *mrb, mrb_value self)
+{
+  mrb_value path;
+  mrb_get_args(mrb, "S", &path);
+  gw_request_t *r = REQ(self);
+  if (RSTRING_LEN(path) == 0 || memchr(RSTRING_PTR(path), '\0', (size_t)RSTRING_LEN(path)))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "send_file: need a file path without NUL bytes");
+  gw_mrb_set_send_file(mrb, r, RSTRING_PTR(path), (size_t)RSTRING_LEN(path));
+  return mrb_nil_value();
+}
+
 static mrb_value req_current(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -341,6 +354,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_set_target", req_set_target, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_default_status=", req_set_default_status, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "sub_request?", req_sub_request_p, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_send_file", req_send_file, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));

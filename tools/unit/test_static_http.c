@@ -1,0 +1,196 @@
+/* test_static_http.c - the pure parts of static files: path decoding and
+ * normalisation, Range parsing, ETag and HTTP dates, If-None-Match,
+ * Accept-Encoding, and the MIME table.
+ * unit: static_http mime */
+#include <stdio.h>
+#include <string.h>
+
+#include "mime.h"
+#include "static_http.h"
+#include "unit.h"
+
+static int decodes(const char *in, const char *want)
+{
+  char out[256];
+  ssize_t n = gw_static_path_decode(in, strlen(in), out, sizeof(out));
+  if (want == NULL) {
+    if (!CHECK(n < 0)) unit_note("%s decoded to %s", in, out);
+    return n < 0;
+  }
+  if (!CHECK(n >= 0)) {
+    unit_note("%s refused", in);
+    return 0;
+  }
+  if (!CHECK_EQ_STR(out, want)) unit_note("input %s", in);
+  return CHECK_EQ_INT(n, (long long)strlen(want));
+}
+
+static void test_paths(void)
+{
+  decodes("/", "/");
+  decodes("", "/");
+  decodes("/a/b.css", "/a/b.css");
+  decodes("/a//b", "/a/b");
+  decodes("/a/./b", "/a/b");
+  decodes("/a/b/", "/a/b/");
+  decodes("/a/b/..", "/a/");
+  decodes("/a/b/../c", "/a/c");
+  decodes("/a/.", "/a/");
+  decodes("a.txt", "/a.txt"); /* alias: the rest after the prefix */
+  decodes("/%61%62", "/ab");
+  decodes("/a%20b", "/a b");
+  decodes("/%2e%2e/x", NULL);
+  decodes("/%2E%2E/x", NULL);
+  decodes("/a/%2e%2e/b", "/b");
+  decodes("/..", NULL);
+  decodes("/../etc/passwd", NULL);
+  decodes("/a/../../etc", NULL);
+  decodes("/a%2fb", NULL);  /* encoded slash inside a segment */
+  decodes("/a%2Fb", NULL);
+  decodes("/a%00b", NULL);  /* encoded NUL */
+  decodes("/a\\b", NULL);   /* backslash */
+  decodes("/a%5cb", NULL);
+  decodes("/a%5Cb", NULL);
+  decodes("/%252e%252e/x", "/%2e%2e/x"); /* decoded once: a literal name */
+  decodes("/a%", NULL);
+  decodes("/a%4", NULL);
+  decodes("/a%zz", NULL);
+  decodes("/a%0a", NULL);   /* control byte */
+  decodes("/...", "/...");  /* a name, not a parent */
+  decodes("/.hidden", "/.hidden");
+  char out[8];
+  CHECK(gw_static_path_decode("/abcdefghij", 11, out, sizeof(out)) < 0); /* cap too small */
+  char raw[64];
+  CHECK_EQ_INT(gw_static_path_clean("/a%2e%2e/b", 10, raw, sizeof(raw)), 10);
+  CHECK_EQ_STR(raw, "/a%2e%2e/b");
+  CHECK(gw_static_path_clean("/../x", 5, raw, sizeof(raw)) < 0);
+}
+
+static void range(const char *v, long long size, gw_range_kind_t kind, long long start, long long len)
+{
+  long long s = -1, l = -1;
+  gw_range_kind_t k = gw_static_range_parse(v, v ? strlen(v) : 0, size, &s, &l);
+  if (!CHECK_EQ_INT(k, kind)) unit_note("Range %s on %lld bytes", v ? v : "(none)", size);
+  if (kind == GW_RANGE_SINGLE && !(CHECK_EQ_INT(s, start) && CHECK_EQ_INT(l, len)))
+    unit_note("Range %s on %lld bytes", v, size);
+}
+
+static void test_ranges(void)
+{
+  range(NULL, 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=0-0", 10, GW_RANGE_SINGLE, 0, 1);
+  range("bytes=2-5", 10, GW_RANGE_SINGLE, 2, 4);
+  range("bytes=2-", 10, GW_RANGE_SINGLE, 2, 8);
+  range("bytes=2-100", 10, GW_RANGE_SINGLE, 2, 8);
+  range("bytes=-3", 10, GW_RANGE_SINGLE, 7, 3);
+  range("bytes=-30", 10, GW_RANGE_SINGLE, 0, 10);
+  range("BYTES=1-1", 10, GW_RANGE_SINGLE, 1, 1);
+  range("bytes= 1-2 ", 10, GW_RANGE_SINGLE, 1, 2);
+  range("bytes=10-", 10, GW_RANGE_UNSATISFIABLE, 0, 0);
+  range("bytes=10-20", 10, GW_RANGE_UNSATISFIABLE, 0, 0);
+  range("bytes=-0", 10, GW_RANGE_UNSATISFIABLE, 0, 0);
+  range("bytes=0-", 0, GW_RANGE_UNSATISFIABLE, 0, 0);
+  range("bytes=0-1,4-5", 10, GW_RANGE_MULTI, 0, 0);
+  range("bytes=0-1,40-50", 10, GW_RANGE_MULTI, 0, 0);
+  range("bytes=0-1,", 10, GW_RANGE_SINGLE, 0, 2);
+  range("bytes=5-2", 10, GW_RANGE_NONE, 0, 0); /* invalid: ignored */
+  range("bytes=a-b", 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=", 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=1", 10, GW_RANGE_NONE, 0, 0);
+  range("items=1-2", 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=1-2x", 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=99999999999999999999-", 10, GW_RANGE_NONE, 0, 0);
+  range("bytes=0-99999999999999999999", 10, GW_RANGE_SINGLE, 0, 10);
+  range("bytes=5000000000-", 10000000000LL, GW_RANGE_SINGLE, 5000000000LL, 5000000000LL);
+}
+
+static void test_etag_dates(void)
+{
+  char buf[64];
+  CHECK_EQ_INT(gw_static_etag(buf, sizeof(buf), 0x5f5e1000, 0x1234), 15);
+  CHECK_EQ_STR(buf, "\"5f5e1000-1234\"");
+  CHECK_EQ_INT(gw_static_http_date(buf, sizeof(buf), 784111777), 29);
+  CHECK_EQ_STR(buf, "Sun, 06 Nov 1994 08:49:37 GMT");
+  const char *d = "Sun, 06 Nov 1994 08:49:37 GMT";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), 784111777);
+  d = "Sunday, 06-Nov-94 08:49:37 GMT";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), 784111777);
+  d = "Sun Nov  6 08:49:37 1994";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), 784111777);
+  d = "yesterday";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), -1);
+  d = "Sun, 06 Xyz 1994 08:49:37 GMT";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), -1);
+  d = "Sun, 06 Nov 1994 08:49:37 GMTx";
+  CHECK_EQ_INT(gw_static_http_date_parse(d, strlen(d)), -1);
+  for (time_t t = 0; t < 4102444800; t += 86400 * 37 + 3607) { /* round trips to 2100 */
+    gw_static_http_date(buf, sizeof(buf), t);
+    if (!CHECK_EQ_INT(gw_static_http_date_parse(buf, strlen(buf)), t)) break;
+  }
+  const char *e = "\"5f-12\"";
+  CHECK(gw_static_etag_match("\"5f-12\"", 7, e, 7));
+  CHECK(gw_static_etag_match("W/\"5f-12\"", 9, e, 7));
+  CHECK(gw_static_etag_match("\"a\", \"5f-12\"", 12, e, 7));
+  CHECK(gw_static_etag_match("*", 1, e, 7));
+  CHECK(!gw_static_etag_match("\"5f-13\"", 7, e, 7));
+  CHECK(!gw_static_etag_match("", 0, e, 7));
+  CHECK(!gw_static_etag_match("\"5f-12", 6, e, 7));
+}
+
+static int accepts(const char *ae, const char *c)
+{
+  return gw_static_accepts(ae, strlen(ae), c);
+}
+
+static void test_accept_encoding(void)
+{
+  CHECK(accepts("gzip", "gzip"));
+  CHECK(accepts("deflate, gzip;q=0.5", "gzip"));
+  CHECK(accepts("GZIP", "gzip"));
+  CHECK(!accepts("gzip;q=0", "gzip"));
+  CHECK(!accepts("gzip; q=0.000", "gzip"));
+  CHECK(accepts("gzip;q=0.001", "gzip"));
+  CHECK(!accepts("deflate", "gzip"));
+  CHECK(!accepts("xgzip", "gzip"));
+  CHECK(accepts("br, gzip", "br"));
+  CHECK(accepts("*", "br"));
+  CHECK(!accepts("", "gzip"));
+}
+
+static void test_mime(void)
+{
+  gw_mime_t *m = gw_mime_load("/etc/mime.types");
+  CHECK(m != NULL);
+  CHECK(gw_mime_count(m) > 500);
+  CHECK_EQ_STR(gw_mime_lookup(m, "/a/b.css", 8), "text/css");
+  CHECK_EQ_STR(gw_mime_lookup(m, "/a/b.HTML", 9), "text/html");
+  CHECK_EQ_STR(gw_mime_lookup(m, "x.png", 5), "image/png");
+  CHECK_EQ_STR(gw_mime_lookup(m, "x.wasm", 6), "application/wasm");
+  CHECK(gw_mime_lookup(m, "/a.d/noext", 10) == NULL);
+  CHECK(gw_mime_lookup(m, "/a.", 3) == NULL);
+  CHECK(gw_mime_lookup(m, "/a.nosuchext", 12) == NULL);
+  CHECK_EQ_INT(gw_mime_set(m, "css", 3, "text/x-custom"), 0);
+  CHECK_EQ_STR(gw_mime_lookup(m, "b.css", 5), "text/x-custom");
+  gw_mime_free(m);
+  m = gw_mime_load("/nonexistent/mime.types"); /* built-ins only */
+  CHECK(m != NULL);
+  CHECK_EQ_STR(gw_mime_lookup(m, "a.js", 4), "text/javascript");
+  for (int i = 0; i < 2000; i++) { /* growth */
+    char ext[16];
+    snprintf(ext, sizeof(ext), "e%d", i);
+    gw_mime_set(m, ext, strlen(ext), "a/b");
+  }
+  CHECK_EQ_STR(gw_mime_lookup(m, "x.e1999", 7), "a/b");
+  CHECK_EQ_STR(gw_mime_lookup(m, "a.json", 6), "application/json");
+  gw_mime_free(m);
+}
+
+int main(void)
+{
+  test_paths();
+  test_ranges();
+  test_etag_dates();
+  test_accept_encoding();
+  test_mime();
+  return unit_done();
+}
