@@ -37,6 +37,8 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  int cpu_limit_ms;     /* CPU time its Ruby code may run between two waits
+                           (the server's unless set); 0: no limit (cpu_limit.h) */
 } gw_location_t;
 
 typedef struct {
@@ -49,6 +51,7 @@ typedef struct {
   int fd;               /* listening socket, -1 until gw_config_listen() */
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
+  int cpu_limits;       /* some location runs Ruby under a cpu_limit: its workers tick */
 } gw_server_t;
 
 typedef struct {

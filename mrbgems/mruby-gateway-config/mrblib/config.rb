@@ -36,15 +36,29 @@ module Gateway
     send_timeout: 10,         # max time the client may leave our output unread
   }
 
+  # CPU seconds a request's Ruby code may run without waiting (between two
+  # waits: Async.sleep, a sub-request, ...) before it is interrupted with
+  # Gateway::CPULimitExceeded: a server's default, which a location may
+  # override; nil: no limit.
+  DEFAULT_CPU_LIMIT = 5
+  # A location's cpu_limit: not given (the server's applies).
+  CPU_LIMIT_UNSET = Object.new.freeze
+
+  # cpu_limit: a positive number of seconds, or nil (no limit).
+  def self.check_cpu_limit(who, v)
+    return if v.nil? || (v.is_a?(Numeric) && v > 0 && v <= 86_400)
+    raise ArgumentError, "#{who}: cpu_limit must be a positive number of seconds (at most 86400) or nil (no limit), got #{v.inspect}"
+  end
+
   class Location
     # A Via pseudonym or host[:port] (RFC 9110 §7.6.3): token bytes, ':' and brackets.
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter
+                :request_buffering, :via, :header_filter, :cpu_limit
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil, header_filter: nil)
+                   request_buffering: false, via: nil, header_filter: nil, cpu_limit: Gateway::CPU_LIMIT_UNSET)
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
@@ -84,6 +98,8 @@ module Gateway
         raise ArgumentError, "location #{path.inspect}: via must be true or a name like \"edge-1\" (no spaces), got #{via.inspect}"
       end
       raise ArgumentError, "location #{path.inspect}: via: does not apply to a status location" if via && status
+      Gateway.check_cpu_limit("location #{path.inspect}", cpu_limit) unless cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET)
+      @cpu_limit = cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET) ? DEFAULT_CPU_LIMIT : cpu_limit
       @via = via || nil
       @max_body = max_body
       @request_buffering = request_buffering ? true : false
@@ -98,10 +114,12 @@ module Gateway
   end
 
   class Server
-    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity
+    attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :cpu_limit
 
-    def initialize(listen, workers, limits, cpu_affinity = nil)
+    def initialize(listen, workers, limits, cpu_affinity = nil, cpu_limit = DEFAULT_CPU_LIMIT)
       @host, @port = Server.parse_listen(listen)
+      Gateway.check_cpu_limit("server", cpu_limit)
+      @cpu_limit = cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET) ? DEFAULT_CPU_LIMIT : cpu_limit
       unless cpu_affinity.nil? || (cpu_affinity.is_a?(Integer) && cpu_affinity >= 0 && cpu_affinity < 1024)
         raise ArgumentError, "server: cpu_affinity must be a CPU number (0, 1, ...), got #{cpu_affinity.inspect}"
       end
@@ -128,10 +146,14 @@ module Gateway
     #   when this location proxies (proxy_pass: or req.proxy_pass)
     # header_filter: ->(req) { ... } runs on the upstream's response head
     #   (req.status, req.headers_out) before it goes to the client
+    # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
+    #   filters) instead of the server's cpu_limit:
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
-                 request_buffering: false, via: nil, header_filter: nil, &handler)
+                 request_buffering: false, via: nil, header_filter: nil, cpu_limit: Gateway::CPU_LIMIT_UNSET, &handler)
+      cpu_limit = @cpu_limit if cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET)
       loc = Location.new(path, handler, proxy_pass, body_filter, status, pass_host, max_body: max_body,
-                         request_buffering: request_buffering, via: via, header_filter: header_filter)
+                         request_buffering: request_buffering, via: via, header_filter: header_filter,
+                         cpu_limit: cpu_limit)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -230,12 +252,15 @@ module Gateway
   end
 end
 
-# server listen: 8080, workers: 1, limits: {...} do
+# server listen: 8080, workers: 1, limits: {...}, cpu_limit: 5 do
 #   location "/" do |req| "hello" end
 # end
-def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, &block)
+# cpu_limit: CPU seconds a request's Ruby code may run between two waits
+# before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
+# location's own cpu_limit: overrides it.
+def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
-  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity)
+  srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, cpu_limit)
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv

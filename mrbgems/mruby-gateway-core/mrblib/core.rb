@@ -6,6 +6,11 @@ module Gateway
   class UpstreamError < Error; end
   # An operation did not complete within its timeout.
   class TimeoutError < Error; end
+  # A request's Ruby code ran on the CPU past its cpu_limit: without waiting.
+  # An Exception, not a StandardError, so that `rescue => e` in a handler
+  # does not swallow it; a handler that rescues it anyway and runs on is
+  # stopped for good at twice the limit.
+  class CPULimitExceeded < Exception; end
 
   LOG_LEVELS = [:debug, :info, :notice, :warn, :error, :crit]
 
