@@ -134,7 +134,7 @@ RSpec.describe 'cpu_limit' do
     it '`rescue Exception` cannot swallow it for good: the second limit stops the request' do
       r, took = timed { http_get(@port, '/rescue_all', timeout: 10) }
       expect(r.status).to eq(500)
-      expect(took).to be < 3.0
+      expect(took).to be < 2 * 1 + 1.5 # twice the limit, and a busy machine's share of the CPU
       path = Regexp.escape(@gw.config_path)
       poll('the forced stop in the error log', timeout: 3) do
         @gw.log =~ %r{stopped: it rescued Gateway::CPULimitExceeded .* location "/rescue_all" at #{path}:\d+}
@@ -176,7 +176,7 @@ RSpec.describe 'cpu_limit' do
     it "a location's own cpu_limit overrides the server's, lower" do
       r, took = timed { http_get(@port, '/own', timeout: 10) }
       expect(r.status).to eq(500)
-      expect(took).to be < 0.9
+      expect(took).to be < 0.3 + 1
       poll('the 0.3 s limit in the log', timeout: 3) { @gw.log.include?('cpu_limit of 0.3 s exceeded in location "/own"') }
     end
 
