@@ -44,6 +44,8 @@ typedef struct {
   struct gw_regex_s *regex;
   int no_regex;         /* "^~ /x": as the longest prefix, regex locations are skipped */
   size_t seq;           /* position in the config: regex locations keep this order */
+  int cpu_limit_ms;     /* CPU time its Ruby code may run between two waits
+                           (the server's unless set); 0: no limit (cpu_limit.h) */
 } gw_location_t;
 
 typedef struct {
@@ -61,6 +63,7 @@ typedef struct {
   mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
   struct gw_tls_ctx_s *tls; /* owned (tls.h): TLS on this listener; NULL: plain */
   int http2;            /* HTTP/2: h2 by ALPN over TLS, h2c (prior knowledge) on plain */
+  int cpu_limits;       /* some location runs Ruby under a cpu_limit: its workers tick */
 } gw_server_t;
 
 typedef struct {

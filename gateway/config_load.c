@@ -334,6 +334,12 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       }
       mrb_value max_body = iv(mrb, loc, "@max_body");
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
+      /* The DSL gave the location the server's cpu_limit unless it had its own. */
+      mrb_value cpu_limit = iv(mrb, loc, "@cpu_limit");
+      l->cpu_limit_ms = mrb_nil_p(cpu_limit) ? 0 : (int)(mrb_as_float(mrb, cpu_limit) * 1000.0 + 0.5);
+      if (!mrb_nil_p(cpu_limit) && l->cpu_limit_ms < 1) l->cpu_limit_ms = 1;
+      if (l->cpu_limit_ms && (l->header_filter || l->body_filter || !mrb_nil_p(iv(mrb, loc, "@handler"))))
+        s->cpu_limits = 1;
     }
     gw_router_sort(s->locations, s->nlocations);
     s->init_worker = iv(mrb, srv, "@init_worker"); /* kept alive by the config's objects */

@@ -23,6 +23,7 @@
  * the idle ones are few. A fiber that was aborted while parked, died, or
  * grew a large stack is dropped instead. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +39,8 @@
 #include <mruby/string.h>
 #include <mruby/variable.h>
 
+#include "config.h"
+#include "cpu_limit.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
@@ -146,12 +149,17 @@ int gw_mruby_worker_init(gw_context_t *ctx)
   rt.request_class = mrb_class_get_under(mrb, gw, "Request");
   rt.fiber_class = mrb_class_get(mrb, "Fiber");
   rt.sym_new = mrb_intern_lit(mrb, "new");
+  if (ctx->server->cpu_limits && gw_cpu_limit_start(mrb) < 0) {
+    gw_log_error("cpu_limit: cannot start the CPU-time tick: %s", strerror(errno));
+    return -1;
+  }
   return mrb->exc || rt.gc_ev == NULL ? -1 : 0;
 }
 
 void gw_mruby_worker_dispose(void)
 {
   if (rt.ctx == NULL) return;
+  gw_cpu_limit_stop();
   mrb_gc_unregister(rt.mrb, rt.roots);
   free(rt.free_slots);
   if (rt.gc_ev) event_free(rt.gc_ev);
@@ -398,9 +406,25 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
     gw_trace_event(req, ev);
     req->waiting_for[0] = '\0';
   }
+  const gw_location_t *loc = req->location;
+  if (loc) gw_cpu_limit_enter(loc->cpu_limit_ms, loc->path, loc->exact);
   mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
+  const char *file;
+  int line;
+  int stopped = gw_cpu_limit_leave(&file, &line);
   rt.current = NULL;
-  if (raised || mrb->exc) {
+  if (stopped) {
+    /* Past its cpu_limit twice: the hook raised on every instruction until
+     * the fiber had left Ruby; it is dead (and dropped with the request). */
+    char at[320] = "";
+    if (file) snprintf(at, sizeof(at), " at %s:%d", file, line);
+    gw_log_error("handler for %s %.*s stopped: it rescued Gateway::CPULimitExceeded and ran on past twice its "
+                 "cpu_limit of %g s in location \"%s%s\"%s",
+                 req->method, (int)req->path_len, req->target, loc->cpu_limit_ms / 1000.0, loc->exact ? "= " : "",
+                 loc->path, at);
+    s->failed = 1;
+    mrb->exc = NULL;
+  } else if (raised || mrb->exc) {
     fail_unexpectedly(s, raised ? result : mrb_obj_value(mrb->exc));
     mrb->exc = NULL;
   } else if (rt.job_done) {

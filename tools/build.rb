@@ -1,10 +1,13 @@
 # The build: reads build_config.rb and each gem's mrbgem.rake, and defines
-# rake file tasks that compile gateway/*.c, the gems (src/*.c, and mrblib/*.rb
-# through mrbc into C), Debian's llhttp sources, and link build/gateway.
+# rake file tasks that build mruby itself (from Debian's source package, with
+# tools/mruby/build_config.rb), compile gateway/*.c, the gems (src/*.c, and
+# mrblib/*.rb through that mruby's mrbc into C), Debian's llhttp sources, and
+# link build/gateway.
 #
 # Every generated file lives under build/ (build/asan/ for the sanitizer
-# variant); nothing generated is committed.
+# variant, build/mruby/ for mruby); nothing generated is committed.
 require 'rake'
+require_relative 'mruby/mruby'
 
 # mruby's gem convention: mrbgem.rake calls MRuby::Gem::Specification.new.
 module MRuby
@@ -113,13 +116,6 @@ module Gateway
 
     private
 
-    def mruby_defines
-      @mruby_defines ||= begin
-        flags = `mruby-config --cflags 2>/dev/null`.split
-        defs = flags.grep(/\A-D/)
-        defs.empty? ? %w[-DMRB_USE_RATIONAL -DMRB_USE_COMPLEX] : defs
-      end
-    end
 
     def variant_flags(variant)
       extra_c, extra_l, libs = @variants.fetch(variant, [[], [], nil])
@@ -133,10 +129,12 @@ module Gateway
       ENV.fetch('CC', 'gcc')
     end
 
+    # flags: an Array; a Proc in it is called when the command runs (the
+    # mruby flags exist only once mruby is built).
     def compile(obj, src, flags, deps = [])
       file obj => [src, *deps, 'build_config.rb'] do
         mkdir_p File.dirname(obj)
-        sh [cc, *flags, '-c', src, '-o', obj].join(' ')
+        sh [cc, *flags.flat_map { |f| f.is_a?(Proc) ? f.call : f }, '-c', src, '-o', obj].join(' ')
       end
       obj
     end
@@ -144,8 +142,11 @@ module Gateway
     def define_variant(variant)
       out = dir(variant)
       cflags, ldflags, own_libs = variant_flags(variant)
-      base = cflags + mruby_defines + %w[-DMRB_NO_PRESYM -Igateway] + ["-I#{LLHTTP_INC}"]
-      headers = Dir['gateway/*.{h,html}'] + ["#{LLHTTP_INC}/llhttp.h"] # dashboard.c includes its page
+      mrb = MRubyBuild.for(variant)
+      mruby_cflags = -> { mrb.cflags }
+      base = cflags + [mruby_cflags, '-Igateway', "-I#{LLHTTP_INC}"]
+      # Every object that sees mruby's headers is rebuilt with mruby (dashboard.c includes its page).
+      headers = Dir['gateway/*.{h,html}'] + ["#{LLHTTP_INC}/llhttp.h", mrb.library]
       objs = []
 
       Dir['gateway/*.c'].sort.each do |src|
@@ -166,12 +167,12 @@ module Gateway
         end
         unless g.mrblib.empty?
           mrblib_c = File.join(gdir, 'mrblib.c')
-          file mrblib_c => [*g.mrblib, File.join(g.dir, 'mrbgem.rake')] do
+          file mrblib_c => [*g.mrblib, File.join(g.dir, 'mrbgem.rake'), MRubyBuild.mrbc] do
             mkdir_p gdir
             # -g keeps file:line in backtraces of errors raised inside mrblib.
-            sh ['mrbc', '-g', "-Bgw_mrblib_#{g.cname}", '-o', mrblib_c, *g.mrblib].join(' ')
+            sh [MRubyBuild.mrbc, '-g', "-Bgw_mrblib_#{g.cname}", '-o', mrblib_c, *g.mrblib].join(' ')
           end
-          objs << compile(File.join(gdir, 'mrblib.o'), mrblib_c, base)
+          objs << compile(File.join(gdir, 'mrblib.o'), mrblib_c, base, [mrb.library])
         end
       end
 
@@ -183,17 +184,17 @@ module Gateway
         mkdir_p out
         File.write(gem_init_c, gem_init_source)
       end
-      objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
+      objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base, [mrb.library])
 
-      libs = own_libs + @gems.flat_map(&:libs).uniq + %w[-lmruby -levent -lcares -lpcre2-8 -lssl -lcrypto -lnghttp2 -lm]
+      libs = own_libs + @gems.flat_map(&:libs).uniq + [mrb.library] + %w[-levent -lcares -lpcre2-8 -lssl -lcrypto -lnghttp2 -lm]
       bin = binary(variant)
-      file bin => objs do
+      file bin => [*objs, mrb.library] do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')
       end
 
       test_main = compile(File.join(out, 'obj', 'gateway', 'mrbtest_main.o'), 'gateway/mrbtest_main.c', base, headers)
       core_objs = objs.reject { |o| o.end_with?('/gateway/main.o') }
-      file mrbtest(variant) => [test_main, *core_objs] do
+      file mrbtest(variant) => [test_main, *core_objs, mrb.library] do
         sh [cc, *cflags, *ldflags, '-o', mrbtest(variant), test_main, *core_objs, *libs].join(' ')
       end
     end

@@ -13,7 +13,7 @@
 #   /* unit: router headers */
 #
 # Each word is gateway/WORD.c, or `llhttp` (Debian's llhttp C sources), or a
-# library flag such as `-lmruby`; libevent and libm are always linked. A test
+# library flag such as `-lcares`; libevent and libm are always linked. A test
 # without such a line gets gateway/NAME.c if there is one. So a new test needs
 # no edit here.
 
@@ -36,16 +36,17 @@ module GatewayUnit
     ENV.fetch('CC', 'gcc')
   end
 
-  def self.mruby_defines
-    @mruby_defines ||= begin
-      defs = `mruby-config --cflags 2>/dev/null`.split.grep(/\A-D/)
-      defs.empty? ? %w[-DMRB_USE_RATIONAL -DMRB_USE_COMPLEX] : defs
-    end
+  # The headers of the mruby we build (request.h includes mruby.h): its
+  # defines change struct layouts. Valid once MRUBY.library is built.
+  MRUBY = Gateway::MRubyBuild.for(:default)
+
+  def self.base_cflags(variant)
+    %w[-std=c11 -D_GNU_SOURCE -Wall -Wextra -fno-strict-aliasing] + VARIANTS[variant][:cflags] +
+      %W[-Igateway -I#{SRC_DIR} -I#{Gateway::Build::LLHTTP_INC}]
   end
 
   def self.cflags(variant)
-    %w[-std=c11 -D_GNU_SOURCE -Wall -Wextra -fno-strict-aliasing] + VARIANTS[variant][:cflags] +
-      mruby_defines + %W[-DMRB_NO_PRESYM -Igateway -I#{SRC_DIR} -I#{Gateway::Build::LLHTTP_INC}]
+    base_cflags(variant) + MRUBY.cflags
   end
 
   def self.tests
@@ -78,7 +79,7 @@ module GatewayUnit
       unless Rake::Task.task_defined?(obj)
         file obj => src do
           mkdir_p dir
-          flags = cflags(variant).reject { |f| f.start_with?('-W') } + %w[-w -DLLHTTP_STRICT_MODE=1]
+          flags = base_cflags(variant).reject { |f| f.start_with?('-W') } + %w[-w -DLLHTTP_STRICT_MODE=1]
           sh [cc, *flags, '-c', src, '-o', obj].join(' ')
         end
       end
@@ -94,7 +95,7 @@ module GatewayUnit
     llhttp = words.include?('llhttp') ? llhttp_objects(variant) : []
     bin = binary(variant, src)
     headers = Dir['gateway/*.h'] + Dir["#{SRC_DIR}/*.h"]
-    file bin => [src, *gw.select { |f| File.exist?(f) }, *headers, *llhttp, __FILE__] do
+    file bin => [src, *gw.select { |f| File.exist?(f) }, *headers, *llhttp, __FILE__, MRUBY.library] do
       abort "#{src}: unit: names missing #{missing.join(', ')}" unless missing.empty?
       mkdir_p File.dirname(bin)
       sh [cc, *cflags(variant), '-o', bin, src, *gw, *llhttp, *libs, '-levent', '-lm'].join(' ')

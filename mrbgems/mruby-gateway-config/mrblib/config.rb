@@ -57,6 +57,20 @@ module Gateway
     send_timeout: 10,         # max time the client may leave our output unread
   }
 
+  # CPU seconds a request's Ruby code may run without waiting (between two
+  # waits: Async.sleep, a sub-request, ...) before it is interrupted with
+  # Gateway::CPULimitExceeded: a server's default, which a location may
+  # override; nil: no limit.
+  DEFAULT_CPU_LIMIT = 5
+  # A location's cpu_limit: not given (the server's applies).
+  CPU_LIMIT_UNSET = Object.new.freeze
+
+  # cpu_limit: a positive number of seconds, or nil (no limit).
+  def self.check_cpu_limit(who, v)
+    return if v.nil? || (v.is_a?(Numeric) && v > 0 && v <= 86_400)
+    raise ArgumentError, "#{who}: cpu_limit must be a positive number of seconds (at most 86400) or nil (no limit), got #{v.inspect}"
+  end
+
   class Location
     # A Via pseudonym or host[:port] (RFC 9110 §7.6.3): token bytes, ':' and brackets.
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
@@ -64,11 +78,12 @@ module Gateway
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
                 :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
                 :no_regex, :fastcgi, :params, :script_filename,
-                :static
+                :static, :cpu_limit
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
-                   dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, static: nil)
+                   dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, static: nil,
+                   cpu_limit: Gateway::CPU_LIMIT_UNSET)
       # Regex locations (nginx's order, see router.c): %r{...}, "~ re"
       # (case-sensitive), "~* re" (case-insensitive); "^~ /prefix" is a prefix
       # that, when it is the longest match, skips the regex locations.
@@ -145,6 +160,8 @@ module Gateway
         raise ArgumentError, "location #{path.inspect}: via must be true or a name like \"edge-1\" (no spaces), got #{via.inspect}"
       end
       raise ArgumentError, "location #{path.inspect}: via: does not apply to a status location" if via && status
+      Gateway.check_cpu_limit("location #{path.inspect}", cpu_limit) unless cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET)
+      @cpu_limit = cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET) ? DEFAULT_CPU_LIMIT : cpu_limit
       @via = via || nil
       @max_body = max_body
       @request_buffering = request_buffering ? true : false
@@ -226,7 +243,7 @@ module Gateway
 
   class Server
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
-                :init_worker, :exit_worker
+                :init_worker, :exit_worker, :cpu_limit
 
     # The content of a location that has only rewrite/access phases.
     NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
@@ -236,8 +253,10 @@ module Gateway
     PHASES = [:rewrite, :access, :content, :header_filter, :body_filter, :log]
 
     def initialize(listen, workers, limits, cpu_affinity = nil, stall_timeout = 30, phases: {}, init_worker: nil,
-                   exit_worker: nil)
+                   exit_worker: nil, cpu_limit: DEFAULT_CPU_LIMIT)
       @host, @port = Server.parse_listen(listen)
+      Gateway.check_cpu_limit("server", cpu_limit)
+      @cpu_limit = cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET) ? DEFAULT_CPU_LIMIT : cpu_limit
       where = "server #{listen.inspect}"
       @phases = {}
       phases.each { |k, v| @phases[k] = Config.phase(where, k, v) }
@@ -284,13 +303,16 @@ module Gateway
     #   content: "app.rb"           the handler, as the block does
     #   header_filter:, body_filter: on the response before it goes out
     #   log: ->(req) { ... }        after the response is queued; cannot wait
+    # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
+    #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:) answers through a FastCGI
     #   server: see the README's FastCGI section
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
-                 **static_opts, &handler)
+                 cpu_limit: Gateway::CPU_LIMIT_UNSET, **static_opts, &handler)
       where = "location #{path.inspect}"
+      cpu_limit = @cpu_limit if cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET)
       # static files (root:, alias:... in mrblib/static.rb): nil unless root: or alias: is given
       static = Static.options(where, static_opts)
       if static && (handler || content || proxy_pass || status)
@@ -319,7 +341,7 @@ module Gateway
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
                          allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
-                         static: static)
+                         static: static, cpu_limit: cpu_limit)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -425,7 +447,7 @@ module Gateway
   end
 end
 
-# server listen: 8080, workers: 1, limits: {...} do
+# server listen: 8080, workers: 1, limits: {...}, cpu_limit: 5 do
 #   location "/" do |req| "hello" end
 # end
 # stall_timeout: a worker whose event loop has not turned for this many
@@ -433,16 +455,19 @@ end
 # Phases given here (rewrite:, access:, content:, header_filter:,
 # body_filter:, log:) apply to every location that gives none of its own;
 # init_worker: and exit_worker: run in each worker at its start and exit.
+# cpu_limit: CPU seconds a request's Ruby code may run between two waits
+# before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
+# location's own cpu_limit: overrides it.
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
-           tls: nil, http2: nil, &block)
+           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
   http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
              body_filter: body_filter, log: log }.reject { |_, v| v.nil? }
   srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout, phases: phases,
-                            init_worker: init_worker, exit_worker: exit_worker)
+                            init_worker: init_worker, exit_worker: exit_worker, cpu_limit: cpu_limit)
   srv.tls = tls_conf
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf

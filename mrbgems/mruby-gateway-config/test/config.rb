@@ -80,3 +80,25 @@ assert('static options are checked') do
   assert_raise(ArgumentError) { s.location("/f", root: "/x", rooot: 1) }
   assert_equal ["wasm", "application/wasm"], s.location("/g", root: "/x", types: { ".wasm" => "application/wasm" }).static[:types]
 end
+
+assert('cpu_limit defaults to 5 s; a location inherits its server\'s unless it has its own') do
+  s = Gateway::Server.new(1, 1, {})
+  assert_equal 5, s.cpu_limit
+  assert_equal 5, s.location("/a") { "a" }.cpu_limit
+  assert_equal 0.5, s.location("/b", cpu_limit: 0.5) { "b" }.cpu_limit
+  assert_nil s.location("/c", cpu_limit: nil) { "c" }.cpu_limit
+  s = Gateway::Server.new(1, 1, {}, cpu_limit: nil)
+  assert_nil s.location("/a") { "a" }.cpu_limit
+  assert_equal 2, s.location("/b", cpu_limit: 2) { "b" }.cpu_limit
+end
+
+assert('cpu_limit must be a positive number of seconds or nil') do
+  assert_raise(ArgumentError) { Gateway::Server.new(1, 1, {}, cpu_limit: 0) }
+  assert_raise(ArgumentError) { Gateway::Server.new(1, 1, {}, cpu_limit: "5") }
+  assert_raise(ArgumentError) { Gateway::Server.new(1, 1, {}).location("/x", cpu_limit: -1) { "x" } }
+end
+
+assert('Gateway::CPULimitExceeded is an Exception, not a StandardError') do
+  assert_true Gateway::CPULimitExceeded < Exception
+  assert_false Gateway::CPULimitExceeded.ancestors.include?(StandardError)
+end

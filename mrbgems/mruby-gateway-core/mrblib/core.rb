@@ -9,6 +9,11 @@ module Gateway
   # A handler file that cannot be read or compiled; the message is
   # "FILE:LINE: message" (the config reports it as is).
   class HandlerFileError < ScriptError; end
+  # A request's Ruby code ran on the CPU past its cpu_limit: without waiting.
+  # An Exception, not a StandardError, so that `rescue => e` in a handler
+  # does not swallow it; a handler that rescues it anyway and runs on is
+  # stopped for good at twice the limit.
+  class CPULimitExceeded < Exception; end
 
   LOG_LEVELS = [:debug, :info, :notice, :warn, :error, :crit]
 
