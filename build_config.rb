@@ -8,6 +8,8 @@ Gateway::Build.configure do |conf|
   conf.gem 'mrbgems/mruby-gateway-async'     # Async.sleep, Async::HTTP
   conf.gem 'mrbgems/mruby-httprequest'       # the deliberately blocking client
   conf.gem 'mrbgems/mruby-gateway-nginx'     # ngx_mruby compatibility names
+  conf.gem 'mrbgems/mruby-gateway-shdict'    # Gateway::SharedDict (shared_dict)
+  conf.gem 'mrbgems/mruby-gateway-redis'     # Async::Redis (hiredis's reader)
 
   conf.cflags  = %w[-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-strict-aliasing]
   conf.ldflags = %w[]

@@ -179,7 +179,7 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 
-      libs = own_libs + %w[-lmruby -levent -lcares -lm]
+      libs = own_libs + %w[-lmruby -levent -lcares -lhiredis -lm]
       bin = binary(variant)
       file bin => objs do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')
