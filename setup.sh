@@ -14,6 +14,8 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   redis:      libhiredis-dev (Async::Redis parses replies with hiredis's reader),
+#               redis-server (the real server the Redis specs start on free ports)
 set -euo pipefail
 
 packages=(
@@ -22,6 +24,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  libhiredis-dev redis-server
 )
 
 missing=()
