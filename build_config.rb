@@ -3,6 +3,7 @@
 # dependency order (each gem's C init runs first, then its mrblib).
 Gateway::Build.configure do |conf|
   conf.gem 'mrbgems/mruby-gateway-core'      # Gateway module, errors, logging
+  conf.gem 'mrbgems/mruby-gateway-regexp'    # Regexp, MatchData, String#sub/gsub/scan/split with one (PCRE2)
   conf.gem 'mrbgems/mruby-gateway-config'    # server / location / upstream DSL
   conf.gem 'mrbgems/mruby-gateway-request'   # Gateway::Request, responses
   conf.gem 'mrbgems/mruby-gateway-async'     # Async.sleep, Async::HTTP

@@ -8,7 +8,8 @@
 #               through libgcc-12-dev, so `-fsanitize=address,undefined`
 #               needs nothing more), pkg-config
 #   libraries:  mruby + libmruby-dev (mrbc, libmruby), libevent-dev, libmimalloc-dev,
-#               libc-ares-dev, node-llhttp (llhttp's C sources)
+#               libc-ares-dev, node-llhttp (llhttp's C sources),
+#               libpcre2-dev (Regexp and regex locations: PCRE2 8-bit, with JIT)
 #   driver:     ruby, rake, ruby-rspec (RSpec 3.12: the end-to-end specs)
 #   tests:      python3 (stdlib-only scripted peers), iproute2 (ss), procps,
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
@@ -16,15 +17,17 @@
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
 #   redis:      libhiredis-dev (Async::Redis parses replies with hiredis's reader),
 #               redis-server (the real server the Redis specs start on free ports)
+#   browser:    chromium (the dashboard page is tested in headless Chromium)
 set -euo pipefail
 
 packages=(
   build-essential pkg-config
-  mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp libmimalloc-dev
+  mruby libmruby-dev libevent-dev libc-ares-dev node-llhttp libmimalloc-dev libpcre2-dev
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
   libhiredis-dev redis-server
+  chromium
 )
 
 missing=()

@@ -6,6 +6,8 @@
 #   build/gateway -f examples/async.rb
 #   curl http://127.0.0.1:58080/async_http_sub_request_with_proxy_pass
 #   curl http://127.0.0.1:58080/http_sub_request_with_proxy_pass
+#   open http://127.0.0.1:58080/dashboard in a browser: watch the loop lag and
+#   the parked fibers under load, and trace one request of each kind
 
 # The backend, with its own worker: a blocking call from the front never waits
 # on a worker it stalled itself.
@@ -28,6 +30,10 @@ server listen: 58080, workers: 1 do
     res = Nginx::Async::HTTP.last_response
     Nginx.rputs res.body
   end
+
+  # The live view (loopback clients only): stats over the last minutes and
+  # one request's life as a waterfall, blocking vs non-blocking side by side.
+  location "/dashboard", dashboard: true
 
   # Deliberately blocking: the whole worker waits ~10 ms per request.
   location "/http_sub_request_with_proxy_pass" do

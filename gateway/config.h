@@ -39,6 +39,11 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  /* Regex locations (router.c): a compiled pattern (regex.h; owned, one
+   * reference) tried on the path, or NULL for an exact/prefix location. */
+  struct gw_regex_s *regex;
+  int no_regex;         /* "^~ /x": as the longest prefix, regex locations are skipped */
+  size_t seq;           /* position in the config: regex locations keep this order */
 } gw_location_t;
 
 typedef struct {
@@ -52,6 +57,7 @@ typedef struct {
   int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
   int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
+  int latency_histogram; /* record response times (a location has a dashboard) */
   mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
 } gw_server_t;
 

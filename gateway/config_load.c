@@ -23,11 +23,13 @@
 
 #include "addr.h"
 #include "config_load.h"
+#include "dashboard.h"
 #include "gw_mruby.h"
 #include "handler.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "proxy.h"
+#include "regex.h"
 #include "router.h"
 #include "shdict.h"
 #include "status.h"
@@ -64,8 +66,16 @@ static void *need(mrb_state *mrb, void *p)
 static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
 {
   mrb_value proxy_pass = iv(mrb, loc, "@proxy_pass");
+  mrb_value allow = iv(mrb, loc, "@allow");
   if (mrb_test(iv(mrb, loc, "@status"))) {
     l->handler = need(mrb, gw_status_handler_new());
+  } else if (mrb_test(iv(mrb, loc, "@dashboard"))) {
+    mrb_int n = mrb_array_p(allow) ? RARRAY_LEN(allow) : 0;
+    const char *addrs[64];
+    if (n > 64) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: allow: at most 64 addresses", l->path);
+    for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
+    l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
+    s->latency_histogram = 1;
   } else if (mrb_string_p(proxy_pass)) {
     l->handler = gw_proxy_handler_new(mrb_string_cstr(mrb, proxy_pass));
     if (l->handler == NULL) /* the DSL checked it */
@@ -92,6 +102,20 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     *(gw_filter_t **)((char *)l + phases[i].offset) = need(mrb, gw_mruby_filter_new(mrb, proc, phases[i].phase));
     s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
   }
+}
+
+/* A regex location: the DSL compiled its Regexp (errors are reported with
+ * the config's line there); the core compiles the same source and options. */
+static void read_regex(mrb_state *mrb, mrb_value loc, gw_location_t *l)
+{
+  l->no_regex = mrb_test(iv(mrb, loc, "@no_regex"));
+  mrb_value re = iv(mrb, loc, "@regex");
+  if (mrb_nil_p(re)) return;
+  mrb_value src = mrb_funcall(mrb, re, "source", 0);
+  int opts = (int)mrb_integer(mrb_funcall(mrb, re, "options", 0));
+  char err[256];
+  l->regex = gw_regex_new(RSTRING_PTR(src), (size_t)RSTRING_LEN(src), opts, err, sizeof(err));
+  if (l->regex == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", l->path, err);
 }
 
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
@@ -133,6 +157,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->path = dup_str(mrb, iv(mrb, loc, "@path"));
       l->path_len = strlen(l->path);
       l->exact = mrb_test(iv(mrb, loc, "@exact"));
+      l->seq = (size_t)j;
+      read_regex(mrb, loc, l);
       read_handlers(mrb, loc, s, l);
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       mrb_value via = iv(mrb, loc, "@via");
@@ -410,6 +436,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       gw_location_t *l = &s->locations[j];
       free(l->path);
       free(l->via);
+      gw_regex_unref(l->regex);
       if (l->handler) l->handler->dispose(l->handler);
       gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
       for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)

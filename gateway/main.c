@@ -62,10 +62,10 @@ int main(int argc, char **argv)
   int opt;
   static const struct option long_opts[] = {{"trace", no_argument, NULL, 'T'}, {NULL, 0, NULL, 0}};
   const char *env_trace = getenv("GATEWAY_TRACE");
-  gw_trace = env_trace && *env_trace && strcmp(env_trace, "0") != 0;
+  gw_trace = env_trace && *env_trace && strcmp(env_trace, "0") != 0 ? GW_TRACE_LOG : 0;
   while ((opt = getopt_long(argc, argv, "f:s:tvh", long_opts, NULL)) != -1) {
     switch (opt) {
-    case 'T': gw_trace = 1; break;
+    case 'T': gw_trace = GW_TRACE_LOG; break;
     case 'f': file = optarg; break;
     case 't': test_only = 1; break;
     case 's':

@@ -53,6 +53,7 @@ void gw_request_reset(gw_request_t *req)
   req->has_output = req->head = 0;
   req->location = NULL;
   req->reroutes = req->target_changed = 0;
+  req->trace_out = NULL;
   req->upstream_addr[0] = '\0';
   req->upstream_status = req->upstream_reused = 0;
   req->upstream_ms = 0;
@@ -291,6 +292,7 @@ int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, cons
 /* -- trace mode -------------------------------------------------------------- */
 
 int gw_trace;
+static int recordings; /* running gw_trace_record()s */
 
 void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
 {
@@ -301,10 +303,35 @@ void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
   va_end(ap);
 }
 
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void put_json(struct evbuffer *out, const char *s, size_t len)
+{
+  evbuffer_add(out, "\"", 1);
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') evbuffer_add_printf(out, "\\%c", c);
+    else if (c < 0x20) evbuffer_add_printf(out, "\\u%04x", c);
+    else evbuffer_add(out, s + i, 1);
+  }
+  evbuffer_add(out, "\"", 1);
+}
+
 void gw_trace_event(gw_request_t *req, const char *event)
 {
-  gw_log_notice("trace #%lu %s %.*s%s +%.3f ms: %s", req->id, req->method, (int)req->path_len, req->target,
-                req->parent ? " (sub-request)" : "", gw_now_ms() - req->t_start_ms, event);
+  double now = gw_now_ms();
+  if (gw_trace & GW_TRACE_LOG)
+    gw_log_notice("trace #%lu %s %.*s%s +%.3f ms: %s", req->id, req->method, (int)req->path_len, req->target,
+                  req->parent ? " (sub-request)" : "", now - req->t_start_ms, event);
+  if (req->trace_out) {
+    struct evbuffer *out = req->trace_out;
+    evbuffer_add_printf(out, "%s{\"t\":%.0f,\"req\":%lu,\"depth\":%d,\"method\":\"%s\",\"path\":",
+                        evbuffer_get_length(out) ? "," : "", (now - req->trace_t0) * 1000.0, req->id, req->depth,
+                        req->method);
+    put_json(out, req->target, req->path_len);
+    evbuffer_add(out, ",\"event\":", 9);
+    put_json(out, event, strlen(event));
+    evbuffer_add(out, "}", 1);
+  }
 }
 
 void gw_trace_start(gw_request_t *req)
@@ -313,10 +340,27 @@ void gw_trace_start(gw_request_t *req)
   req->id = ++next_id;
   req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';
+  if (req->parent && req->parent->trace_out) { /* a sub-request of a recorded request */
+    req->trace_out = req->parent->trace_out;
+    req->trace_t0 = req->parent->trace_t0;
+  }
   char ev[64];
   if (req->location)
     snprintf(ev, sizeof(ev), "routed to a %s location", req->location->handler->name);
   else
     snprintf(ev, sizeof(ev), "no location matches");
   gw_trace_event(req, ev);
+}
+
+void gw_trace_record(gw_request_t *req, struct evbuffer *out)
+{
+  req->trace_out = out;
+  req->trace_t0 = gw_now_ms();
+  recordings++;
+  gw_trace |= GW_TRACE_RECORD;
+}
+
+void gw_trace_record_end(void)
+{
+  if (--recordings == 0) gw_trace &= ~GW_TRACE_RECORD;
 }

@@ -120,6 +120,8 @@ struct gw_request_s {
   unsigned long id;
   double t_start_ms;
   char waiting_for[96];
+  struct evbuffer *trace_out; /* recording its events (gw_trace_record): borrowed, or NULL */
+  double trace_t0;          /* ... since then (ms) */
   gw_pending_t pending;     /* list head of what this request waits for */
 };
 

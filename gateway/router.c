@@ -1,13 +1,20 @@
-/* router.c - location matching. Locations are sorted once at config time so
- * that a match is the first hit of one linear scan. */
+/* router.c - location matching, in nginx's order. Locations are sorted once
+ * at config time: exact ones, then prefixes (longest first), then regex
+ * locations in config order. A match is one scan: an exact hit wins at once;
+ * the first (longest) prefix hit is remembered and, unless it is "^~" or
+ * there are no regex locations, returned; else the regex locations are
+ * tried in order and the first that matches wins, or the remembered prefix. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "regex.h"
 #include "router.h"
 
 static int cmp_location(const void *a, const void *b)
 {
   const gw_location_t *x = a, *y = b;
+  if ((x->regex != NULL) != (y->regex != NULL)) return x->regex ? 1 : -1;
+  if (x->regex) return x->seq < y->seq ? -1 : x->seq > y->seq;
   if (x->exact != y->exact) return y->exact - x->exact;
   if (x->path_len != y->path_len) return x->path_len < y->path_len ? 1 : -1;
   return strcmp(x->path, y->path);
@@ -20,13 +27,21 @@ void gw_router_sort(gw_location_t *locs, size_t n)
 
 const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len)
 {
-  for (size_t i = 0; i < server->nlocations; i++) {
+  const gw_location_t *prefix = NULL;
+  size_t n = server->nlocations;
+  for (size_t i = 0; i < n; i++) {
     const gw_location_t *l = &server->locations[i];
-    if (l->exact) {
+    if (l->regex) {
+      /* a match that fails (match limit) counts as no match */
+      if (gw_regex_test(l->regex, path, len) == 1) return l;
+    } else if (prefix) {
+      continue; /* a shorter prefix: only the regex locations are left to try */
+    } else if (l->exact) {
       if (l->path_len == len && memcmp(l->path, path, len) == 0) return l;
     } else if (l->path_len <= len && memcmp(l->path, path, l->path_len) == 0) {
-      return l;
+      if (l->no_regex || server->locations[n - 1].regex == NULL) return l;
+      prefix = l;
     }
   }
-  return NULL;
+  return prefix;
 }

@@ -4,11 +4,15 @@
 
 #include "config.h"
 
-/* Orders locations for matching: exact ones first, then prefixes, longest first. */
+/* Orders locations for matching: exact ones first, then prefixes, longest
+ * first, then regex locations in config order (their seq). */
 void gw_router_sort(gw_location_t *locs, size_t n);
 
-/* The exact location for path, else the longest prefix location, else NULL.
- * Plain byte prefixes, as nginx does: "/api" matches "/api/x" and "/apix". */
+/* As nginx: the exact location for path; else, unless the longest prefix
+ * location is "^~", the first regex location (in config order) whose pattern
+ * matches path; else the longest prefix location; else NULL. Plain byte
+ * prefixes, as nginx does: "/api" matches "/api/x" and "/apix". Patterns see
+ * the path as received (not percent-decoded, no query). */
 const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len);
 
 #endif

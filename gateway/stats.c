@@ -45,6 +45,7 @@ const gw_stats_field_t gw_stats_fields[] = {
   GAUGE(subrequests_in_flight, "sub-requests in flight"),
   GAUGE(upstream_idle, "idle pooled upstream connections"),
   GAUGE(dns_cache_entries, "names in the DNS cache"),
+  GAUGE(loop_lag_ms, "how late the event loop ran a timer (ms, worst of the last second)"),
 };
 const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
 
@@ -97,4 +98,28 @@ gw_worker_stats_t *gw_stats_of(int32_t pid)
   for (int i = 0; gw_stats_table && i < GW_STATS_SLOTS; i++)
     if (__atomic_load_n(&gw_stats_table[i].pid, __ATOMIC_ACQUIRE) == pid) return &gw_stats_table[i];
   return NULL;
+}
+
+void gw_stats_latency(double ms)
+{
+  double us = ms * 1000.0, bound = 64.0;
+  int b = 0;
+  while (b < GW_LATENCY_BUCKETS - 1 && us >= bound) {
+    bound *= 2;
+    b++;
+  }
+  gw_stats_self->latency[b]++;
+}
+
+double gw_stats_percentile(const uint32_t *latency, double p)
+{
+  uint64_t total = 0, seen = 0;
+  for (int b = 0; b < GW_LATENCY_BUCKETS; b++) total += latency[b];
+  if (total == 0) return 0;
+  double bound_ms = 0.064;
+  for (int b = 0; b < GW_LATENCY_BUCKETS; b++, bound_ms *= 2) {
+    seen += latency[b];
+    if ((double)seen >= p * (double)total) return bound_ms;
+  }
+  return bound_ms;
 }

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #define GW_STATS_SLOTS 1024
+#define GW_LATENCY_BUCKETS 20 /* 64 µs .. 33 s, doubling */
 
 typedef struct {
   /* identity; pid 0: the slot is free */
@@ -27,6 +28,11 @@ typedef struct {
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;
   uint32_t upstream_idle, dns_cache_entries;
+  uint32_t loop_lag_ms;  /* how late the loop ran a 20 ms timer, worst of the last second */
+  /* Response times of client requests, from the head read to the response
+   * queued: bucket b counts those under 2^b * 64 µs (the last: the rest).
+   * Recorded only by servers with a dashboard (its percentiles). */
+  uint32_t latency[GW_LATENCY_BUCKETS];
   /* the stall watchdog (not shown as fields) */
   int64_t heartbeat_ms;  /* CLOCK_MONOTONIC ms when the worker's loop last turned (each second) */
   char stalled_on[128];  /* written when the master asks (SIGUSR2): what was running */
@@ -50,6 +56,12 @@ extern gw_worker_stats_t *gw_stats_table;
 /* This worker's slot; points at a private dummy in the master and in tests,
  * so counting code never checks for NULL. */
 extern gw_worker_stats_t *gw_stats_self;
+/* Counts one response time (ms) in this worker's latency histogram. */
+void gw_stats_latency(double ms);
+/* The response time (ms) under which p (0..1) of the histogram's requests
+ * fall: the upper bound of that bucket; 0 when it is empty. */
+double gw_stats_percentile(const uint32_t *latency, double p);
+
 /* The live slot of worker pid, or NULL. */
 gw_worker_stats_t *gw_stats_of(int32_t pid);
 

@@ -28,7 +28,7 @@ static void put_json_string(struct evbuffer *out, const char *s)
   evbuffer_add(out, "\"", 1);
 }
 
-static void render_json(struct evbuffer *out, const gw_config_t *config)
+void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int latency_buckets)
 {
   evbuffer_add_printf(out, "{\"served_by\":%d,\"workers\":[", (int)getpid());
   int first = 1;
@@ -43,6 +43,11 @@ static void render_json(struct evbuffer *out, const gw_config_t *config)
         evbuffer_add_printf(out, ",\"%s\":%" PRIu64, fd->name, gw_stats_counter(s, fd));
       else
         evbuffer_add_printf(out, ",\"%s\":%" PRIu32, fd->name, gw_stats_gauge(s, fd));
+    }
+    if (latency_buckets) {
+      evbuffer_add(out, ",\"latency_buckets\":[", 20);
+      for (int b = 0; b < GW_LATENCY_BUCKETS; b++) evbuffer_add_printf(out, b ? ",%" PRIu32 : "%" PRIu32, s->latency[b]);
+      evbuffer_add(out, "]", 1);
     }
     evbuffer_add(out, "}", 1);
     first = 0;
@@ -96,7 +101,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     render_prometheus(req->resp_body);
   } else {
     gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
-    render_json(req->resp_body, req->ctx->config);
+    gw_status_render_json(req->resp_body, req->ctx->config, 0);
   }
   gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
   gw_request_finish(req);

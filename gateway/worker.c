@@ -60,6 +60,22 @@ static void publish_stats(gw_context_t *w)
   }
 }
 
+/* Loop lag: a 20 ms timer notes how late it runs; the worst of each second
+ * is a gauge (a blocking call shows as a lag as long as it blocks). */
+#define LAG_PROBE_MS 20
+
+static double lag_due_ms, lag_worst_ms;
+
+static void on_lag_probe(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  (void)arg;
+  double now = gw_now_ms(), late = now - lag_due_ms;
+  if (late > lag_worst_ms) lag_worst_ms = late;
+  lag_due_ms = now + LAG_PROBE_MS;
+}
+
 /* Each second: the gauges, and the heartbeat the master's watchdog reads
  * (a loop that stops turning stops stamping it: stall_timeout). */
 static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
@@ -68,6 +84,8 @@ static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
   (void)what;
   publish_stats(arg);
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
+  gw_stats_self->loop_lag_ms = (uint32_t)(lag_worst_ms + 0.5);
+  lag_worst_ms = 0;
 }
 
 /* SIGUSR2 from the watchdog: this loop stalled. Say what is running into the
@@ -252,6 +270,10 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   w->stats_ev = event_new(ctx->base, -1, EV_PERSIST, on_stats_timer, ctx);
   struct timeval one_second = gw_timeval_from_ms(1000);
   event_add(w->stats_ev, &one_second);
+  w->lag_ev = event_new(ctx->base, -1, EV_PERSIST, on_lag_probe, NULL);
+  struct timeval probe = gw_timeval_from_ms(LAG_PROBE_MS);
+  lag_due_ms = gw_now_ms() + LAG_PROBE_MS;
+  event_add(w->lag_ev, &probe);
 
   gw_mruby_worker_hook(server->init_worker, "init_worker");
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
@@ -275,6 +297,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   event_free(w->listen_ev);
   event_free(w->accept_pause_ev);
   event_free(w->stats_ev);
+  event_free(w->lag_ev);
   gw_stats_detach();
   if (server->fd >= 0) close(server->fd);
   gw_mruby_worker_dispose();

@@ -15,6 +15,7 @@ typedef struct gw_worker_s {
   struct event *listen_ev;
   struct event *accept_pause_ev; /* re-enables accept after EMFILE */
   struct event *stats_ev;   /* publishes the gauges every second */
+  struct event *lag_ev;     /* the loop lag probe (every 20 ms) */
   struct event *signal_evs[4];
 } gw_worker_t;
 

@@ -62,6 +62,9 @@ RSpec.describe 'examples/' do
         r = http_get(front, path)
         expect([path, r.status, r.body]).to eq([path, 200, "done\n"])
       end
+      expect(http_get(front, '/dashboard').body).to include('<title>gateway dashboard</title>')
+      trace = http_get(front, '/dashboard/trace?path=/async_http_sub_request_with_proxy_pass').body
+      expect(trace).to include("fiber suspended, waiting for a sub-request's response")
     end
   }
 

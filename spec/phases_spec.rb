@@ -146,7 +146,7 @@ RSpec.describe 'request phases' do
         end
       RUBY
       expect(status).to eq(1)
-      expect(output).to include("#{dir}/missing.rb: cannot open: No such file or directory")
+      expect(output).to match(/:2: location "\/x": content: must be a Proc .* or a handler file; no file #{Regexp.escape(dir)}\/missing\.rb/)
     end
   end
 

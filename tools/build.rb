@@ -139,7 +139,7 @@ module Gateway
       out = dir(variant)
       cflags, ldflags, own_libs = variant_flags(variant)
       base = cflags + mruby_defines + %w[-DMRB_NO_PRESYM -Igateway] + ["-I#{LLHTTP_INC}"]
-      headers = Dir['gateway/*.h'] + ["#{LLHTTP_INC}/llhttp.h"]
+      headers = Dir['gateway/*.{h,html}'] + ["#{LLHTTP_INC}/llhttp.h"] # dashboard.c includes its page
       objs = []
 
       Dir['gateway/*.c'].sort.each do |src|
@@ -179,7 +179,7 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base)
 
-      libs = own_libs + %w[-lmruby -levent -lcares -lhiredis -lm]
+      libs = own_libs + %w[-lmruby -levent -lcares -lpcre2-8 -lhiredis -lm] # pcre2: gateway/regex.c; hiredis: gateway/redis.c
       bin = binary(variant)
       file bin => objs do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')

@@ -17,6 +17,10 @@
 #   proxy   proxy_pass to the backend, pooled keep-alive
 #   async   the seed's non-blocking flow: Async::HTTP.sub_request to a
 #           proxy_pass location whose backend sleeps 10 ms (Async.sleep)
+#   regex   hello through a regex location with one capture,
+#           `location %r{^/regex/(\w+)$}` (GET /regex/abc), to compare with
+#           hello (a prefix location); not in the default list (a binary
+#           without regex locations cannot load its config)
 require 'fileutils'
 require 'socket'
 require 'tmpdir'
@@ -24,6 +28,7 @@ require 'tmpdir'
 module GatewayBench
   class Instructions
     WORKLOADS = %w[hello status proxy async].freeze
+    PATHS = { 'regex' => '/regex/abc' }.freeze
 
     def initialize(env)
       @n = Integer(env.fetch('N', '2000'))
@@ -53,7 +58,8 @@ module GatewayBench
       s&.close
     end
 
-    def config(front, back)
+    def config(front, back, workload)
+      regex = workload == 'regex' ? 'location %r{^/regex/(\\w+)$} do "ok" end' : ''
       <<~RUBY
         server listen: "127.0.0.1:#{back}" do
           location "/ok" do "ok" end
@@ -68,6 +74,7 @@ module GatewayBench
           location "/async" do
             Async::HTTP.sub_request("/inner").body
           end
+          #{regex}
         end
       RUBY
     end
@@ -93,11 +100,11 @@ module GatewayBench
     def measure(bin, workload)
       dir = Dir.mktmpdir('gw-instr-')
       front, back = free_port, free_port
-      File.write("#{dir}/gw.rb", config(front, back))
+      File.write("#{dir}/gw.rb", config(front, back, workload))
       pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
                           bin, '-f', "#{dir}/gw.rb", out: "#{dir}/log", err: %i[child out], pgroup: true)
       worker = wait_up(front).to_i
-      path = "/#{workload}"
+      path = PATHS.fetch(workload, "/#{workload}")
       system('ab', '-q', '-k', '-n', (@n / 4).to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL)
       system('callgrind_control', '-z', worker.to_s, out: File::NULL, err: File::NULL)
       system('ab', '-q', '-k', '-n', @n.to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL) or

@@ -1,8 +1,9 @@
 /* test_router.c - gw_router_sort and gw_router_match (gateway/router.c).
- * unit: router */
+ * unit: router regex -lpcre2-8 */
 #include <stdlib.h>
 #include <string.h>
 
+#include "regex.h"
 #include "router.h"
 #include "unit.h"
 
@@ -14,11 +15,35 @@ typedef struct {
   char paths[16][64];
 } fixture_t;
 
+static void free_regexes(fixture_t *f)
+{
+  for (size_t i = 0; i < f->server.nlocations; i++) gw_regex_unref(f->locs[i].regex);
+}
+
+/* Specs may also be "~ re", "~* re" (regex locations; path is the spec) and
+ * "^~ /x" (a prefix that skips regexes). */
 static void setup(fixture_t *f, const char *const *specs, size_t n)
 {
+  free_regexes(f);
   memset(f, 0, sizeof(*f));
   for (size_t i = 0; i < n; i++) {
     const char *s = specs[i];
+    f->locs[i].seq = i;
+    if (s[0] == '~') {
+      int ci = s[1] == '*';
+      const char *re = s + (ci ? 3 : 2);
+      char err[200];
+      f->locs[i].regex = gw_regex_new(re, strlen(re), ci ? GW_RE_IGNORECASE : 0, err, sizeof(err));
+      if (!CHECK(f->locs[i].regex != NULL)) unit_note("%s: %s", s, err);
+      strcpy(f->paths[i], s);
+      f->locs[i].path = f->paths[i];
+      f->locs[i].path_len = strlen(s);
+      continue;
+    }
+    if (strncmp(s, "^~ ", 3) == 0) {
+      f->locs[i].no_regex = 1;
+      s += 3;
+    }
     int exact = strncmp(s, "= ", 2) == 0;
     if (exact) s += 2;
     strcpy(f->paths[i], s);
@@ -37,14 +62,14 @@ static const char *match(fixture_t *f, const char *path)
   static char buf[80];
   const gw_location_t *l = gw_router_match(&f->server, path, strlen(path));
   if (l == NULL) return "(none)";
-  snprintf(buf, sizeof(buf), "%s%s", l->exact ? "= " : "", l->path);
+  snprintf(buf, sizeof(buf), "%s%s%s", l->exact ? "= " : "", l->no_regex ? "^~ " : "", l->path);
   return buf;
 }
 
 static void test_sort_order(void)
 {
   static const char *const specs[] = {"/", "/a", "= /a", "/api/v1", "/api", "= /", "/b", "/ab"};
-  fixture_t f;
+  fixture_t f = {0};
   setup(&f, specs, sizeof(specs) / sizeof(specs[0]));
   /* exact first (then by length, longest first), then prefixes longest first;
    * equal lengths by strcmp */
@@ -59,7 +84,7 @@ static void test_sort_order(void)
 static void test_exact_before_prefix(void)
 {
   static const char *const specs[] = {"/", "/a", "= /a"};
-  fixture_t f;
+  fixture_t f = {0};
   setup(&f, specs, 3);
   CHECK_EQ_STR(match(&f, "/a"), "= /a");
   CHECK_EQ_STR(match(&f, "/a/"), "/a");
@@ -78,7 +103,7 @@ static void test_exact_before_prefix(void)
 static void test_longest_prefix(void)
 {
   static const char *const specs[] = {"/api", "/", "/api/v1", "/api/v1/users"};
-  fixture_t f;
+  fixture_t f = {0};
   setup(&f, specs, 4);
   CHECK_EQ_STR(match(&f, "/api/v1/users/7"), "/api/v1/users");
   CHECK_EQ_STR(match(&f, "/api/v1/user"), "/api/v1");
@@ -91,7 +116,7 @@ static void test_longest_prefix(void)
 static void test_byte_prefixes(void)
 {
   static const char *const specs[] = {"/api"};
-  fixture_t f;
+  fixture_t f = {0};
   setup(&f, specs, 1);
   /* like nginx: a plain byte prefix, not a path segment */
   CHECK_EQ_STR(match(&f, "/apix"), "/api");
@@ -112,7 +137,7 @@ static void test_byte_prefixes(void)
 
 static void test_empty_path(void)
 {
-  fixture_t f;
+  fixture_t f = {0};
   static const char *const none[] = {"/"};
   setup(&f, none, 1);
   CHECK_EQ_STR(match(&f, ""), "(none)");
@@ -135,7 +160,7 @@ static void test_ties(void)
 {
   /* same length, different bytes: each matches its own paths */
   static const char *const specs[] = {"/b", "/a", "/c"};
-  fixture_t f;
+  fixture_t f = {0};
   setup(&f, specs, 3);
   CHECK_EQ_STR(f.locs[0].path, "/a");
   CHECK_EQ_STR(f.locs[1].path, "/b");
@@ -154,13 +179,58 @@ static void test_ties(void)
   /* sorting is independent of the order given */
   static const char *const a[] = {"/", "= /z", "/zz", "/z"};
   static const char *const b[] = {"/z", "/zz", "= /z", "/"};
-  fixture_t g;
+  fixture_t g = {0};
   setup(&f, a, 4);
   setup(&g, b, 4);
   for (size_t i = 0; i < 4; i++) {
     CHECK_EQ_STR(f.locs[i].path, g.locs[i].path);
     CHECK_EQ_INT(f.locs[i].exact, g.locs[i].exact);
   }
+}
+
+static void test_regex_order(void)
+{
+  /* nginx: exact, then the longest prefix is remembered, then regexes in
+   * config order, first match wins, else the prefix */
+  static const char *const specs[] = {"/", "~ ^/api/v[0-9]+/", "/api/", "= /api/v1/x", "~* \\.(png|jpg)$",
+                                      "~ ^/api/v1/", "^~ /static/", "/img/"};
+  fixture_t f = {0};
+  setup(&f, specs, 8);
+  CHECK_EQ_STR(match(&f, "/api/v1/x"), "= /api/v1/x");
+  CHECK_EQ_STR(match(&f, "/api/v1/y"), "~ ^/api/v[0-9]+/"); /* the first regex in config order */
+  CHECK_EQ_STR(match(&f, "/api/list"), "/api/");            /* no regex matches: the prefix */
+  CHECK_EQ_STR(match(&f, "/img/a.PNG"), "~* \\.(png|jpg)$"); /* regex beats a prefix */
+  CHECK_EQ_STR(match(&f, "/img/a.gif"), "/img/");
+  CHECK_EQ_STR(match(&f, "/static/a.png"), "^~ /static/");  /* ^~ skips the regexes */
+  CHECK_EQ_STR(match(&f, "/x.jpg"), "~* \\.(png|jpg)$");
+  CHECK_EQ_STR(match(&f, "/x"), "/");
+  /* regexes sort after the rest, in config order */
+  CHECK(f.locs[5].regex && f.locs[5].seq == 1);
+  CHECK(f.locs[6].regex && f.locs[6].seq == 4);
+  CHECK(f.locs[7].regex && f.locs[7].seq == 5);
+  free_regexes(&f);
+}
+
+static void test_regex_only(void)
+{
+  static const char *const specs[] = {"~ ^/users/([0-9]+)$", "~* ^/HELLO$"};
+  fixture_t f = {0};
+  setup(&f, specs, 2);
+  CHECK_EQ_STR(match(&f, "/users/42"), "~ ^/users/([0-9]+)$");
+  CHECK_EQ_STR(match(&f, "/users/42/x"), "(none)");
+  CHECK_EQ_STR(match(&f, "/hello"), "~* ^/HELLO$");
+  CHECK_EQ_STR(match(&f, "/Users/42"), "(none)"); /* ~ is case-sensitive */
+  /* the length given counts, not a NUL */
+  const gw_location_t *l = gw_router_match(&f.server, "/users/42xyz", 9);
+  CHECK(l != NULL && l->regex != NULL);
+  /* a catastrophic pattern fails its match limit: no match, no hang */
+  static const char *const bad[] = {"~ ^/(a+)+$", "/"};
+  setup(&f, bad, 2);
+  char path[64] = "/";
+  memset(path + 1, 'a', 40);
+  strcpy(path + 41, "b");
+  CHECK_EQ_STR(match(&f, path), "/");
+  free_regexes(&f);
 }
 
 int main(void)
@@ -171,5 +241,7 @@ int main(void)
   test_byte_prefixes();
   test_empty_path();
   test_ties();
+  test_regex_order();
+  test_regex_only();
   return unit_done();
 }

@@ -22,8 +22,12 @@ module Gateway
     # false or nil: none.
     def self.phase(where, name, value)
       return value unless value.is_a?(String)
-      return value if value.empty?
       path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
+      # A file that is not there is this line's error; one that does not
+      # compile is the file's own (FILE:LINE from the compiler).
+      unless Gateway._file?(path)
+        raise ArgumentError, "#{where}: #{name}: must be a Proc (->(req) { ... }) or a handler file; no file #{path}"
+      end
       Gateway._compile_file(path)
     end
 
@@ -58,20 +62,51 @@ module Gateway
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
     attr_reader :path, :exact, :handler, :proxy_pass, :body_filter, :status, :pass_host, :max_body,
-                :request_buffering, :via, :header_filter, :rewrite, :access, :log
+                :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
+                :no_regex
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
-                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil)
+                   request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
+                   dashboard: false, allow: nil)
+      # Regex locations (nginx's order, see router.c): %r{...}, "~ re"
+      # (case-sensitive), "~* re" (case-insensitive); "^~ /prefix" is a prefix
+      # that, when it is the longest match, skips the regex locations.
+      @regex = nil
+      @no_regex = false
+      if path.is_a?(Regexp)
+        @regex = path
+        path = path.inspect
+      elsif path.is_a?(String) && path.start_with?("~")
+        src = path.start_with?("~*") ? path[2..-1].lstrip : path[1..-1].lstrip
+        raise ArgumentError, "location #{path.inspect}: a regex location needs a pattern after ~ or ~*" if src.empty?
+        @regex = Regexp.new(src, path.start_with?("~*") ? Regexp::IGNORECASE : 0)
+      elsif path.is_a?(String) && path.start_with?("^~")
+        @no_regex = true
+        path = path[2..-1].lstrip
+      end
       unless path.is_a?(String) && !path.empty?
         raise ArgumentError, "location: path must be a String like \"/api\" or \"= /exact\", got #{path.inspect}"
       end
       @exact = false
-      if path.start_with?("=")
+      if !@regex && path.start_with?("=")
         @exact = true
         path = path[1..-1].lstrip
       end
-      raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless path.start_with?("/")
-      if handler.nil? && proxy_pass.nil? && !status
+      raise ArgumentError, "location: path must start with \"/\", got #{path.inspect}" unless @regex || path.start_with?("/")
+      if dashboard
+        if handler || proxy_pass || status
+          raise ArgumentError, "location #{path.inspect}: dashboard: true takes no handler block, proxy_pass: or status:"
+        end
+        unless allow.nil? || (allow.is_a?(Array) && allow.all? { |a| a.is_a?(String) && Gateway._ip?(a) })
+          raise ArgumentError, "location #{path.inspect}: allow: must be an Array of IP addresses like [\"127.0.0.1\", \"::1\"], got #{allow.inspect}"
+        end
+        status = false
+      elsif !allow.nil?
+        raise ArgumentError, "location #{path.inspect}: allow: applies to dashboard locations"
+      end
+      @dashboard = dashboard ? true : false
+      @allow = allow
+      if handler.nil? && proxy_pass.nil? && !status && !dashboard
         raise ArgumentError, "location #{path.inspect}: give a handler block, proxy_pass: or status: true"
       end
       if status && (handler || proxy_pass)
@@ -180,7 +215,7 @@ module Gateway
     #   log: ->(req) { ... }        after the response is queued; cannot wait
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, &handler)
+                 log: nil, dashboard: false, allow: nil, &handler)
       where = "location #{path.inspect}"
       raise ArgumentError, "#{where}: give a block or content:, not both" if handler && content
       own = { rewrite: rewrite, access: access, content: content || handler, header_filter: header_filter,
@@ -190,10 +225,11 @@ module Gateway
         v = own[k].nil? ? @phases[k] : Config.phase(where, k, own[k])
         ph[k] = v || nil
       end
-      ph[:content] = nil if proxy_pass || status # they are the content: the server's is not inherited
+      ph[:content] = own[:content] if proxy_pass || status || dashboard # they are the content: the server's is not inherited
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
                          request_buffering: request_buffering, via: via, header_filter: ph[:header_filter],
-                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log])
+                         rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
+                         allow: allow)
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

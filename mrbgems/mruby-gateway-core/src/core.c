@@ -132,6 +132,17 @@ static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
   return lambda;
 }
 
+/* Gateway._file?(path): a regular file that can be opened for reading. */
+static mrb_value gw_mrb_file_p(mrb_state *mrb, mrb_value self)
+{
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "z", &path);
+  FILE *fp = fopen(path, "r");
+  if (fp) fclose(fp);
+  return mrb_bool_value(fp != NULL);
+}
+
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_define_module(mrb, "Gateway");
@@ -142,6 +153,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_file?", gw_mrb_file_p, MRB_ARGS_REQ(1));
 }
 
 void mrb_mruby_gateway_core_gem_final(mrb_state *mrb)

@@ -1,0 +1,74 @@
+/* request.c - Gateway::Request#captures and #named_captures: the groups of
+ * the regex location that took the request. Computed when asked for, by
+ * matching the location's pattern on the path again: routing itself keeps
+ * nothing but the location. */
+#include <string.h>
+
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/hash.h>
+#include <mruby/string.h>
+
+#include "gw_mruby.h"
+#include "re.h"
+
+/* The location's match on the path: 1 with *ov and *pairs set, 0 when the
+ * location is not a regex location (or no longer matches). */
+static int location_match(mrb_state *mrb, gw_request_t *r, const size_t **ov, int *pairs)
+{
+  const gw_location_t *l = r->location;
+  if (l == NULL || l->regex == NULL) return 0;
+  int rc = gw_regex_exec(l->regex, r->target, r->path_len, 0, 0, ov);
+  if (rc < 0) mrb_raisef(mrb, gw_re_error_class(mrb), "%s: location %s", gw_regex_last_error(), l->path);
+  *pairs = gw_regex_groups(l->regex) + 1;
+  return rc;
+}
+
+static mrb_value group(mrb_state *mrb, gw_request_t *r, const size_t *ov, int g)
+{
+  if (ov[2 * g] == GW_RE_UNSET) return mrb_nil_value();
+  return mrb_str_new(mrb, r->target + ov[2 * g], (mrb_int)(ov[2 * g + 1] - ov[2 * g]));
+}
+
+/* Array of Strings (nil for a group that did not take part); [] elsewhere. */
+static mrb_value req_captures(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = gw_mrb_request_ptr(mrb, self);
+  const size_t *ov;
+  int pairs;
+  mrb_value a = mrb_ary_new(mrb);
+  if (!location_match(mrb, r, &ov, &pairs)) return a;
+  for (int g = 1; g < pairs; g++) mrb_ary_push(mrb, a, group(mrb, r, ov, g));
+  return a;
+}
+
+/* {"name" => String or nil}; {} elsewhere. */
+static mrb_value req_named_captures(mrb_state *mrb, mrb_value self)
+{
+  gw_request_t *r = gw_mrb_request_ptr(mrb, self);
+  const size_t *ov;
+  int pairs;
+  mrb_value h = mrb_hash_new(mrb);
+  if (!location_match(mrb, r, &ov, &pairs)) return h;
+  const gw_regex_t *re = r->location->regex;
+  int n = gw_regex_name_count(re);
+  for (int i = 0; i < n; i++) {
+    int g;
+    const char *name = gw_regex_name_at(re, i, &g);
+    int best = gw_re_name_group(re, ov, pairs, name, strlen(name));
+    mrb_hash_set(mrb, h, mrb_str_new_cstr(mrb, name), group(mrb, r, ov, best));
+  }
+  return h;
+}
+
+void gw_re_init_request(mrb_state *mrb)
+{
+  /* Defined the way mruby-gateway-request defines it (that gem comes later
+   * in build_config.rb and adds the rest). */
+  struct RClass *gw = mrb_define_module(mrb, "Gateway");
+  struct RClass *req = mrb_define_class_under(mrb, gw, "Request", mrb->object_class);
+  MRB_SET_INSTANCE_TT(req, MRB_TT_DATA);
+  mrb_define_method(mrb, req, "captures", req_captures, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "named_captures", req_named_captures, MRB_ARGS_NONE());
+}

@@ -1,0 +1,134 @@
+# The live view: dashboard: true serves a page, the stats it polls (with
+# response-time histograms and the loop lag), and a recorded request
+# timeline; the page itself is checked in a real (headless) Chromium.
+require 'json'
+require 'open3'
+require_relative 'spec_helper'
+
+RSpec.describe 'the dashboard' do
+  before(:each) do
+    @port = free_port
+    @back = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port, @back])
+      server listen: "127.0.0.1:#{@back}" do
+        location "/slow" do Async.sleep(0.2); "slow" end
+      end
+      server listen: "127.0.0.1:#{@port}" do
+        location "/dashboard", dashboard: true
+        location "/private", dashboard: true, allow: ["10.9.8.7"]
+        location "/sleep50" do Async.sleep(0.05); "slept" end
+        location "/async" do
+          Async::HTTP.sub_request("http://127.0.0.1:#{@back}/slow").body
+        end
+        location "/blocking" do
+          HttpRequest.new.get("http://127.0.0.1:#{@back}/slow")["body"]
+        end
+      end
+    RUBY
+  end
+
+  def stats
+    JSON.parse(http_get(@port, '/dashboard/stats').body)['workers'].find { |w| w['port'] == @port }
+  end
+
+  # n requests to path in parallel, at once.
+  def burst(path, n)
+    Array.new(n) { Thread.new { http_get(@port, path, {}, timeout: 10) } }.map(&:value)
+  end
+
+  it 'serves one self-contained page (no external URL) and 404s under its prefix otherwise' do
+    r = http_get(@port, '/dashboard')
+    expect(r.status).to eq(200)
+    expect(r.headers['content-type']).to start_with('text/html')
+    expect(r.body).to include('<svg').or include('createElementNS')
+    expect(r.body).not_to match(%r{(src|href)="https?://})
+    expect(http_get(@port, '/dashboard/nope').status).to eq(404)
+  end
+
+  it 'answers 403 to an address not in allow:' do
+    expect(http_get(@port, '/private').status).to eq(403)
+  end
+
+  it 'response-time percentiles follow the requests: 50 ms sleeps land in the 32-65 ms bucket' do
+    burst('/sleep50', 20)
+    buckets = stats['latency_buckets']
+    expect(buckets.sum).to be >= 20
+    # bucket b counts responses under 2^b * 64 us: 50 ms is in b = 10 (32.8..65.5 ms)
+    expect(buckets[10]).to be >= 15
+  end
+
+  it 'fibers parked show under the async endpoint, and the loop lag stays low' do
+    threads = Array.new(10) { Thread.new { http_get(@port, '/async', {}, timeout: 10) } }
+    parked = 0
+    GatewaySpec.poll('parked fibers in the stats', timeout: 3) { (parked = stats['fibers_parked']) >= 5 }
+    expect(threads.map(&:value).map(&:body).uniq).to eq(['slow'])
+    sleep 1.1 # the next published second
+    expect(stats['loop_lag_ms']).to be < 100
+    expect(parked).to be >= 5
+  end
+
+  it 'the loop lag jumps to the backend latency under the blocking endpoint' do
+    t = Thread.new { 3.times { http_get(@port, '/blocking', {}, timeout: 10) } }
+    lag = 0
+    GatewaySpec.poll('the loop lag to show the blocking call', timeout: 4) { (lag = stats['loop_lag_ms']) >= 150 }
+    t.join
+    expect(lag).to be >= 150
+  end
+
+  it 'records one request\'s life: the async one waits on its sub-request, the blocking one never waits' do
+    a = JSON.parse(http_get(@port, '/dashboard/trace?path=%2Fasync', {}, timeout: 10).body)
+    expect([a['path'], a['status']]).to eq(['/async', 200])
+    events = a['events'].map { |e| e['event'] }
+    expect(events).to include("fiber suspended, waiting for a sub-request's response")
+    expect(events.last).to eq('response ready, status 200')
+    times = a['events'].map { |e| e['t'] }
+    expect(times).to eq(times.sort)
+    expect(times.last).to be >= 190_000 # µs: the backend's 200 ms
+
+    b = JSON.parse(http_get(@port, '/dashboard/trace?path=/blocking', {}, timeout: 10).body)
+    expect(b['status']).to eq(200)
+    expect(b['events'].map { |e| e['event'] }.grep(/suspended/)).to eq([])
+    expect(b['events'].last['t']).to be >= 190_000
+    expect(http_get(@port, '/dashboard/trace').status).to eq(400)
+  end
+
+  it 'draws in a real browser: every chart has series, numbers, no script error; a screenshot is saved' do
+    chromium = %w[chromium chromium-browser].find { |c| system("command -v #{c} >/dev/null 2>&1") }
+    raise 'chromium is not installed (./setup.sh installs it)' unless chromium
+
+    burst('/sleep50', 10)
+    load = Thread.new { 20.times { http_get(@port, '/async', {}, timeout: 10) } }
+    profile = File.join(spec_dir, 'chromium')
+    flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+             '--disable-background-networking', '--disable-component-update', '--disable-sync',
+             "--user-data-dir=#{profile}", '--virtual-time-budget=6000', '--window-size=1280,1000']
+    url = "http://127.0.0.1:#{@port}/dashboard"
+    dom, err, st = Open3.capture3(chromium, *flags, '--dump-dom', url)
+    expect(st.success?).to be(true), err
+    shot = File.join(GatewaySpec::ROOT, 'build', 'dashboard.png')
+    FileUtils.mkdir_p(File.dirname(shot))
+    Open3.capture3(chromium, *flags, "--screenshot=#{shot}", url)
+    load.join
+    expect(dom).to include('worker(s), served by')
+    expect(dom).to match(%r{<div id="errors"></div>})
+    %w[requests responses latency connections fibers upstreams lag].each do |metric|
+      svg = dom[%r{<svg class="chart" data-metric="#{metric}".*?</svg>}m]
+      expect(svg).not_to be_nil, "chart #{metric} missing"
+      points = svg.scan(/data-points="(\d+)"/).flatten.map(&:to_i)
+      expect(points.max).to be >= 2, "chart #{metric} has no series"
+    end
+    expect(dom[%r{<span class="now value" data-metric="requests">([^<]*)<}, 1]).to match(/\A[\d.]+\z/)
+    expect(File.size?(shot)).to be > 10_000
+
+    # The lesson: both waterfalls, traced at load (#trace).
+    lesson = "#{url}?a=/async&b=/blocking#trace"
+    dom, err, st = Open3.capture3(chromium, *flags, '--dump-dom', lesson)
+    expect(st.success?).to be(true), err
+    waterfalls = dom.scan(/<svg class="waterfall"[^>]*data-events="(\d+)"/).flatten.map(&:to_i)
+    expect(waterfalls.size).to eq(2)
+    expect(waterfalls.min).to be >= 3 # routed, started, response ready: a blocking call is one span
+    expect(dom).to include('/async: status 200').and include('/blocking: status 200')
+    expect(dom).to match(%r{<div id="errors"></div>})
+    Open3.capture3(chromium, *flags, "--screenshot=#{File.join(File.dirname(shot), 'dashboard-trace.png')}", lesson)
+  end
+end
