@@ -292,13 +292,16 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
 
 /* -- pub/sub ------------------------------------------------------------------------- */
 
-typedef struct {
+typedef struct subscriber_s {
+  struct subscriber_s *next; /* every subscriber of this worker lives for good */
   mrb_state *mrb;
   gw_redis_sub_t *sub;
   mrb_value block;     /* rooted */
   int slot;
   char label[200];
 } subscriber_t;
+
+static subscriber_t *subscribers;
 
 static void on_message(gw_redis_reply_t *reply, void *arg)
 {
@@ -363,6 +366,8 @@ static mrb_value redis_subscribe(mrb_state *mrb, mrb_value self)
     free(s);
     mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   }
+  s->next = subscribers;
+  subscribers = s;
   return mrb_nil_value();
 }
 
