@@ -63,7 +63,8 @@ struct gw_redis_op_s {
   int has_timer, has_later;
   gw_buf_t cmd;
   size_t nreplies, got;
-  gw_redis_reply_t **replies;
+  gw_redis_reply_t **replies; /* &one for a single command */
+  gw_redis_reply_t *one;
   gw_err_t err;
   gw_redis_done_cb cb;
   void *arg;
@@ -255,7 +256,7 @@ static void op_free(gw_redis_op_t *op)
   if (op->has_timer) event_del(&op->timer);
   if (op->has_later) event_del(&op->later);
   free_replies(op);
-  free(op->replies);
+  if (op->replies != &op->one) free(op->replies);
   gw_buf_dispose(&op->cmd);
   free(op);
 }
@@ -353,12 +354,19 @@ static void conn_fail(conn_t *c, gw_err_t err)
   if (sub) sub_lost(sub, err);
 }
 
-static void flush(conn_t *c)
+/* Writes what c has to send. A send error fails c's operation only from
+ * on_write (now_ok): elsewhere we may be inside gw_redis_exec(), which never
+ * calls back, so the write event is armed and reports it from the loop. */
+static void flush(conn_t *c, int now_ok)
 {
   while (c->out_off < c->out.len) {
     ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      event_add(&c->wev, NULL);
+      return;
+    }
+    if (n < 0 && !now_ok) {
       event_add(&c->wev, NULL);
       return;
     }
@@ -436,10 +444,13 @@ static void start(conn_t *c, gw_redis_op_t *op)
   c->op = op;
   op->conn = c;
   if (gw_buf_append(&c->out, op->cmd.data, op->cmd.len) < 0) {
-    conn_fail(c, gw_err(GW_ERR_NOMEM, "out of memory"));
+    c->op = NULL;
+    op->conn = NULL;
+    conn_close(c);
+    finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
   }
-  if (!c->connecting) flush(c);
+  if (!c->connecting) flush(c, 0);
 }
 
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
@@ -498,7 +509,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
       c->sub->backoff_ms = 0;
     }
   }
-  flush(c);
+  flush(c, 1);
 }
 
 /* One reply for c's subscriber; 0 if c still lives. */
@@ -613,10 +624,8 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
   op->cb = cb;
   op->arg = arg;
   op->nreplies = nreplies;
-  op->replies = calloc(nreplies ? nreplies : 1, sizeof(*op->replies));
-  if (op->replies == NULL || gw_buf_append(&op->cmd, cmd, len) < 0) {
-    free(op->replies);
-    gw_buf_dispose(&op->cmd);
+  op->replies = nreplies <= 1 ? &op->one : calloc(nreplies, sizeof(*op->replies));
+  if (op->replies == NULL) {
     free(op);
     return NULL;
   }
@@ -625,6 +634,26 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     evtimer_add(&op->timer, &tv);
     op->has_timer = 1;
+  }
+  if (r->idle && r->wait_head == NULL) { /* the common case: straight onto an idle connection, no copy */
+    conn_t *c = r->idle;
+    r->idle = c->next_idle;
+    c->next_idle = NULL;
+    c->op = op;
+    op->conn = c;
+    if (gw_buf_append(&c->out, cmd, len) < 0) {
+      c->op = NULL;
+      op->conn = NULL;
+      conn_close(c);
+      finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+    } else {
+      flush(c, 0);
+    }
+    return op;
+  }
+  if (gw_buf_append(&op->cmd, cmd, len) < 0) {
+    op_free(op);
+    return NULL;
   }
   if (now_ms() < r->down_until_ms && r->nconns == 0)
     finish_later(op, gw_err(GW_ERR_CONNECT, "redis is down (reconnecting with backoff)"));

@@ -204,7 +204,7 @@ typedef struct {
   gw_redis_op_t *op;
   int mode;
   int timeout_ms;
-  char addr[200];
+  gw_redis_t *r;     /* its client (for the address in messages) */
 } call_t;
 
 static void call_cancel(gw_pending_t *p)
@@ -225,9 +225,9 @@ static void on_done(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *ar
   if (err.kind != GW_OK) {
     char msg[320];
     if (gw_err_is_timeout(err.kind))
-      snprintf(msg, sizeof(msg), "redis %s timed out after %.3g s", c->addr, c->timeout_ms / 1000.0);
+      snprintf(msg, sizeof(msg), "redis %s timed out after %.3g s", gw_redis_addr(c->r), c->timeout_ms / 1000.0);
     else
-      snprintf(msg, sizeof(msg), "redis %s: %s", c->addr, err.msg);
+      snprintf(msg, sizeof(msg), "redis %s: %s", gw_redis_addr(c->r), err.msg);
     v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
   } else {
     convert_t cv = {mrb, replies, n, c->mode};
@@ -272,12 +272,12 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
       mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
     nreplies = (size_t)n + (mode == MODE_MULTI ? 2 : 0);
   }
-  call_t *c = calloc(1, sizeof(*c));
+  call_t *c = malloc(sizeof(*c));
   if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   c->req = req;
   c->mode = (int)mode;
   c->timeout_ms = h->timeout_ms;
-  snprintf(c->addr, sizeof(c->addr), "%s", gw_redis_addr(r));
+  c->r = r;
   c->op = gw_redis_exec(r, b.data, b.len, nreplies, h->timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b); /* keep a small one only */
   if (c->op == NULL) {
@@ -286,7 +286,7 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
   }
   gw_request_pending_add(req, &c->pending, call_cancel);
   gw_mrb_will_wait();
-  if (gw_trace) gw_trace_wait(req, "redis %s", c->addr);
+  if (gw_trace) gw_trace_wait(req, "redis %s", gw_redis_addr(r));
   return mrb_nil_value();
 }
 
