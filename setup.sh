@@ -25,6 +25,8 @@
 #               dnsmasq-base (a real DNS server on a loopback port for the DNS specs),
 #               slowhttptest (a slow-client attack in the hardening specs)
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
+#   redis:      libhiredis-dev (Async::Redis parses replies with hiredis's reader),
+#               redis-server (the real server the Redis specs start on free ports)
 #   browser:    chromium (the dashboard page is tested in headless Chromium)
 #   fastcgi:    php8.2-fpm (the real FastCGI backend of spec/fastcgi_spec.rb and
 #               rake bench:fastcgi; its binary is run by them, never the service)
@@ -50,6 +52,7 @@ packages=(
   ruby rake ruby-rspec
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
+  libhiredis-dev redis-server
   chromium
   php8.2-fpm
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types

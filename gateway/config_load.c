@@ -34,6 +34,7 @@
 #include "regex.h"
 #include "router.h"
 #include "static.h"
+#include "shdict.h"
 #include "status.h"
 #include "tls.h"
 
@@ -481,7 +482,7 @@ static void format_error(mrb_state *mrb, const char *path, char *err, size_t err
   snprintf(err, errlen, "%s: %s (%s)", path, mrb_string_cstr(mrb, msg), cls);
 }
 
-gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
+static gw_config_t *load(const char *path, char *err, size_t errlen)
 {
   FILE *fp = fopen(path, "r");
   if (fp == NULL) {
@@ -531,6 +532,16 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
         gw_config_free(cfg, NULL);
         return NULL;
       }
+  return cfg;
+}
+
+/* Shared dictionaries are mapped while the file is evaluated
+ * (`shared_dict`): made current only if the whole config is good. */
+gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
+{
+  gw_config_t *cfg = load(path, err, errlen);
+  if (cfg) gw_shdict_commit();
+  else gw_shdict_abort();
   return cfg;
 }
 

@@ -4,7 +4,8 @@
  * through this header (implemented by mruby_handler.c and vm.c), plus the
  * request API it includes (request.h: reading a request, the pending
  * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
- * subrequest.h for Async::HTTP). Gems never touch a request's fields that
+ * subrequest.h for Async::HTTP; shdict.h for Gateway::SharedDict; redis.h,
+ * the clients layer's Redis client, for Async::Redis). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
  * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
@@ -60,6 +61,13 @@ int gw_mrb_worker_index(void);
 /* Resumes req's parked fiber with v (called from a loop callback, never from
  * inside a fiber). The pending operation must have removed itself first. */
 void gw_fiber_resume(gw_request_t *req, mrb_value v);
+
+/* Runs proc (called with a detached Gateway::Request: method "TASK",
+ * target label) in a fiber of its own on behalf of no client request, from
+ * the loop (never from inside a fiber): async calls work in it as in a
+ * handler; its result is dropped, an exception logged. -1 outside a worker
+ * or when out of memory. (mruby_handler.c) */
+int gw_mrb_task_start(mrb_value proc, const char *label);
 
 /* Called by the fiber runners (Gateway._job_done) when a job is over: the
  * fiber is then reused for another request rather than discarded. */

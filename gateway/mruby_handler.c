@@ -572,6 +572,55 @@ void gw_mruby_worker_hook(mrb_value proc, const char *what)
   mrb_gc_arena_restore(mrb, ai);
 }
 
+/* -- tasks: Ruby in a fiber on behalf of no client ----------------------------
+ *
+ * Code started by the worker itself (a pub/sub message's block) runs as a
+ * handler of a detached request: method "TASK", target `label`, no
+ * location, no client. So it gets a fiber and a current request like any
+ * handler, and every async primitive (registered as pending on that request)
+ * works unchanged. Its protocol side throws the response away and frees the
+ * request from a fresh loop event. A task still parked when the worker exits
+ * is not waited for. */
+
+static void task_free(evutil_socket_t fd, short what, void *arg)
+{
+  gw_request_t *req = arg;
+  (void)fd;
+  (void)what;
+  gw_request_dispose(req);
+  free(req);
+}
+
+static void task_done(gw_request_t *req)
+{
+  if (req->status >= 500) gw_log_error("task %s failed (see above)", req->target);
+  if (event_base_once(rt.ctx->base, -1, EV_TIMEOUT, task_free, req, NULL) != 0) {
+    gw_log_error("task %s: cannot free it (out of memory)", req->target);
+  }
+}
+
+static const gw_protocol_t task_protocol = {.send = task_done};
+
+int gw_mrb_task_start(mrb_value proc, const char *label)
+{
+  if (rt.ctx == NULL) return -1;
+  gw_request_t *req = malloc(sizeof(*req));
+  if (req == NULL) return -1;
+  gw_request_init(req, rt.ctx, rt.ctx->server, &task_protocol, NULL);
+  req->method = "TASK";
+  req->method_id = -1;
+  req->http_minor = 1;
+  req->remote_addr = "-";
+  if (gw_request_set_target(req, label, strlen(label)) != 0) {
+    gw_request_dispose(req);
+    free(req);
+    return -1;
+  }
+  req->running = 1;
+  start_fiber(req, RUN_HANDLER, proc, NULL, NULL);
+  return 0;
+}
+
 /* -- bridge ------------------------------------------------------------------ */
 
 void gw_mrb_job_done(void)

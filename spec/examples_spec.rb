@@ -35,6 +35,24 @@ RSpec.describe 'examples/' do
       r = http_get(front, '/admin')
       expect([r.status, r.body]).to eq([403, "forbidden\n"])
     end,
+    'ratelimit.rb' => lambda do |ports|
+      require_relative 'redis_helper'
+      redis = RedisServer.new(ports.fetch(6379)) # the example's Redis, on its free port
+      port = ports.fetch(8080)
+      %w[/local/fixed /local/sliding /fleet/fixed /fleet/sliding].each do |path|
+        codes = 7.times.map { http_get(port, path).status }
+        # The first 5 pass (the sliding ones may stop earlier right after a
+        # window boundary: the previous window still counts), then 429.
+        expect(codes.first(3)).to eq([200] * 3), path
+        expect(codes.last(2)).to eq([429] * 2), path
+        r = http_get(port, path)
+        expect(r.status).to eq(429)
+        expect(r['retry-after'].to_i).to be_between(1, 60)
+      end
+      expect(redis.cmd('KEYS', 'rl:*').size).to eq(2)
+    ensure
+      redis&.destroy
+    end,
     'async.rb' => lambda do |ports|
       backend = ports.fetch(48_080)
       front = ports.fetch(58_080)
@@ -53,7 +71,12 @@ RSpec.describe 'examples/' do
   def self.port_numbers(text)
     ports = text.scan(/listen:\s*(\d{2,5})\b/).flatten +
             text.scan(/listen:\s*["'][^"':]*:(\d{2,5})["']/).flatten
-    ports.map(&:to_i).uniq
+    (ports.map(&:to_i) + peer_ports(text)).uniq
+  end
+
+  # Ports of servers the exercise starts itself (a Redis), not the gateway's.
+  def self.peer_ports(text)
+    text.scan(/redis :\w+, servers: \["127\.0\.0\.1:(\d{2,5})"/).flatten.map(&:to_i)
   end
 
   def localized(text, ports)
@@ -82,7 +105,8 @@ RSpec.describe 'examples/' do
       text = File.read(file)
       ports = self.class.port_numbers(text).to_h { |p| [p, free_port] }
       expect(ports).not_to be_empty, "examples/#{name} names no listen: port"
-      start_gateway(localized(text, ports), ports: ports.values, name: name)
+      listening = ports.reject { |from, _| self.class.peer_ports(text).include?(from) }.values
+      start_gateway(localized(text, ports), ports: listening, name: name)
       instance_exec(ports, &exercise)
     end
   end

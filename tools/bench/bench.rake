@@ -91,4 +91,15 @@ namespace :bench do
   rescue GatewayBench::Error => e
     abort "bench:fastcgi: #{e.message}"
   end
+
+  desc 'One Redis GET per request (wrk -t1 -c100): gateway Async::Redis vs its W2 hello vs OpenResty ' \
+       '(cosocket RESP client, tools/bench/resp.lua); writes build/bench/data.md'
+  task data: :build do
+    require_relative 'data'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Data.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:data: #{e.message}"
+  end
 end

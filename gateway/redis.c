@@ -1,0 +1,785 @@
+/* redis.c - the Redis client (redis.h): connections per address on the
+ * worker's loop, RESP replies parsed by hiredis's reader.
+ *
+ * Why the reader on our own sockets and not hiredis's async API with its
+ * libevent adapter: per command both run the same reader; the async API
+ * adds a redisAsyncContext per connection, an sds-formatted command and a
+ * callback node per command, and an event_add/event_del pair per write,
+ * and hiredis 0.14 (Debian 12's) has no command timeout and no way to take
+ * back one command's callback: a timed-out or cancelled command would leave
+ * the context waiting for a reply we no longer want. Here a connection has
+ * at most one batch in flight, so cancelling it is closing that connection,
+ * and reuse needs no bookkeeping: an idle connection has nothing unread.
+ * The reader builds this module's reply objects (bounded array sizes and
+ * buffered bytes, so a hostile server cannot make us allocate without limit).
+ *
+ * A dead server: a failed connect marks the address down for a pause that
+ * doubles from 100 ms to 2 s; operations during the pause fail at once
+ * (GW_ERR_CONNECT), and the first one after it tries again. An idle pooled
+ * connection keeps its read event armed, so a server that closes it (a
+ * restart) is noticed and the connection dropped before anyone uses it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+#include <hiredis/read.h>
+
+#include "addr.h"
+#include "log.h"
+#include "redis.h"
+
+#define BACKOFF_FIRST_MS 100
+#define BACKOFF_MAX_MS 2000
+
+typedef struct conn_s {
+  gw_redis_t *r;
+  struct conn_s *next_idle;
+  int fd;
+  struct event rev, wev;
+  redisReader *reader;
+  gw_buf_t out;             /* bytes to write; out_off already written */
+  size_t out_off;
+  int connecting;
+  int setup_replies;        /* replies to AUTH / SELECT still to come */
+  gw_redis_op_t *op;        /* in flight, or NULL: idle */
+  gw_redis_sub_t *sub;      /* a subscriber's connection (outside the pool) */
+} conn_t;
+
+struct gw_redis_op_s {
+  gw_redis_t *r;
+  gw_redis_op_t *next, *prev; /* in the waiting line */
+  int queued;
+  conn_t *conn;
+  struct event timer, later;
+  int has_timer, has_later;
+  gw_buf_t cmd;
+  size_t nreplies, got;
+  gw_redis_reply_t **replies; /* &one for a single command */
+  gw_redis_reply_t *one;
+  gw_err_t err;
+  gw_redis_done_cb cb;
+  void *arg;
+};
+
+struct gw_redis_sub_s {
+  gw_redis_t *r;
+  conn_t *conn;             /* NULL while waiting to reconnect */
+  gw_buf_t cmd;
+  struct event retry;
+  int backoff_ms;
+  int in_callback, dead;    /* freed while its callback ran: free after */
+  gw_redis_message_cb on_message;
+  gw_redis_state_cb on_state;
+  void *arg;
+};
+
+struct gw_redis_s {
+  struct event_base *base;
+  char *addr;
+  gw_sockaddr_t sa;
+  socklen_t salen;
+  int db;
+  char *password;
+  int pool, nconns;
+  conn_t *idle;             /* stack of idle connections */
+  gw_redis_op_t *wait_head, *wait_tail;
+  double down_until_ms;     /* connects fail fast until then */
+  int backoff_ms;
+};
+
+static double now_ms(void)
+{
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
+}
+
+/* -- replies ------------------------------------------------------------------ */
+
+static gw_redis_reply_t *new_reply(const redisReadTask *t)
+{
+  gw_redis_reply_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) return NULL;
+  r->type = t->type;
+  if (t->parent) {
+    gw_redis_reply_t *p = t->parent->obj;
+    p->element[t->idx] = r;
+  }
+  return r;
+}
+
+static void *create_string(const redisReadTask *t, char *str, size_t len)
+{
+  char *copy = malloc(len + 1);
+  if (copy == NULL) return NULL;
+  gw_redis_reply_t *r = new_reply(t);
+  if (r == NULL) {
+    free(copy);
+    return NULL;
+  }
+  memcpy(copy, str, len);
+  copy[len] = '\0';
+  r->str = copy;
+  r->len = len;
+  return r;
+}
+
+static void *create_array(const redisReadTask *t, int elements)
+{
+  if (elements < 0 || elements > GW_REDIS_MAX_ELEMENTS) return NULL; /* the reader reports it */
+  gw_redis_reply_t **el = calloc(elements > 0 ? (size_t)elements : 1, sizeof(*el));
+  if (el == NULL) return NULL;
+  gw_redis_reply_t *r = new_reply(t);
+  if (r == NULL) {
+    free(el);
+    return NULL;
+  }
+  r->element = el;
+  r->elements = (size_t)elements;
+  return r;
+}
+
+static void *create_integer(const redisReadTask *t, long long value)
+{
+  gw_redis_reply_t *r = new_reply(t);
+  if (r) r->integer = value;
+  return r;
+}
+
+static void *create_nil(const redisReadTask *t)
+{
+  gw_redis_reply_t *r = new_reply(t);
+  if (r) r->type = REDIS_REPLY_NIL; /* the task's type is the bulk's or array's */
+  return r;
+}
+
+void gw_redis_reply_free(gw_redis_reply_t *r)
+{
+  if (r == NULL) return;
+  for (size_t i = 0; i < r->elements; i++) gw_redis_reply_free(r->element[i]);
+  free(r->element);
+  free(r->str);
+  free(r);
+}
+
+static void free_object(void *obj)
+{
+  gw_redis_reply_free(obj);
+}
+
+static redisReplyObjectFunctions reply_fns = {create_string, create_array, create_integer, create_nil, free_object};
+
+void *gw_redis_reader_new(void)
+{
+  return redisReaderCreateWithFunctions(&reply_fns);
+}
+
+void gw_redis_reader_free(void *reader)
+{
+  if (reader) redisReaderFree(reader);
+}
+
+int gw_redis_reader_feed(void *reader, const char *data, size_t len)
+{
+  redisReader *rd = reader;
+  if (rd->err) return -1;
+  if (rd->len - rd->pos + len > GW_REDIS_MAX_BUFFERED) return -1;
+  return redisReaderFeed(rd, data, len) == REDIS_OK ? 0 : -1;
+}
+
+int gw_redis_reader_next(void *reader, gw_redis_reply_t **out, const char **err)
+{
+  redisReader *rd = reader;
+  void *reply = NULL;
+  *out = NULL;
+  if (redisReaderGetReply(rd, &reply) != REDIS_OK || rd->err) {
+    if (reply) gw_redis_reply_free(reply);
+    *err = rd->errstr[0] ? rd->errstr : "protocol error";
+    return -1;
+  }
+  if (reply == NULL) return 0;
+  *out = reply;
+  return 1;
+}
+
+/* -- commands ------------------------------------------------------------------ */
+
+static int append_len(gw_buf_t *b, char kind, size_t n)
+{
+  char tmp[32];
+  char *p = tmp + sizeof(tmp);
+  *--p = '\n';
+  *--p = '\r';
+  do {
+    *--p = (char)('0' + n % 10);
+    n /= 10;
+  } while (n);
+  *--p = kind;
+  return gw_buf_append(b, p, (size_t)(tmp + sizeof(tmp) - p));
+}
+
+int gw_redis_append_array(gw_buf_t *b, size_t argc)
+{
+  return append_len(b, '*', argc);
+}
+
+int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len)
+{
+  if (append_len(b, '$', len) < 0 || gw_buf_append(b, s, len) < 0) return -1;
+  return gw_buf_append(b, "\r\n", 2);
+}
+
+/* -- connections ---------------------------------------------------------------- */
+
+static void on_read(evutil_socket_t fd, short what, void *arg);
+static void on_write(evutil_socket_t fd, short what, void *arg);
+static void dispatch(gw_redis_t *r, gw_redis_op_t *op);
+static void sub_lost(gw_redis_sub_t *s, gw_err_t err);
+
+static void free_replies(gw_redis_op_t *op)
+{
+  for (size_t i = 0; i < op->got; i++) gw_redis_reply_free(op->replies[i]);
+  op->got = 0;
+}
+
+static void op_free(gw_redis_op_t *op)
+{
+  if (op->has_timer) event_del(&op->timer);
+  if (op->has_later) event_del(&op->later);
+  free_replies(op);
+  if (op->replies != &op->one) free(op->replies);
+  gw_buf_dispose(&op->cmd);
+  free(op);
+}
+
+static void queue_remove(gw_redis_op_t *op)
+{
+  gw_redis_t *r = op->r;
+  if (op->prev) op->prev->next = op->next;
+  else r->wait_head = op->next;
+  if (op->next) op->next->prev = op->prev;
+  else r->wait_tail = op->prev;
+  op->next = op->prev = NULL;
+  op->queued = 0;
+}
+
+/* Closes c (nothing is called back); the next waiter may open a new one. */
+static void conn_close(conn_t *c)
+{
+  gw_redis_t *r = c->r;
+  if (c->op == NULL && c->sub == NULL) { /* idle: take it off the stack */
+    for (conn_t **p = &r->idle; *p; p = &(*p)->next_idle)
+      if (*p == c) {
+        *p = c->next_idle;
+        break;
+      }
+  }
+  if (c->op) c->op->conn = NULL;
+  if (c->sub) c->sub->conn = NULL;
+  event_del(&c->rev);
+  event_del(&c->wev);
+  close(c->fd);
+  redisReaderFree(c->reader);
+  gw_buf_dispose(&c->out);
+  if (c->sub == NULL) r->nconns--;
+  free(c);
+  if (r->wait_head && r->nconns < r->pool && now_ms() >= r->down_until_ms) {
+    gw_redis_op_t *op = r->wait_head;
+    queue_remove(op);
+    dispatch(r, op);
+  }
+}
+
+static void mark_down(gw_redis_t *r)
+{
+  r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_FIRST_MS;
+  if (r->backoff_ms > BACKOFF_MAX_MS) r->backoff_ms = BACKOFF_MAX_MS;
+  r->down_until_ms = now_ms() + r->backoff_ms;
+}
+
+static void op_finish(gw_redis_op_t *op, gw_err_t err)
+{
+  if (op->has_timer) event_del(&op->timer);
+  op->cb(err, op->replies, err.kind == GW_OK ? op->got : 0, op->arg);
+  op_free(op);
+}
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+  gw_redis_op_t *op = arg;
+  (void)fd;
+  (void)what;
+  op->has_later = 0;
+  op_finish(op, op->err);
+}
+
+static void finish_later(gw_redis_op_t *op, gw_err_t err)
+{
+  op->err = err;
+  event_assign(&op->later, op->r->base, -1, 0, on_later, op);
+  op->has_later = 1;
+  event_active(&op->later, EV_TIMEOUT, 0);
+}
+
+/* The waiters cannot get a connection while the server is down. */
+static void fail_waiters(gw_redis_t *r, gw_err_t err)
+{
+  while (r->wait_head) {
+    gw_redis_op_t *op = r->wait_head;
+    queue_remove(op);
+    finish_later(op, err);
+  }
+}
+
+/* c failed: it is closed, and its operation (or subscriber) told. */
+static void conn_fail(conn_t *c, gw_err_t err)
+{
+  gw_redis_op_t *op = c->op;
+  gw_redis_sub_t *sub = c->sub;
+  int connect_failed = c->connecting;
+  gw_redis_t *r = c->r;
+  if (connect_failed) mark_down(r);
+  conn_close(c);
+  if (connect_failed) fail_waiters(r, err);
+  if (op) op_finish(op, err);
+  if (sub) sub_lost(sub, err);
+}
+
+/* Writes what c has to send. A send error fails c's operation only from
+ * on_write (now_ok): elsewhere we may be inside gw_redis_exec(), which never
+ * calls back, so the write event is armed and reports it from the loop. */
+static void flush(conn_t *c, int now_ok)
+{
+  while (c->out_off < c->out.len) {
+    ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      event_add(&c->wev, NULL);
+      return;
+    }
+    if (n < 0 && !now_ok) {
+      event_add(&c->wev, NULL);
+      return;
+    }
+    if (n < 0) {
+      conn_fail(c, gw_err(GW_ERR_RESET, "connection to redis reset"));
+      return;
+    }
+    c->out_off += (size_t)n;
+  }
+  c->out.len = c->out_off = 0;
+  event_del(&c->wev);
+}
+
+static int append_setup(gw_redis_t *r, conn_t *c)
+{
+  if (r->password) {
+    if (gw_redis_append_array(&c->out, 2) < 0 || gw_redis_append_bulk(&c->out, "AUTH", 4) < 0 ||
+        gw_redis_append_bulk(&c->out, r->password, strlen(r->password)) < 0)
+      return -1;
+    c->setup_replies++;
+  }
+  if (r->db > 0) {
+    char db[16];
+    int n = snprintf(db, sizeof(db), "%d", r->db);
+    if (gw_redis_append_array(&c->out, 2) < 0 || gw_redis_append_bulk(&c->out, "SELECT", 6) < 0 ||
+        gw_redis_append_bulk(&c->out, db, (size_t)n) < 0)
+      return -1;
+    c->setup_replies++;
+  }
+  return 0;
+}
+
+/* A new connection (connecting), its setup commands queued; NULL with *err. */
+static conn_t *conn_open(gw_redis_t *r, gw_redis_sub_t *sub, gw_err_t *err)
+{
+  conn_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) {
+    *err = gw_err(GW_ERR_NOMEM, "out of memory");
+    return NULL;
+  }
+  c->r = r;
+  c->sub = sub;
+  c->fd = socket(r->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  c->reader = redisReaderCreateWithFunctions(&reply_fns);
+  if (c->fd < 0 || c->reader == NULL || append_setup(r, c) < 0) {
+    *err = gw_err(GW_ERR_CONNECT, "cannot connect to redis");
+    goto fail;
+  }
+  if (r->sa.sa.sa_family != AF_UNIX) {
+    int one = 1;
+    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  }
+  event_assign(&c->rev, r->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
+  event_assign(&c->wev, r->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
+  if (connect(c->fd, &r->sa.sa, r->salen) == 0 || errno == EINPROGRESS) {
+    c->connecting = 1; /* reads start once connected (on_write) */
+    event_add(&c->wev, NULL);
+    if (sub == NULL) r->nconns++;
+    return c;
+  }
+  *err = errno == ECONNREFUSED || errno == ENOENT ? gw_err(GW_ERR_CONNECT_REFUSED, "connection to redis refused")
+                                                  : gw_err(GW_ERR_CONNECT, "cannot connect to redis");
+  mark_down(r);
+fail:
+  if (c->fd >= 0) close(c->fd);
+  if (c->reader) redisReaderFree(c->reader);
+  gw_buf_dispose(&c->out);
+  free(c);
+  return NULL;
+}
+
+/* op goes out on c. */
+static void start(conn_t *c, gw_redis_op_t *op)
+{
+  c->op = op;
+  op->conn = c;
+  if (gw_buf_append(&c->out, op->cmd.data, op->cmd.len) < 0) {
+    c->op = NULL;
+    op->conn = NULL;
+    conn_close(c);
+    finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+    return;
+  }
+  if (!c->connecting) flush(c, 0);
+}
+
+static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
+{
+  if (r->idle) {
+    conn_t *c = r->idle;
+    r->idle = c->next_idle;
+    c->next_idle = NULL;
+    start(c, op);
+  } else if (r->nconns < r->pool) {
+    gw_err_t err;
+    conn_t *c = conn_open(r, NULL, &err);
+    if (c == NULL) finish_later(op, err);
+    else start(c, op);
+  } else {
+    op->queued = 1;
+    op->prev = r->wait_tail;
+    if (r->wait_tail) r->wait_tail->next = op;
+    else r->wait_head = op;
+    r->wait_tail = op;
+  }
+}
+
+/* c answered everything it was sent: back to the pool or the next waiter. */
+static void conn_release(conn_t *c)
+{
+  gw_redis_t *r = c->r;
+  c->op = NULL;
+  if (r->wait_head) {
+    gw_redis_op_t *op = r->wait_head;
+    queue_remove(op);
+    start(c, op);
+  } else {
+    c->next_idle = r->idle;
+    r->idle = c;
+  }
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+  conn_t *c = arg;
+  (void)what;
+  if (c->connecting) {
+    int e = 0;
+    socklen_t len = sizeof(e);
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0) e = errno;
+    if (e != 0) {
+      conn_fail(c, e == ECONNREFUSED ? gw_err(GW_ERR_CONNECT_REFUSED, "connection to redis refused")
+                                     : gw_err(GW_ERR_CONNECT, "cannot connect to redis"));
+      return;
+    }
+    c->connecting = 0;
+    event_add(&c->rev, NULL);
+    c->r->backoff_ms = 0;
+    if (c->sub) {
+      c->sub->backoff_ms = 0;
+    }
+  }
+  flush(c, 1);
+}
+
+/* One reply for c's subscriber; 0 if c still lives. */
+static int sub_reply(conn_t *c, gw_redis_reply_t *reply)
+{
+  gw_redis_sub_t *s = c->sub;
+  s->in_callback = 1;
+  s->on_message(reply, s->arg);
+  s->in_callback = 0;
+  gw_redis_reply_free(reply);
+  if (s->dead) {
+    gw_redis_subscriber_free(s);
+    return -1;
+  }
+  return 0;
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+  conn_t *c = arg;
+  (void)what;
+  char buf[16384];
+  ssize_t n = recv(fd, buf, sizeof(buf), 0);
+  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (c->op == NULL && c->sub == NULL) { /* idle: closed by the server, or a stray byte */
+    conn_close(c);
+    return;
+  }
+  if (n == 0) {
+    conn_fail(c, gw_err(GW_ERR_CLOSED, "redis closed the connection"));
+    return;
+  }
+  if (n < 0) {
+    conn_fail(c, gw_err(GW_ERR_RESET, "connection to redis reset"));
+    return;
+  }
+  if (gw_redis_reader_feed(c->reader, buf, (size_t)n) < 0) {
+    conn_fail(c, gw_err(GW_ERR_BAD_RESPONSE, "redis sent an invalid reply"));
+    return;
+  }
+  for (;;) {
+    gw_redis_reply_t *reply;
+    const char *perr;
+    int rc = gw_redis_reader_next(c->reader, &reply, &perr);
+    if (rc < 0) {
+      gw_log_error("redis %s: invalid reply (%s); connection closed", c->r->addr, perr);
+      conn_fail(c, gw_err(GW_ERR_BAD_RESPONSE, "redis sent an invalid reply"));
+      return;
+    }
+    if (rc == 0) return;
+    if (c->setup_replies > 0) {
+      c->setup_replies--;
+      int bad = reply->type == REDIS_REPLY_ERROR;
+      if (bad) gw_log_error("redis %s: AUTH or SELECT failed: %s", c->r->addr, reply->str);
+      gw_redis_reply_free(reply);
+      if (bad) {
+        conn_fail(c, gw_err(GW_ERR_CONNECT, "redis refused AUTH or SELECT (see the error log)"));
+        return;
+      }
+      continue;
+    }
+    if (c->sub) {
+      if (sub_reply(c, reply) < 0) return;
+      continue;
+    }
+    gw_redis_op_t *op = c->op;
+    if (op == NULL) { /* more replies than commands */
+      gw_redis_reply_free(reply);
+      conn_close(c);
+      return;
+    }
+    op->replies[op->got++] = reply;
+    if (op->got < op->nreplies) continue;
+    /* Complete. Bytes beyond its replies were never asked for: drop c. */
+    redisReader *rd = c->reader;
+    if (rd->pos < rd->len || rd->ridx >= 0) {
+      c->op = NULL;
+      op->conn = NULL;
+      conn_close(c);
+    } else {
+      op->conn = NULL;
+      conn_release(c);
+    }
+    op_finish(op, gw_err_none());
+    return; /* c may be in use by someone else now */
+  }
+}
+
+/* -- operations ------------------------------------------------------------------ */
+
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+  gw_redis_op_t *op = arg;
+  (void)fd;
+  (void)what;
+  op->has_timer = 0;
+  if (op->queued) queue_remove(op);
+  if (op->conn) conn_close(op->conn); /* its reply would come unasked for */
+  if (op->has_later) { /* a failure was about to be delivered: the timeout wins */
+    event_del(&op->later);
+    op->has_later = 0;
+  }
+  op_finish(op, gw_err(GW_ERR_TIMEOUT, "redis timed out"));
+}
+
+gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t nreplies, int timeout_ms,
+                             gw_redis_done_cb cb, void *arg)
+{
+  gw_redis_op_t *op = calloc(1, sizeof(*op));
+  if (op == NULL) return NULL;
+  op->r = r;
+  op->cb = cb;
+  op->arg = arg;
+  op->nreplies = nreplies;
+  op->replies = nreplies <= 1 ? &op->one : calloc(nreplies, sizeof(*op->replies));
+  if (op->replies == NULL) {
+    free(op);
+    return NULL;
+  }
+  if (timeout_ms > 0) {
+    evtimer_assign(&op->timer, r->base, on_timeout, op);
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    evtimer_add(&op->timer, &tv);
+    op->has_timer = 1;
+  }
+  if (r->idle && r->wait_head == NULL) { /* the common case: straight onto an idle connection, no copy */
+    conn_t *c = r->idle;
+    r->idle = c->next_idle;
+    c->next_idle = NULL;
+    c->op = op;
+    op->conn = c;
+    if (gw_buf_append(&c->out, cmd, len) < 0) {
+      c->op = NULL;
+      op->conn = NULL;
+      conn_close(c);
+      finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+    } else {
+      flush(c, 0);
+    }
+    return op;
+  }
+  if (gw_buf_append(&op->cmd, cmd, len) < 0) {
+    op_free(op);
+    return NULL;
+  }
+  if (now_ms() < r->down_until_ms && r->nconns == 0)
+    finish_later(op, gw_err(GW_ERR_CONNECT, "redis is down (reconnecting with backoff)"));
+  else
+    dispatch(r, op);
+  return op;
+}
+
+void gw_redis_cancel(gw_redis_op_t *op)
+{
+  if (op->queued) queue_remove(op);
+  if (op->conn) conn_close(op->conn); /* an unread reply: never reused */
+  op_free(op);
+}
+
+/* -- subscribers ------------------------------------------------------------------ */
+
+static void sub_connect(gw_redis_sub_t *s)
+{
+  gw_err_t err;
+  conn_t *c = conn_open(s->r, s, &err);
+  if (c == NULL) {
+    sub_lost(s, err);
+    return;
+  }
+  s->conn = c;
+  if (gw_buf_append(&c->out, s->cmd.data, s->cmd.len) < 0) {
+    conn_fail(c, gw_err(GW_ERR_NOMEM, "out of memory"));
+    return;
+  }
+}
+
+static void on_retry(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  sub_connect(arg);
+}
+
+static void sub_lost(gw_redis_sub_t *s, gw_err_t err)
+{
+  s->conn = NULL;
+  s->on_state(err, s->arg);
+  s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_FIRST_MS;
+  if (s->backoff_ms > BACKOFF_MAX_MS) s->backoff_ms = BACKOFF_MAX_MS;
+  struct timeval tv = {s->backoff_ms / 1000, (s->backoff_ms % 1000) * 1000};
+  evtimer_add(&s->retry, &tv);
+}
+
+gw_redis_sub_t *gw_redis_subscribe(gw_redis_t *r, const char *cmd, size_t len, gw_redis_message_cb on_message,
+                                   gw_redis_state_cb on_state, void *arg)
+{
+  gw_redis_sub_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  s->r = r;
+  s->on_message = on_message;
+  s->on_state = on_state;
+  s->arg = arg;
+  if (gw_buf_append(&s->cmd, cmd, len) < 0) {
+    free(s);
+    return NULL;
+  }
+  evtimer_assign(&s->retry, r->base, on_retry, s);
+  event_active(&s->retry, EV_TIMEOUT, 0); /* connect from the loop */
+  return s;
+}
+
+void gw_redis_subscriber_free(gw_redis_sub_t *s)
+{
+  if (s->in_callback) {
+    s->dead = 1;
+    return;
+  }
+  event_del(&s->retry);
+  if (s->conn) {
+    conn_t *c = s->conn;
+    c->sub = NULL;
+    c->r->nconns++; /* conn_close counts it out of the pool */
+    conn_close(c);
+  }
+  gw_buf_dispose(&s->cmd);
+  free(s);
+}
+
+/* -- the client ------------------------------------------------------------------ */
+
+gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, char *err, size_t errlen)
+{
+  gw_redis_t *r = calloc(1, sizeof(*r));
+  if (r == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  const char *path = gw_addr_unix_path(p->addr);
+  gw_hostport_t hp;
+  if (path) {
+    r->salen = gw_addr_from_unix(path, &r->sa);
+  } else if (gw_addr_split(p->addr, strlen(p->addr), &hp, 0) == 0 && hp.port > 0) {
+    const char *host = strcmp(hp.host, "localhost") == 0 ? "127.0.0.1" : hp.host;
+    if (gw_addr_parse_literal(host, strlen(host), &r->sa, &r->salen) == 1) gw_addr_set_port(&r->sa, hp.port);
+    else r->salen = 0;
+  }
+  if (r->salen == 0) {
+    snprintf(err, errlen, "redis address must be \"IP:port\", \"localhost:port\" or \"unix:/path\", got \"%s\"",
+             p->addr);
+    free(r);
+    return NULL;
+  }
+  r->base = base;
+  r->addr = strdup(p->addr);
+  r->password = p->password ? strdup(p->password) : NULL;
+  r->db = p->db;
+  r->pool = p->pool > 0 ? p->pool : 1;
+  return r;
+}
+
+void gw_redis_free(gw_redis_t *r)
+{
+  if (r == NULL) return;
+  while (r->idle) conn_close(r->idle);
+  free(r->addr);
+  free(r->password);
+  free(r);
+}
+
+const char *gw_redis_addr(const gw_redis_t *r)
+{
+  return r->addr;
+}

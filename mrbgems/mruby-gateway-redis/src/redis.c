@@ -1,0 +1,387 @@
+/* redis.c - Async::Redis's natives over the core's Redis client
+ * (gateway/redis.c): a per-worker registry of clients (one pool per address,
+ * db and password, shared by every Async::Redis object naming them),
+ * command encoding, the pending operation registered on the request, and
+ * the replies turned into Ruby objects. Pub/sub messages run their block in
+ * a task fiber (gw_mrb_task_start). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/read.h>
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/data.h>
+#include <mruby/error.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "gw_mruby.h"
+#include "log.h"
+#include "redis.h"
+
+/* -- the registry of this worker's clients ---------------------------------- */
+
+typedef struct client_s {
+  struct client_s *next;
+  char *key;       /* "addr\ndb\npassword" */
+  gw_redis_t *r;
+} client_t;
+
+static client_t *clients; /* this process's; a forked worker starts from the master's (empty) */
+
+static gw_redis_t *client_for(mrb_state *mrb, const char *addr, int db, const char *password, int pool)
+{
+  struct event_base *base = gw_mrb_event_base();
+  if (base == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: commands run only in a worker (a handler or init_worker)");
+  char key[1024];
+  snprintf(key, sizeof(key), "%s\n%d\n%s", addr, db, password ? password : "");
+  for (client_t *c = clients; c; c = c->next)
+    if (strcmp(c->key, key) == 0) return c->r;
+  char err[256];
+  gw_redis_params_t p = {addr, db, password, pool};
+  gw_redis_t *r = gw_redis_new(base, &p, err, sizeof(err));
+  if (r == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
+  client_t *c = calloc(1, sizeof(*c));
+  if (c == NULL || (c->key = strdup(key)) == NULL) {
+    free(c);
+    gw_redis_free(r);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  c->r = r;
+  c->next = clients;
+  clients = c;
+  return r;
+}
+
+/* An Async::Redis object's C side: its servers, resolved to clients on first use. */
+typedef struct {
+  int n;
+  char **addrs;
+  gw_redis_t **rs;
+  unsigned rr;
+  int db, pool, timeout_ms;
+  char *password;
+} handle_t;
+
+static void handle_free(mrb_state *mrb, void *p)
+{
+  handle_t *h = p;
+  (void)mrb;
+  if (h == NULL) return;
+  for (int i = 0; i < h->n; i++) free(h->addrs[i]);
+  free(h->addrs);
+  free(h->rs);
+  free(h->password);
+  free(h);
+}
+
+static const struct mrb_data_type handle_type = {"Async::Redis", handle_free};
+
+/* _gw_init(addrs, db, password, pool, timeout) */
+static mrb_value redis_init(mrb_state *mrb, mrb_value self)
+{
+  mrb_value addrs, password;
+  mrb_int db, pool;
+  mrb_float timeout;
+  mrb_get_args(mrb, "Aioif", &addrs, &db, &password, &pool, &timeout);
+  mrb_int n = RARRAY_LEN(addrs);
+  handle_t *h = calloc(1, sizeof(*h));
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  DATA_TYPE(self) = &handle_type;
+  DATA_PTR(self) = h;
+  h->addrs = calloc((size_t)n, sizeof(char *));
+  h->rs = calloc((size_t)n, sizeof(gw_redis_t *));
+  if (h->addrs == NULL || h->rs == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < n; i++) {
+    h->addrs[i] = strdup(mrb_string_cstr(mrb, mrb_ary_ref(mrb, addrs, i)));
+    if (h->addrs[i] == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    h->n++;
+  }
+  h->db = (int)db;
+  h->pool = (int)pool;
+  h->timeout_ms = timeout > 0 ? (int)(timeout * 1000.0 + 0.5) : 0;
+  if (h->timeout_ms == 0 && timeout > 0) h->timeout_ms = 1;
+  if (!mrb_nil_p(password)) {
+    h->password = strdup(mrb_string_cstr(mrb, password));
+    if (h->password == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  return self;
+}
+
+/* The next server's client (round robin over the servers). */
+static gw_redis_t *pick(mrb_state *mrb, handle_t *h)
+{
+  int i = (int)(h->rr++ % (unsigned)h->n);
+  if (h->rs[i] == NULL) h->rs[i] = client_for(mrb, h->addrs[i], h->db, h->password, h->pool);
+  return h->rs[i];
+}
+
+/* -- encoding ------------------------------------------------------------------ */
+
+static void encode_command(mrb_state *mrb, gw_buf_t *b, mrb_value args)
+{
+  mrb_int argc = RARRAY_LEN(args);
+  if (argc == 0) mrb_raise(mrb, E_ARGUMENT_ERROR, "Async::Redis: a command needs a name, e.g. call(\"GET\", key)");
+  int rc = gw_redis_append_array(b, (size_t)argc);
+  for (mrb_int i = 0; i < argc && rc == 0; i++) {
+    mrb_value a = RARRAY_PTR(args)[i];
+    if (mrb_nil_p(a)) mrb_raise(mrb, E_ARGUMENT_ERROR, "Async::Redis: nil is not a command argument");
+    if (!mrb_string_p(a)) a = mrb_obj_as_string(mrb, a);
+    rc = gw_redis_append_bulk(b, RSTRING_PTR(a), (size_t)RSTRING_LEN(a));
+  }
+  if (rc != 0) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+}
+
+/* -- replies to Ruby -------------------------------------------------------------- */
+
+static struct RClass *error_class(mrb_state *mrb)
+{
+  return mrb_class_get_under(mrb, mrb_class_get_under(mrb, mrb_module_get(mrb, "Async"), "Redis"), "Error");
+}
+
+static mrb_value to_ruby(mrb_state *mrb, const gw_redis_reply_t *r)
+{
+  switch (r->type) {
+  case REDIS_REPLY_STRING:
+  case REDIS_REPLY_STATUS: return mrb_str_new(mrb, r->str, (mrb_int)r->len);
+  case REDIS_REPLY_INTEGER: return mrb_int_value(mrb, (mrb_int)r->integer);
+  case REDIS_REPLY_ERROR: return mrb_exc_new(mrb, error_class(mrb), r->str, (mrb_int)r->len);
+  case REDIS_REPLY_ARRAY: {
+    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)r->elements);
+    for (size_t i = 0; i < r->elements; i++) mrb_ary_push(mrb, a, to_ruby(mrb, r->element[i]));
+    return a;
+  }
+  default: return mrb_nil_value();
+  }
+}
+
+enum { MODE_ONE, MODE_PIPELINE, MODE_MULTI };
+
+typedef struct {
+  mrb_state *mrb;
+  gw_redis_reply_t **replies;
+  size_t n;
+  int mode;
+} convert_t;
+
+static mrb_value convert(mrb_state *mrb, void *ud)
+{
+  convert_t *c = ud;
+  if (c->mode == MODE_ONE) return to_ruby(mrb, c->replies[0]);
+  if (c->mode == MODE_MULTI) { /* MULTI's +OK, a +QUEUED each, then EXEC's reply */
+    gw_redis_reply_t *exec = c->replies[c->n - 1];
+    return to_ruby(mrb, exec); /* EXECABORT: an error, raised; nil: a WATCH failed */
+  }
+  mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)c->n);
+  for (size_t i = 0; i < c->n; i++) mrb_ary_push(mrb, a, to_ruby(mrb, c->replies[i]));
+  return a;
+}
+
+/* -- one operation, pending on the request --------------------------------------- */
+
+/* As every async primitive (the async gem's yield.c): the wait must park
+ * the request's own fiber, and not across a C frame. */
+static void check_yieldable(mrb_state *mrb)
+{
+  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
+    mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
+              "Async::Redis cannot wait inside a Fiber the handler created: the wait would suspend that "
+              "Fiber, not the request; call it in the handler itself");
+  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
+    if (ci->cci > 0)
+      mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
+                "Async::Redis cannot wait here: it was called inside a block passed to a method written in C, "
+                "and mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block");
+  }
+  if (mrb->c == mrb->root_c) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis can only be called inside a handler");
+}
+
+typedef struct {
+  gw_pending_t pending;
+  gw_request_t *req;
+  gw_redis_op_t *op;
+  int mode;
+  int timeout_ms;
+  gw_redis_t *r;     /* its client (for the address in messages) */
+} call_t;
+
+static void call_cancel(gw_pending_t *p)
+{
+  call_t *c = (call_t *)p;
+  gw_redis_cancel(c->op); /* closes its connection if the reply is unread */
+  free(c);
+}
+
+static void on_done(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
+{
+  call_t *c = arg;
+  gw_request_t *req = c->req;
+  mrb_state *mrb = req->ctx->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  gw_request_pending_remove(&c->pending);
+  mrb_value v;
+  if (err.kind != GW_OK) {
+    char msg[320];
+    if (gw_err_is_timeout(err.kind))
+      snprintf(msg, sizeof(msg), "redis %s timed out after %.3g s", gw_redis_addr(c->r), c->timeout_ms / 1000.0);
+    else
+      snprintf(msg, sizeof(msg), "redis %s: %s", gw_redis_addr(c->r), err.msg);
+    v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
+  } else {
+    convert_t cv = {mrb, replies, n, c->mode};
+    mrb_bool raised = FALSE;
+    v = mrb_protect_error(mrb, convert, &cv, &raised); /* out of VM memory: the exception is the value */
+  }
+  free(c);
+  gw_fiber_resume(req, v);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+/* _gw_send(commands, mode): mode 0 one command (an Array of arguments),
+ * 1 a pipeline, 2 MULTI/EXEC (an Array of such Arrays). Arms the operation;
+ * the Ruby side then waits (Async._await). */
+static mrb_value redis_send(mrb_state *mrb, mrb_value self)
+{
+  mrb_value cmds;
+  mrb_int mode;
+  mrb_get_args(mrb, "Ai", &cmds, &mode);
+  handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: not initialized");
+  check_yieldable(mrb);
+  gw_request_t *req = gw_mrb_current_request(mrb);
+  gw_redis_t *r = pick(mrb, h);
+  /* Encoded into one scratch buffer of this process: an argument that
+   * raises leaves nothing to free. */
+  static gw_buf_t b;
+  b.len = 0;
+  size_t nreplies = 1;
+  if (mode == MODE_ONE) {
+    encode_command(mrb, &b, cmds);
+  } else {
+    mrb_int n = RARRAY_LEN(cmds);
+    if (mode == MODE_MULTI && (gw_redis_append_array(&b, 1) < 0 || gw_redis_append_bulk(&b, "MULTI", 5) < 0))
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    for (mrb_int i = 0; i < n; i++) {
+      mrb_value one = RARRAY_PTR(cmds)[i];
+      if (!mrb_array_p(one)) mrb_raise(mrb, E_TYPE_ERROR, "Async::Redis: a pipeline holds commands (Arrays)");
+      encode_command(mrb, &b, one);
+    }
+    if (mode == MODE_MULTI && (gw_redis_append_array(&b, 1) < 0 || gw_redis_append_bulk(&b, "EXEC", 4) < 0))
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    nreplies = (size_t)n + (mode == MODE_MULTI ? 2 : 0);
+  }
+  call_t *c = malloc(sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  c->req = req;
+  c->mode = (int)mode;
+  c->timeout_ms = h->timeout_ms;
+  c->r = r;
+  c->op = gw_redis_exec(r, b.data, b.len, nreplies, h->timeout_ms, on_done, c);
+  if (b.cap > 65536) gw_buf_dispose(&b); /* keep a small one only */
+  if (c->op == NULL) {
+    free(c);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  gw_request_pending_add(req, &c->pending, call_cancel);
+  gw_mrb_will_wait();
+  if (gw_trace) gw_trace_wait(req, "redis %s", gw_redis_addr(r));
+  return mrb_nil_value();
+}
+
+/* -- pub/sub ------------------------------------------------------------------------- */
+
+typedef struct subscriber_s {
+  struct subscriber_s *next; /* every subscriber of this worker lives for good */
+  mrb_state *mrb;
+  gw_redis_sub_t *sub;
+  mrb_value block;     /* rooted */
+  int slot;
+  char label[200];
+} subscriber_t;
+
+static subscriber_t *subscribers;
+
+static void on_message(gw_redis_reply_t *reply, void *arg)
+{
+  subscriber_t *s = arg;
+  /* ["message", channel, payload] or ["pmessage", pattern, channel, payload];
+   * subscribe confirmations are skipped. */
+  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 || reply->element[0]->type != REDIS_REPLY_STRING) return;
+  const char *kind = reply->element[0]->str;
+  int pm = strcmp(kind, "pmessage") == 0;
+  if (strcmp(kind, "message") != 0 && !(pm && reply->elements == 4)) return;
+  gw_redis_reply_t *ch = reply->element[pm ? 2 : 1], *payload = reply->element[pm ? 3 : 2];
+  if (ch->type != REDIS_REPLY_STRING || payload->type != REDIS_REPLY_STRING) return;
+  mrb_state *mrb = s->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  mrb_value args[3] = {s->block, mrb_str_new(mrb, payload->str, (mrb_int)payload->len),
+                       mrb_str_new(mrb, ch->str, (mrb_int)ch->len)};
+  mrb_value runner = mrb_funcall_argv(mrb, mrb_obj_value(mrb_class_get_under(mrb, mrb_module_get(mrb, "Async"), "Redis")),
+                                      mrb_intern_lit(mrb, "_task_for"), 3, args);
+  if (mrb->exc) {
+    gw_log_error("redis subscriber %s: %s", s->label, "cannot start the block (out of memory)");
+    mrb->exc = NULL;
+  } else if (gw_mrb_task_start(runner, s->label) != 0) {
+    gw_log_error("redis subscriber %s: cannot start the block", s->label);
+  }
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+static void on_state(gw_err_t err, void *arg)
+{
+  subscriber_t *s = arg;
+  if (err.kind != GW_OK) gw_log_warn("redis subscriber %s: %s; reconnecting", s->label, err.msg);
+}
+
+/* _gw_subscribe(channels, pattern, block): a dedicated connection of this
+ * worker; the block runs in a task fiber per message. */
+static mrb_value redis_subscribe(mrb_state *mrb, mrb_value self)
+{
+  mrb_value chans, block;
+  mrb_bool pattern;
+  mrb_get_args(mrb, "Abo", &chans, &pattern, &block);
+  handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: not initialized");
+  gw_redis_t *r = pick(mrb, h);
+  mrb_value cmd = mrb_ary_new(mrb);
+  mrb_ary_push(mrb, cmd, mrb_str_new_cstr(mrb, pattern ? "PSUBSCRIBE" : "SUBSCRIBE"));
+  for (mrb_int i = 0; i < RARRAY_LEN(chans); i++) mrb_ary_push(mrb, cmd, RARRAY_PTR(chans)[i]);
+  gw_buf_t b = GW_BUF_INIT;
+  encode_command(mrb, &b, cmd); /* strings only (checked in Ruby): does not raise */
+  subscriber_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) {
+    gw_buf_dispose(&b);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  s->mrb = mrb;
+  s->block = block;
+  s->slot = gw_mrb_root(block);
+  snprintf(s->label, sizeof(s->label), "/redis-subscribe/%s", gw_redis_addr(r));
+  s->sub = gw_redis_subscribe(r, b.data, b.len, on_message, on_state, s);
+  gw_buf_dispose(&b);
+  if (s->sub == NULL) {
+    gw_mrb_unroot(s->slot);
+    free(s);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  s->next = subscribers;
+  subscribers = s;
+  return mrb_nil_value();
+}
+
+void mrb_mruby_gateway_redis_gem_init(mrb_state *mrb)
+{
+  struct RClass *async = mrb_define_module(mrb, "Async");
+  struct RClass *c = mrb_define_class_under(mrb, async, "Redis", mrb->object_class);
+  MRB_SET_INSTANCE_TT(c, MRB_TT_DATA);
+  mrb_define_method(mrb, c, "_gw_init", redis_init, MRB_ARGS_REQ(5));
+  mrb_define_method(mrb, c, "_gw_send", redis_send, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_subscribe", redis_subscribe, MRB_ARGS_REQ(3));
+}
+
+void mrb_mruby_gateway_redis_gem_final(mrb_state *mrb)
+{
+  (void)mrb;
+}

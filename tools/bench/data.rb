@@ -1,0 +1,172 @@
+# frozen_string_literal: true
+
+# `rake bench:data`: one Redis GET per request (wrk -t1 -c100), side by side
+# in one run, each server pinned to SERVER_CPU (1), wrk and redis-server to
+# LOAD_CPU (0):
+#
+#   gateway W2 hello      location "/hello" do "ok" end
+#   gateway redis.get     location "/redis" do R.get("k") end   (R = Async::Redis, pool 100)
+#   OpenResty redis GET   nginx + libnginx-mod-http-lua, tools/bench/resp.lua over cosockets
+#                         (keep-alive pool of 100)
+#
+# Per contestant: a 1 s warm-up, then DURATION (5) seconds measured; req/s,
+# p50/p99 and the server's CPU µs per request (utime+stime of its processes
+# over the window / requests); ROUNDS (3) rounds, medians reported. Writes
+# build/bench/data.md.
+require_relative 'common'
+
+module GatewayBench
+  class Data
+    include Util
+
+    def initialize(root:, env: ENV)
+      @root = root
+      @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
+      @duration = env_int(env, 'DURATION', 5)
+      @rounds = env_int(env, 'ROUNDS', 3)
+      @run = Runner.new(root: root, env: env, tag: 'data')
+    end
+
+    def log(msg)
+      @run.log(msg)
+    end
+
+    def start_redis
+      @redis_port = free_port
+      dir = @run.scratch('redis')
+      @redis_pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, 'redis-server', '--port', @redis_port.to_s,
+                                 '--bind', HOST, '--save', '', '--appendonly', 'no', '--dir', dir,
+                                 '--daemonize', 'no', in: File::NULL, out: File.join(dir, 'redis.log'), err: %i[child out])
+      deadline = monotonic + 10
+      sleep 0.05 until accepts?(@redis_port) || monotonic > deadline
+      s = TCPSocket.new(HOST, @redis_port)
+      s.write("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n")
+      s.gets
+      s.close
+    end
+
+    def stop_redis
+      return unless @redis_pid
+
+      signal(:TERM, @redis_pid)
+      wait_exit(@redis_pid, 5)
+    end
+
+    def contestants
+      gw = lambda do |port|
+        <<~RUBY
+          R = Async::Redis.new("#{HOST}:#{@redis_port}", pool: 100)
+          server listen: "#{HOST}:#{port}", workers: 1 do
+            location "/hello" do "ok" end
+            location "/redis" do R.get("k") end
+          end
+        RUBY
+      end
+      openresty = lambda do |port|
+        <<~NGINX
+          lua_package_path "#{File.join(@root, 'tools/bench')}/?.lua;;";
+          server {
+              listen #{HOST}:#{port} reuseport;
+              location /redis {
+                  content_by_lua_block {
+                      local v, err = require("resp").get("#{HOST}", #{@redis_port}, "k")
+                      if not v then ngx.status = 502 ngx.say(err) return end
+                      ngx.print(v)
+                  }
+              }
+          }
+        NGINX
+      end
+      [['gateway W2 hello', :gateway, gw, '/hello', 'ok'],
+       ['gateway redis.get', :gateway, gw, '/redis', 'value'],
+       ['OpenResty redis GET', :nginx, openresty, '/redis', 'value']]
+    end
+
+    # nginx + the Lua module, one worker; body is the http {} content.
+    def start_openresty(name, port, body)
+      dir = @run.scratch(name)
+      conf = File.join(dir, 'nginx.conf')
+      File.write(conf, <<~NGINX)
+        load_module /usr/lib/nginx/modules/ndk_http_module.so;
+        load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;
+        daemon off;
+        master_process on;
+        worker_processes 1;
+        user root;
+        pid #{dir}/nginx.pid;
+        error_log #{dir}/error.log warn;
+        events { worker_connections 4096; }
+        http {
+            access_log off;
+            client_body_temp_path #{dir};
+            default_type text/plain;
+        #{body.gsub(/^/, '    ')}
+        }
+      NGINX
+      bin = `sh -c 'command -v nginx'`.strip
+      @run.start(name, [bin, '-p', dir, '-e', "#{dir}/error.log", '-c', conf], port: port, dir: dir, binary: bin)
+    end
+
+    def measure(name, kind, conf, path, want)
+      port = free_port
+      srv = kind == :gateway ? @run.start_gateway(name.tr(' ', '-'), @bin, conf.call(port), port) : start_openresty('openresty', port, conf.call(port))
+      url = "http://#{HOST}:#{port}#{path}"
+      body = Net::HTTP.get(URI(url))
+      raise Error, "#{name}: #{path} answered #{body.inspect}, want #{want.inspect}" unless body == want
+
+      @run.run_wrk(%w[-t1 -c100], url, 1)
+      sleep 0.3
+      pids = [srv.pid] + descendants(srv.pid)
+      t0 = pids.sum { |p| ticks(p) || 0 }
+      r = @run.run_wrk(%w[-t1 -c100], url, @duration)
+      t1 = pids.sum { |p| ticks(p) || 0 }
+      w = Runner.parse_wrk(r[:out])
+      raise Error, "#{name}: wrk failed:\n#{r[:out]}" unless w[:requests]&.positive?
+
+      us = (t1 - t0).to_f / clk_tck * 1e6 / w[:requests]
+      log format('%-22s %9.0f req/s  %6.1f µs/req  p50 %.2f ms  p99 %.2f ms  errors %d', name, w[:rps], us,
+                 w[:p50_ms] || 0, w[:p99_ms] || 0, w[:errors])
+      { rps: w[:rps], us: us, p50: w[:p50_ms], p99: w[:p99_ms], errors: w[:errors] }
+    ensure
+      @run.stop(srv) if srv
+    end
+
+    def run
+      require 'net/http'
+      Util.ensure_pkgs(%w[wrk nginx libnginx-mod-http-lua redis-server], log: method(:log))
+      results = Hash.new { |h, k| h[k] = [] }
+      @run.with_cpu_lock do
+        start_redis
+        @rounds.times do |i|
+          log "round #{i + 1} of #{@rounds}"
+          contestants.each { |c| results[c[0]] << measure(*c) }
+        end
+      ensure
+        stop_redis
+        @run.stop_all
+      end
+      report(results)
+    end
+
+    def report(results)
+      med = ->(name, k) { median(results[name].map { |r| r[k] }) }
+      hello = med.call('gateway W2 hello', :us)
+      rows = results.keys.map do |name|
+        format('| %s | %.0f | %.1f | %.2f | %.2f | %s |', name, med.call(name, :rps), med.call(name, :us),
+               med.call(name, :p50), med.call(name, :p99), name == 'gateway W2 hello' ? '—' : format('%+.1f', med.call(name, :us) - hello))
+      end
+      gw = med.call('gateway redis.get', :rps)
+      orr = med.call('OpenResty redis GET', :rps)
+      md = +"# bench:data (median of #{@rounds} rounds, wrk -t1 -c100, #{@duration} s each)\n\n"
+      md << "| contestant | req/s | server CPU µs/req | p50 ms | p99 ms | µs/req above W2 hello |\n|---|--:|--:|--:|--:|--:|\n"
+      md << rows.join("\n") << "\n\n"
+      md << format("gateway redis.get / OpenResty: %.2f× throughput\n", gw / orr)
+      File.write(File.join(@run.out_dir, 'data.md'), md)
+      puts md
+    end
+  end
+end
+
+if $PROGRAM_NAME == __FILE__
+  GatewayBench::Data.new(root: File.expand_path('../..', __dir__)).run
+end
