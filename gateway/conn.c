@@ -419,7 +419,7 @@ static void give_active(gw_conn_t *c)
 static int may_give_active(const gw_conn_t *c)
 {
   const gw_conn_active_t *a = c->a;
-  return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.running &&
+  return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.running && !a->mid_message &&
          !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
@@ -672,6 +672,7 @@ static void conn_process(gw_conn_t *c)
     const char *start = c->buf + c->pos;
     c->a->data_end = c->buf + c->len;
     size_t body_before = c->a->body_bytes;
+    c->a->mid_message = 1; /* until response_done(): the parser may hold a partial line */
     llhttp_errno_t err = llhttp_execute(&c->a->parser, start, c->len - c->pos);
     if (err == HPE_OK) {
       c->pos = c->len;
@@ -937,6 +938,7 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   c->served = 1;
   gw_request_reset(req);
   llhttp_resume(&c->a->parser);
+  c->a->mid_message = 0; /* between two messages: a spare part may keep this parser */
   c->state = GW_CONN_IDLE;
   gw_head_scan_init(&c->a->head_scan);
   c->a->error_status = 0;

@@ -36,6 +36,9 @@ typedef struct gw_conn_active_s {
 
   gw_request_t req;         /* the request being parsed or handled */
   int req_ready;            /* req is parsed completely and not yet started */
+  int mid_message;          /* bytes were parsed since the last response (a stray empty
+                               line, say): the parser is not known to be between two
+                               messages, so the connection keeps it */
   /* parse bookkeeping for the current request head */
   size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding, nhost;
   gw_head_scan_t head_scan; /* line endings of the head checked so far */

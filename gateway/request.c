@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "handler.h"
+#include "json_out.h"
 #include "log.h"
 #include "request.h"
 #include "router.h"
@@ -317,19 +318,6 @@ void gw_trace_wait(gw_request_t *req, const char *fmt, ...)
   va_end(ap);
 }
 
-/* A JSON string: quotes, backslashes and control bytes escaped. */
-static void put_json(struct evbuffer *out, const char *s, size_t len)
-{
-  evbuffer_add(out, "\"", 1);
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = (unsigned char)s[i];
-    if (c == '"' || c == '\\') evbuffer_add_printf(out, "\\%c", c);
-    else if (c < 0x20) evbuffer_add_printf(out, "\\u%04x", c);
-    else evbuffer_add(out, s + i, 1);
-  }
-  evbuffer_add(out, "\"", 1);
-}
-
 void gw_trace_event(gw_request_t *req, const char *event)
 {
   double now = gw_now_ms();
@@ -341,9 +329,9 @@ void gw_trace_event(gw_request_t *req, const char *event)
     evbuffer_add_printf(out, "%s{\"t\":%.0f,\"req\":%lu,\"depth\":%d,\"method\":\"%s\",\"path\":",
                         evbuffer_get_length(out) ? "," : "", (now - req->trace_t0) * 1000.0, req->id, req->depth,
                         req->method);
-    put_json(out, req->target, req->path_len);
+    gw_json_string(out, req->target, req->path_len);
     evbuffer_add(out, ",\"event\":", 9);
-    put_json(out, event, strlen(event));
+    gw_json_string(out, event, strlen(event));
     evbuffer_add(out, "}", 1);
   }
 }

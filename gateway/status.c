@@ -7,26 +7,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json_out.h"
 #include "log.h"
 #include "stats.h"
 #include "request.h"
 #include "status.h"
-
-/* A JSON string: quotes, backslashes and control bytes escaped. */
-static void put_json_string(struct evbuffer *out, const char *s)
-{
-  evbuffer_add(out, "\"", 1);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      evbuffer_add_printf(out, "\\%c", c);
-    else if (c < 0x20)
-      evbuffer_add_printf(out, "\\u%04x", c);
-    else
-      evbuffer_add(out, s, 1);
-  }
-  evbuffer_add(out, "\"", 1);
-}
 
 void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int latency_buckets)
 {
@@ -57,13 +42,13 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
   for (size_t g = 0; g < config->ngroups; g++) {
     const gw_upstream_group_t *grp = &config->groups[g];
     if (g) evbuffer_add(out, ",", 1);
-    put_json_string(out, grp->name);
+    gw_json_string(out, grp->name, strlen(grp->name));
     evbuffer_add(out, ":[", 2);
     double now = gw_now_ms();
     for (size_t j = 0; j < grp->nservers; j++) {
       const gw_upstream_server_t *us = &grp->servers[j];
       evbuffer_add(out, j ? ",{\"server\":" : "{\"server\":", j ? 11 : 10);
-      put_json_string(out, us->label);
+      gw_json_string(out, us->label, strlen(us->label));
       evbuffer_add_printf(out, ",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"}", us->weight, us->active,
                           us->fails, us->down_until_ms > now ? "down" : "up");
     }

@@ -135,3 +135,30 @@ RSpec.describe 'HTTP/1.1' do
     expect(r['server']).not_to be_nil
   end
 end
+
+# A connection's parser goes back to the worker's spares when it is idle:
+# one left mid-line (a client's stray CRLF after its request) must not reach
+# the next connection (found by fuzz_request).
+RSpec.describe 'HTTP/1.1 parser reuse' do
+  it 'a stray empty line after a request does not spoil the next connection' do
+    port = free_port
+    start_gateway(<<~RUBY, ports: port)
+      server listen: "127.0.0.1:#{port}" do
+        location "/" do "ok" end
+      end
+    RUBY
+    a = connect(port)
+    a.write("GET / HTTP/1.1\r\nHost: x\r\n\r\n\r")
+    expect(a.read_response.body).to eq('ok')
+    sleep 0.05 # a's connection goes idle and gives its parts back
+    3.times do
+      b = connect(port)
+      b.request('GET', '/', { 'Host' => 'x' })
+      r = b.read_response
+      expect([r.status, r.body]).to eq([200, 'ok'])
+      b.close
+    end
+    a.write("\nGET / HTTP/1.1\r\nHost: x\r\n\r\n") # a's own empty line ends, its next request is served
+    expect(a.read_response.body).to eq('ok')
+  end
+end
