@@ -15,9 +15,10 @@
 # keep-alive connection ever holds the last free child) pinned to SERVER_CPU,
 # wrk pinned to LOAD_CPU. Per run: req/s, p50/p99, and CPU µs per request of
 # the front and of the backend (utime+stime from /proc over the measured
-# window / requests). Writes build/bench/fastcgi.{md,json}.
+# window / requests). Every run is repeated ROUNDS times, the fronts taking
+# turns; the tables show medians. Writes build/bench/fastcgi.{md,json}.
 #
-# Environment: DURATION (5), WARMUP (1), FPM_CHILDREN (128), KEEPALIVE (128),
+# Environment: DURATION (5), WARMUP (1), ROUNDS (3), FPM_CHILDREN (128), KEEPALIVE (128),
 # SERVER_CPU, LOAD_CPU, CPU_LOCK, BENCH_OUT, GATEWAY_BIN. php8.2-fpm, nginx
 # and wrk are installed with apt-get when missing.
 
@@ -38,6 +39,7 @@ module GatewayBench
       @warmup = env_int(env, 'WARMUP', 1)
       @children = env_int(env, 'FPM_CHILDREN', 128)
       @keepalive = env_int(env, 'KEEPALIVE', 128)
+      @rounds = env_int(env, 'ROUNDS', 3)
       @runner = Runner.new(root: root, env: env, tag: 'fastcgi')
     end
 
@@ -63,15 +65,19 @@ module GatewayBench
           ['nginx static', 'backend direct', static, '/', nil],
           ['gateway', 'proxy_pass', gw, '/proxy', static],
         ]
-        rows.each do |front, path_kind, srv, path, backend|
-          check_body(srv.port, path)
-          LOADS.each do |load_id, args|
-            r = measure(srv, "http://#{HOST}:#{srv.port}#{path}", args, backend)
-            r.merge!(front: front, kind: path_kind, load: load_id)
-            log format('%-12s %-15s %-5s %8.0f req/s  front %6.1f µs/req  backend %6s µs/req  errors %d',
-                       front, path_kind, load_id, r[:rps] || 0, r[:front_us] || 0,
-                       r[:backend_us] ? format('%.1f', r[:backend_us]) : '-', r[:errors] || 0)
-            results << r
+        rows.each { |_, _, srv, path, _| check_body(srv.port, path) }
+        # Rounds interleave the fronts, so a burst of load from elsewhere on
+        # this shared machine hits both sides; the tables take medians.
+        @rounds.times do |round|
+          rows.each do |front, path_kind, srv, path, backend|
+            LOADS.each do |load_id, args|
+              r = measure(srv, "http://#{HOST}:#{srv.port}#{path}", args, backend)
+              r.merge!(front: front, kind: path_kind, load: load_id, round: round + 1)
+              log format('round %d  %-12s %-15s %-5s %8.0f req/s  front %6.1f µs/req  backend %6s µs/req  errors %d',
+                         round + 1, front, path_kind, load_id, r[:rps] || 0, r[:front_us] || 0,
+                         r[:backend_us] ? format('%.1f', r[:backend_us]) : '-', r[:errors] || 0)
+              results << r
+            end
           end
         end
       ensure
@@ -164,10 +170,20 @@ module GatewayBench
       w.merge(front_us: us.call(f1 - f0), backend_us: bp.empty? ? nil : us.call(b1 - b0), wrk: out[:cmd])
     end
 
-    def write(results)
+    # The median of each measure over the rounds of one (front, path, load).
+    def medians(runs)
+      med = ->(key) { (xs = runs.map { |r| r[key] }.compact).empty? ? nil : median(xs) }
+      runs.first.slice(:front, :kind, :load).merge(
+        rps: med.call(:rps), front_us: med.call(:front_us), backend_us: med.call(:backend_us),
+        p99_ms: med.call(:p99_ms), errors: runs.sum { |r| r[:errors].to_i }, rounds: runs.size
+      )
+    end
+
+    def write(runs)
+      results = runs.group_by { |r| r.values_at(:front, :kind, :load) }.values.map { |g| medians(g) }
       find = ->(front, kind, load) { results.find { |r| r[:front] == front && r[:kind] == kind && r[:load] == load } }
       f = ->(v, fmt = '%.1f') { v ? format(fmt, v) : '-' }
-      md = +"# bench:fastcgi (W6)\n\n#{Time.now.utc.iso8601}, #{@duration} s per run, server CPU #{@runner.server_cpu}, " \
+      md = +"# bench:fastcgi (W6)\n\n#{Time.now.utc.iso8601}, #{@duration} s per run, medians of #{@rounds} rounds, server CPU #{@runner.server_cpu}, " \
             "load CPU #{@runner.load_cpu}, php-fpm pm static #{@children} children per pool, keepalive #{@keepalive}\n\n"
       md << "| path | load | gateway req/s | gateway µs/req | nginx req/s | nginx µs/req | req/s ratio | µs ratio (nginx/gateway) | php-fpm µs/req (gw, nginx) |\n"
       md << "|---|---|--:|--:|--:|--:|--:|--:|--:|\n"
@@ -196,7 +212,7 @@ module GatewayBench
       errs = results.sum { |r| r[:errors].to_i }
       md << "\nwrk errors (socket errors + non-2xx) over all runs: #{errs}\n"
       File.write(File.join(@runner.out_dir, 'fastcgi.md'), md)
-      File.write(File.join(@runner.out_dir, 'fastcgi.json'), JSON.pretty_generate(results))
+      File.write(File.join(@runner.out_dir, 'fastcgi.json'), JSON.pretty_generate(medians: results, runs: runs))
       puts md
     end
   end
