@@ -21,6 +21,7 @@
 #include "fastcgi.h"
 #include "h2.h"
 #include "gw_mruby.h"
+#include "listener.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -187,6 +188,22 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   on_conn_closed(ctx);
 }
 
+/* cpu_affinity: :auto: worker index on the (index mod n)-th of the n CPUs
+ * this process may run on (all online CPUs unless started under taskset or
+ * a cpuset: then CPU index mod ncpu), or -1. */
+static int auto_cpu(int index)
+{
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) return -1;
+  int n = CPU_COUNT(&allowed);
+  if (n < 1) return -1;
+  int want = index % n;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, &allowed) && want-- == 0) return cpu;
+  return -1;
+}
+
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
 {
   static gw_worker_t worker;
@@ -202,17 +219,15 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
 
   /* Listening sockets of the other servers belong to their own workers. */
   for (size_t i = 0; i < cfg->nservers; i++)
-    if (&cfg->servers[i] != server && cfg->servers[i].fd >= 0) {
-      close(cfg->servers[i].fd);
-      cfg->servers[i].fd = -1;
-    }
+    if (&cfg->servers[i] != server) gw_listener_close_all(&cfg->servers[i], NULL);
+  gw_listener_keep_own(server, index); /* reuseport: worker i listens on socket i */
 
-  if (server->cpu >= 0) {
+  int cpu = server->cpu == GW_CPU_AUTO ? auto_cpu(index) : server->cpu;
+  if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(server->cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) < 0)
-      gw_log_warn("cpu_affinity %d: %s", server->cpu, strerror(errno));
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0) gw_log_warn("cpu_affinity %d: %s", cpu, strerror(errno));
   }
 
   gw_context_t *ctx = &w->ctx;
