@@ -114,26 +114,25 @@ static void on_conn_closed(gw_context_t *ctx)
   if (ctx->stopping && ctx->nconns == 0) event_base_loopbreak(ctx->base);
 }
 
-static void on_accept(evutil_socket_t fd, short what, void *arg)
+/* Accepts up to ACCEPT_BURST connections; 1 if it took that many (more may wait). */
+static int accept_burst(gw_worker_t *w, evutil_socket_t fd)
 {
-  gw_worker_t *w = arg;
-  (void)what;
   for (int i = 0; i < ACCEPT_BURST; i++) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     int cfd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (cfd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return 0;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         /* Out of descriptors: stop accepting for a moment instead of spinning. */
         gw_log_error("accept: %s; pausing accepts for %d ms", strerror(errno), EMFILE_PAUSE_MS);
         event_del(w->listen_ev);
         struct timeval tv = gw_timeval_from_ms(EMFILE_PAUSE_MS);
         event_add(w->accept_pause_ev, &tv);
-        return;
+        return 0;
       }
       gw_log_error("accept: %s", strerror(errno));
-      return;
+      return 0;
     }
     if (ss.ss_family != AF_UNIX) {
       int one = 1;
@@ -145,6 +144,13 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
       close(cfd);
     }
   }
+  return 1;
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+  (void)what;
+  accept_burst(arg, fd);
 }
 
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
@@ -155,8 +161,17 @@ static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
   if (!w->ctx.stopping) event_add(w->listen_ev, NULL);
 }
 
-static void stop_accepting(gw_worker_t *w)
+/* The accept queue of a socket closed by its last holder is reset: a
+ * reuseport socket may be this worker's alone (a reload shrank the pool), so
+ * a graceful stop first takes what is queued there (bounded); those are
+ * served as any open connection of a stopping worker. */
+#define DRAIN_BURSTS 16
+
+static void stop_accepting(gw_worker_t *w, int graceful)
 {
+  if (graceful && w->ctx.server->reuseport)
+    for (int i = 0; i < DRAIN_BURSTS && accept_burst(w, w->ctx.server->fd); i++) {
+    }
   event_del(w->listen_ev);
   event_del(w->accept_pause_ev);
   close(w->ctx.server->fd);
@@ -177,7 +192,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   if (ctx->stopping && graceful) return;
   ctx->stopping = 1;
   gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
-  if (ctx->server->fd >= 0) stop_accepting(w);
+  if (ctx->server->fd >= 0) stop_accepting(w, graceful);
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;

@@ -148,6 +148,21 @@ RSpec.describe 'workers: :auto, cpu_affinity: :auto, reuseport' do
     end
   end
 
+  it 'shrinking and growing under load refuses no connection' do
+    port = free_port
+    gw = start_gateway(config(port, 'workers: 3, reuseport: true'), ports: port)
+    failures = nil
+    load = Thread.new { failures = requests(port, 3000) }
+    [1, 3, 1, 2].each_with_index do |n, i|
+      sleep 0.3
+      gw.rewrite_config(config(port, "workers: #{n}, reuseport: true"))
+      gw.signal('HUP')
+      poll("reload #{i + 1}", timeout: 5) { gw.log.scan('reloaded').size == i + 1 }
+    end
+    load.join(30) or raise 'the request loop did not finish'
+    expect(failures).to eq([])
+  end
+
   it 'an explicit switch of reuseport on reload is refused and the running config kept' do
     port = free_port
     gw = start_gateway(config(port, 'workers: 2, reuseport: false'), ports: port)
