@@ -48,6 +48,12 @@ typedef struct {
                            (the server's unless set); 0: no limit (cpu_limit.h) */
 } gw_location_t;
 
+#define GW_CPU_AUTO (-2)
+#define GW_MAX_AUTO_WORKERS 64 /* workers: :auto on a bigger machine */
+
+/* The default of a server's reuseport: (see README, "All cores"). */
+#define GW_REUSEPORT_DEFAULT 1
+
 typedef struct {
   char *host;           /* owned, e.g. "0.0.0.0" */
   int port;
@@ -55,8 +61,16 @@ typedef struct {
   gw_limits_t limits;
   gw_location_t *locations; /* owned array, most specific first (see router.c) */
   size_t nlocations;
-  int fd;               /* listening socket, -1 until gw_config_listen() */
-  int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no pinning */
+  int fd;               /* listening socket, -1 until gw_config_listen(); with
+                           reuseport, -1 in the master, the worker's own in a worker */
+  int cpu;              /* cpu_affinity: pin the workers to this CPU; -1: no
+                           pinning; GW_CPU_AUTO: worker i on the i-th allowed CPU */
+  /* reuseport (listener.c): one SO_REUSEPORT socket per worker index in fds
+   * (owned, nfds == workers) instead of the shared fd. */
+  int reuseport;
+  int reuseport_default; /* not given in the file: a reload keeps the running mode */
+  int *fds;
+  int nfds;
   int precise_timers;   /* some location runs Ruby, which may wait on short timers */
   int stall_timeout_ms; /* a worker whose loop stalls this long is replaced; 0: never */
   int latency_histogram; /* record response times (a location has a dashboard) */

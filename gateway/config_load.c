@@ -28,6 +28,7 @@
 #include "fastcgi.h"
 #include "gw_mruby.h"
 #include "handler.h"
+#include "listener.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "proxy.h"
@@ -300,7 +301,16 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     s->fd = -1;
     s->host = dup_str(mrb, iv(mrb, srv, "@host"));
     s->port = (int)mrb_integer(iv(mrb, srv, "@port"));
-    s->workers = (int)mrb_integer(iv(mrb, srv, "@workers"));
+    mrb_value workers = iv(mrb, srv, "@workers");
+    if (mrb_integer_p(workers)) {
+      s->workers = (int)mrb_integer(workers);
+    } else { /* :auto: one per online CPU */
+      long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+      s->workers = ncpu < 1 ? 1 : ncpu > GW_MAX_AUTO_WORKERS ? GW_MAX_AUTO_WORKERS : (int)ncpu;
+    }
+    mrb_value reuseport = iv(mrb, srv, "@reuseport");
+    s->reuseport_default = mrb_nil_p(reuseport);
+    s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
     mrb_value limits = iv(mrb, srv, "@limits");
     s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
     s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
@@ -348,7 +358,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value stall = iv(mrb, srv, "@stall_timeout");
     s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : (int)(mrb_as_float(mrb, stall) * 1000.0 + 0.5);
     mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
-    s->cpu = mrb_nil_p(cpu) ? -1 : (int)mrb_integer(cpu);
+    s->cpu = mrb_nil_p(cpu) ? -1 : mrb_integer_p(cpu) ? (int)mrb_integer(cpu) : GW_CPU_AUTO;
     read_tls(mrb, srv, s, cfg->path);
   }
 
@@ -545,58 +555,17 @@ gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
   return cfg;
 }
 
-/* Binding a port that a lingering socket still holds (a client of an earlier
- * run, in TIME_WAIT or not) fails for a moment: retry, as nginx does. */
-#define LISTEN_TRIES 5
-#define LISTEN_RETRY_MS 500
-
-static int open_listener(gw_server_t *s, char *err, size_t errlen)
-{
-  struct sockaddr_storage ss;
-  socklen_t sslen = gw_addr_from_ip(s->host, s->port, &ss);
-  if (sslen == 0) {
-    snprintf(err, errlen, "listen %s:%d: host must be an IP address", s->host, s->port);
-    return -1;
-  }
-  for (int try = 1;; try++) {
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) break;
-    int one = 1;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (bind(fd, (struct sockaddr *)&ss, sslen) == 0 && listen(fd, 4096) == 0) {
-      s->fd = fd;
-      return 0;
-    }
-    int e = errno;
-    close(fd);
-    errno = e;
-    if (e != EADDRINUSE || try == LISTEN_TRIES) break;
-    gw_log_warn("listen %s:%d: %s; trying again in %d ms (%d of %d)", s->host, s->port, strerror(e),
-                LISTEN_RETRY_MS, try, LISTEN_TRIES - 1);
-    struct timespec pause = {0, LISTEN_RETRY_MS * 1000000L};
-    nanosleep(&pause, NULL);
-  }
-  snprintf(err, errlen, "listen %s:%d: %s", s->host, s->port, strerror(errno));
-  return -1;
-}
-
 int gw_config_listen(gw_config_t *cfg, gw_config_t *old, char *err, size_t errlen)
 {
   for (size_t i = 0; i < cfg->nservers; i++) {
     gw_server_t *s = &cfg->servers[i];
+    const gw_server_t *running = NULL;
     for (size_t j = 0; old && j < old->nservers; j++) {
       gw_server_t *o = &old->servers[j];
-      if (o->fd >= 0 && o->port == s->port && strcmp(o->host, s->host) == 0) s->fd = o->fd;
+      if ((o->fd >= 0 || o->nfds > 0) && o->port == s->port && strcmp(o->host, s->host) == 0) running = o;
     }
-    if (s->fd < 0 && open_listener(s, err, errlen) < 0) return -1;
+    if (gw_listener_take(s, running, err, errlen) < 0) return -1;
   }
-  return 0;
-}
-
-static int fd_shared(const gw_config_t *keep, int fd)
-{
-  for (size_t i = 0; keep && i < keep->nservers; i++)
-    if (keep->servers[i].fd == fd) return 1;
   return 0;
 }
 
@@ -605,7 +574,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
   if (cfg == NULL) return;
   for (size_t i = 0; i < cfg->nservers; i++) {
     gw_server_t *s = &cfg->servers[i];
-    if (s->fd >= 0 && !fd_shared(keep, s->fd)) close(s->fd);
+    gw_listener_close_all(s, keep);
     for (size_t j = 0; j < s->nlocations; j++) {
       gw_location_t *l = &s->locations[j];
       free(l->path);

@@ -28,6 +28,7 @@
 
 #include "access_log.h"
 #include "config_load.h"
+#include "listener.h"
 #include "log.h"
 #include "master.h"
 #include "stats.h"
@@ -307,10 +308,7 @@ static void stop(int graceful)
   gw_log_notice("%s stop", graceful ? "graceful" : "fast");
   signal_workers(graceful ? SIGQUIT : SIGTERM, -1);
   /* Listening sockets close now: new connections are refused, not queued. */
-  for (size_t s = 0; s < config->nservers; s++) {
-    if (config->servers[s].fd >= 0) close(config->servers[s].fd);
-    config->servers[s].fd = -1;
-  }
+  for (size_t s = 0; s < config->nservers; s++) gw_listener_close_all(&config->servers[s], NULL);
   struct timespec start;
   clock_gettime(CLOCK_MONOTONIC, &start);
   int killed = 0, rounds = 0;

@@ -21,6 +21,7 @@
 #include "fastcgi.h"
 #include "h2.h"
 #include "gw_mruby.h"
+#include "listener.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -113,26 +114,25 @@ static void on_conn_closed(gw_context_t *ctx)
   if (ctx->stopping && ctx->nconns == 0) event_base_loopbreak(ctx->base);
 }
 
-static void on_accept(evutil_socket_t fd, short what, void *arg)
+/* Accepts up to ACCEPT_BURST connections; 1 if it took that many (more may wait). */
+static int accept_burst(gw_worker_t *w, evutil_socket_t fd)
 {
-  gw_worker_t *w = arg;
-  (void)what;
   for (int i = 0; i < ACCEPT_BURST; i++) {
     struct sockaddr_storage ss;
     socklen_t len = sizeof(ss);
     int cfd = accept4(fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (cfd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return;
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR || errno == ECONNABORTED) return 0;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
         /* Out of descriptors: stop accepting for a moment instead of spinning. */
         gw_log_error("accept: %s; pausing accepts for %d ms", strerror(errno), EMFILE_PAUSE_MS);
         event_del(w->listen_ev);
         struct timeval tv = gw_timeval_from_ms(EMFILE_PAUSE_MS);
         event_add(w->accept_pause_ev, &tv);
-        return;
+        return 0;
       }
       gw_log_error("accept: %s", strerror(errno));
-      return;
+      return 0;
     }
     if (ss.ss_family != AF_UNIX) {
       int one = 1;
@@ -144,6 +144,13 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
       close(cfd);
     }
   }
+  return 1;
+}
+
+static void on_accept(evutil_socket_t fd, short what, void *arg)
+{
+  (void)what;
+  accept_burst(arg, fd);
 }
 
 static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
@@ -154,8 +161,17 @@ static void on_accept_resume(evutil_socket_t fd, short what, void *arg)
   if (!w->ctx.stopping) event_add(w->listen_ev, NULL);
 }
 
-static void stop_accepting(gw_worker_t *w)
+/* The accept queue of a socket closed by its last holder is reset: a
+ * reuseport socket may be this worker's alone (a reload shrank the pool), so
+ * a graceful stop first takes what is queued there (bounded); those are
+ * served as any open connection of a stopping worker. */
+#define DRAIN_BURSTS 16
+
+static void stop_accepting(gw_worker_t *w, int graceful)
 {
+  if (graceful && w->ctx.server->reuseport)
+    for (int i = 0; i < DRAIN_BURSTS && accept_burst(w, w->ctx.server->fd); i++) {
+    }
   event_del(w->listen_ev);
   event_del(w->accept_pause_ev);
   close(w->ctx.server->fd);
@@ -176,7 +192,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   if (ctx->stopping && graceful) return;
   ctx->stopping = 1;
   gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
-  if (ctx->server->fd >= 0) stop_accepting(w);
+  if (ctx->server->fd >= 0) stop_accepting(w, graceful);
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
@@ -185,6 +201,22 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   gw_h2_shutdown_all(graceful); /* HTTP/2: GOAWAY, open streams finish */
   if (!graceful) event_base_loopexit(ctx->base, NULL); /* after the closes above run */
   on_conn_closed(ctx);
+}
+
+/* cpu_affinity: :auto: worker index on the (index mod n)-th of the n CPUs
+ * this process may run on (all online CPUs unless started under taskset or
+ * a cpuset: then CPU index mod ncpu), or -1. */
+static int auto_cpu(int index)
+{
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0) return -1;
+  int n = CPU_COUNT(&allowed);
+  if (n < 1) return -1;
+  int want = index % n;
+  for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+    if (CPU_ISSET(cpu, &allowed) && want-- == 0) return cpu;
+  return -1;
 }
 
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
@@ -202,17 +234,15 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
 
   /* Listening sockets of the other servers belong to their own workers. */
   for (size_t i = 0; i < cfg->nservers; i++)
-    if (&cfg->servers[i] != server && cfg->servers[i].fd >= 0) {
-      close(cfg->servers[i].fd);
-      cfg->servers[i].fd = -1;
-    }
+    if (&cfg->servers[i] != server) gw_listener_close_all(&cfg->servers[i], NULL);
+  gw_listener_keep_own(server, index); /* reuseport: worker i listens on socket i */
 
-  if (server->cpu >= 0) {
+  int cpu = server->cpu == GW_CPU_AUTO ? auto_cpu(index) : server->cpu;
+  if (cpu >= 0) {
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET(server->cpu, &set);
-    if (sched_setaffinity(0, sizeof(set), &set) < 0)
-      gw_log_warn("cpu_affinity %d: %s", server->cpu, strerror(errno));
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0) gw_log_warn("cpu_affinity %d: %s", cpu, strerror(errno));
   }
 
   gw_context_t *ctx = &w->ctx;

@@ -103,3 +103,18 @@ namespace :bench do
     abort "bench:data: #{e.message}"
   end
 end
+
+# bench:cores (tools/bench/cores.rb): workers: 2 vs 1, shared listener vs SO_REUSEPORT.
+namespace :bench do
+  desc 'All cores: W2 hello (wrk -t1 -c100) with 1 worker vs 2 workers, shared listener vs SO_REUSEPORT, ' \
+       'with and without cpu_affinity: :auto: CPU µs/req and requests per worker (DURATION=5 ROUNDS=3); ' \
+       'writes build/bench/cores.md'
+  task cores: :build do
+    require_relative 'cores'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Cores.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:cores: #{e.message}"
+  end
+end

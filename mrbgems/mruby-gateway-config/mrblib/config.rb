@@ -243,7 +243,7 @@ module Gateway
 
   class Server
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
-                :init_worker, :exit_worker, :cpu_limit
+                :init_worker, :exit_worker, :cpu_limit, :reuseport
 
     # The content of a location that has only rewrite/access phases.
     NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
@@ -253,7 +253,7 @@ module Gateway
     PHASES = [:rewrite, :access, :content, :header_filter, :body_filter, :log]
 
     def initialize(listen, workers, limits, cpu_affinity = nil, stall_timeout = 30, phases: {}, init_worker: nil,
-                   exit_worker: nil, cpu_limit: DEFAULT_CPU_LIMIT)
+                   exit_worker: nil, cpu_limit: DEFAULT_CPU_LIMIT, reuseport: nil)
       @host, @port = Server.parse_listen(listen)
       Gateway.check_cpu_limit("server", cpu_limit)
       @cpu_limit = cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET) ? DEFAULT_CPU_LIMIT : cpu_limit
@@ -270,14 +270,19 @@ module Gateway
         raise ArgumentError, "server: stall_timeout must be a number of seconds (0 < s <= 86400) or nil, got #{stall_timeout.inspect}"
       end
       @stall_timeout = stall_timeout
-      unless cpu_affinity.nil? || (cpu_affinity.is_a?(Integer) && cpu_affinity >= 0 && cpu_affinity < 1024)
-        raise ArgumentError, "server: cpu_affinity must be a CPU number (0, 1, ...), got #{cpu_affinity.inspect}"
+      unless cpu_affinity.nil? || cpu_affinity == :auto ||
+             (cpu_affinity.is_a?(Integer) && cpu_affinity >= 0 && cpu_affinity < 1024)
+        raise ArgumentError, "server: cpu_affinity must be a CPU number (0, 1, ...) or :auto (worker i on the i-th CPU), got #{cpu_affinity.inspect}"
       end
       @cpu_affinity = cpu_affinity
-      unless workers.is_a?(Integer) && workers >= 1 && workers <= 64
-        raise ArgumentError, "server: workers must be an Integer from 1 to 64, got #{workers.inspect}"
+      unless workers == :auto || (workers.is_a?(Integer) && workers >= 1 && workers <= 64)
+        raise ArgumentError, "server: workers must be an Integer from 1 to 64 or :auto (one per CPU), got #{workers.inspect}"
       end
       @workers = workers
+      unless reuseport.nil? || reuseport == true || reuseport == false
+        raise ArgumentError, "server: reuseport must be true (a listening socket per worker) or false (one shared), got #{reuseport.inspect}"
+      end
+      @reuseport = reuseport
       @limits = Server.merge_limits(limits)
       @locations = []
     end
@@ -455,19 +460,24 @@ end
 # Phases given here (rewrite:, access:, content:, header_filter:,
 # body_filter:, log:) apply to every location that gives none of its own;
 # init_worker: and exit_worker: run in each worker at its start and exit.
+# workers: N or :auto (one per online CPU); cpu_affinity: a CPU number for
+# every worker, or :auto (worker i on the i-th CPU the gateway may use);
+# reuseport: true gives each worker its own SO_REUSEPORT listening socket,
+# false one socket shared by all (default: README "All cores").
 # cpu_limit: CPU seconds a request's Ruby code may run between two waits
 # before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
 # location's own cpu_limit: overrides it.
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
-           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, &block)
+           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
   http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
              body_filter: body_filter, log: log }.reject { |_, v| v.nil? }
   srv = Gateway::Server.new(listen, workers, limits, cpu_affinity, stall_timeout, phases: phases,
-                            init_worker: init_worker, exit_worker: exit_worker, cpu_limit: cpu_limit)
+                            init_worker: init_worker, exit_worker: exit_worker, cpu_limit: cpu_limit,
+                            reuseport: reuseport)
   srv.tls = tls_conf
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf
