@@ -22,12 +22,6 @@ RSpec.describe 'master and workers' do
     RUBY
   end
 
-  def live_children_of(pid)
-    Dir.glob('/proc/[0-9]*/stat').filter_map do |f|
-      cpid = f[%r{/proc/(\d+)/}, 1].to_i
-      cpid if ppid_of(cpid) == pid && !process_gone?(cpid)
-    end
-  end
 
   it 'serves from a worker process, a child of the master' do
     port = free_port

@@ -806,6 +806,14 @@ module GatewaySpec
       true
     end
 
+    # The pids of pid's children that are alive (a master's workers).
+    def live_children_of(pid)
+      Dir.glob('/proc/[0-9]*').filter_map do |d|
+        cpid = File.basename(d).to_i
+        cpid if ppid_of(cpid) == pid && !process_gone?(cpid)
+      end
+    end
+
     # Failure text with the log of every gateway of this example.
     def logs_of_gateways
       gateways.map { |g| "--- gateway #{g.pid} log (#{g.log_path}) ---\n#{g.log_tail}" }.join("\n")

@@ -106,12 +106,6 @@ RSpec.describe 'status page and Gateway.stats' do
     entries.sum { |w| w.fetch(field) }
   end
 
-  def live_children_of(pid)
-    Dir.glob('/proc/[0-9]*').filter_map do |d|
-      cpid = File.basename(d).to_i
-      cpid if ppid_of(cpid) == pid && !process_gone?(cpid)
-    end
-  end
 
   # ---------------------------------------------------------------------------
   describe 'the JSON page' do

@@ -14,12 +14,6 @@ RSpec.describe 'workers: :auto, cpu_affinity: :auto, reuseport' do
     RUBY
   end
 
-  def live_children_of(pid)
-    Dir.glob('/proc/[0-9]*/stat').filter_map do |f|
-      cpid = f[%r{/proc/(\d+)/}, 1].to_i
-      cpid if ppid_of(cpid) == pid && !process_gone?(cpid)
-    end
-  end
 
   # The current generation's workers from the status page: [{pid, index, requests, ...}].
   def workers_of(port)

@@ -30,7 +30,7 @@ module GatewayBench
     WORKLOADS = %w[hello status proxy async].freeze
     PATHS = { 'regex' => '/regex/abc' }.freeze
 
-    def initialize(env)
+    def initialize(root: nil, env: ENV) # root: the same call as the other benches'
       @n = Integer(env.fetch('N', '2000'))
       @bins = { 'base' => env['BASE'], 'new' => env.fetch('NEW', 'build/gateway') }.reject { |_, b| b.nil? || b.empty? }
       @bins.each_value { |b| raise "no executable #{b}" unless File.executable?(b) }
@@ -126,5 +126,5 @@ end
 
 if $PROGRAM_NAME == __FILE__
   env = ENV.to_h.merge(ARGV.map { |a| a.split('=', 2) }.to_h)
-  GatewayBench::Instructions.new(env).run
+  GatewayBench::Instructions.new(env: env).run
 end
