@@ -29,7 +29,8 @@
 /* Shared with the signal handler. */
 static volatile sig_atomic_t running;     /* 1 between enter and leave */
 static volatile sig_atomic_t ticks;       /* ticks of CPU time in this run */
-static volatile sig_atomic_t limit_ticks; /* this run's limit; 0: none */
+static volatile sig_atomic_t limit_ticks; /* ticks that prove the limit passed; 0: none */
+static volatile sig_atomic_t force_ticks; /* ticks that prove twice the limit passed */
 static volatile sig_atomic_t forced;      /* past twice: raise on every instruction */
 static mrb_state *vm;                     /* set before the tick starts */
 
@@ -52,8 +53,8 @@ static void on_tick(int sig)
   if (!running || limit_ticks == 0) return;
   int t = ticks + 1;
   ticks = t;
-  if (t == limit_ticks || t == 2 * limit_ticks) {
-    if (t == 2 * limit_ticks) forced = 1;
+  if (t == limit_ticks || t == force_ticks) {
+    if (t == force_ticks) forced = 1;
     vm->code_fetch_hook = on_fetch;
   }
 }
@@ -152,7 +153,12 @@ void gw_cpu_limit_enter(int limit_ms, const char *path, int exact)
   run.line = 0;
   ticks = 0;
   forced = 0;
-  limit_ticks = limit_ms > 0 ? (limit_ms + GW_CPU_LIMIT_TICK_MS - 1) / GW_CPU_LIMIT_TICK_MS : 0;
+  /* The timer runs on across runs, so the first tick of this one comes after
+   * anything from 0 to a whole tick of its CPU time: n + 1 ticks prove n
+   * whole ones, and a run is never stopped before its limit. */
+  int n = limit_ms > 0 ? (limit_ms + GW_CPU_LIMIT_TICK_MS - 1) / GW_CPU_LIMIT_TICK_MS : 0;
+  force_ticks = n > 0 ? 2 * n + 1 : 0;
+  limit_ticks = n > 0 ? n + 1 : 0;
   atomic_signal_fence(memory_order_seq_cst);
   running = 1;
 }

@@ -100,6 +100,10 @@ RSpec.describe 'cpu_limit' do
           location "/own", cpu_limit: 0.3 do
             loop {}
           end
+          location "/near", cpu_limit: 0.1 do
+            burn(0.07)
+            "near"
+          end
           location "/more", cpu_limit: 3 do
             burn(1.5)
             "more"
@@ -144,6 +148,16 @@ RSpec.describe 'cpu_limit' do
       r = http_get(@port, '/finite', timeout: 20)
       expect([r.status, r.body]).to eq([200, 'finite'])
       expect(@gw.log).not_to include('CPULimitExceeded')
+    end
+
+    # The 50 ms tick runs on between requests, so a request's first tick comes
+    # after anything from 0 to 50 ms of its own CPU: counted as a whole tick,
+    # it stopped handlers up to 50 ms before their limit.
+    it 'never stops a handler before its limit (0.07 s of CPU under a 0.1 s limit, 8 times)' do
+      8.times do
+        r = http_get(@port, '/near', timeout: 10)
+        expect([r.status, r.body]).to eq([200, 'near'])
+      end
     end
 
     it 'is not a StandardError: `rescue => e` does not swallow it' do
