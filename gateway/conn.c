@@ -403,7 +403,7 @@ static void give_active(gw_conn_t *c)
   c->a = NULL;
   a->write_owner = NULL; /* its event is not pending: may_give_active(), or conn_close() */
   a->writing = a->flush_soon = 0;
-  if (c->dead) { /* it may have died mid-message: its parser is not reusable */
+  if (c->dead || a->parser.upgrade) { /* it may have died mid-message: its parser is not reusable */
     active_free(a);
     return;
   }
@@ -921,7 +921,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * that body is drained by the lingering close. */
 static int may_keep_alive(const gw_conn_t *c)
 {
-  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming;
+  /* Not after an Upgrade request that was not upgraded either: llhttp takes
+   * what follows for the other protocol (and a parser in that state must
+   * not go back to the spares). */
+  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming && !c->a->parser.upgrade;
 }
 
 /* A response is queued whole (or its last piece): count and log it, then get
