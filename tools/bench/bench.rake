@@ -103,3 +103,16 @@ namespace :bench do
     abort "bench:data: #{e.message}"
   end
 end
+
+namespace :bench do
+  desc 'WebSocket echo through proxy_pass, gateway vs nginx (WS_CONNS=100, WS_SIZE=64, DURATION=5); ' \
+       'writes build/bench/ws.{md,json}'
+  task ws: :build do
+    require_relative 'ws'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::WebSocket.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:ws: #{e.message}"
+  end
+end
