@@ -25,7 +25,8 @@ typedef struct gw_tunnel_s gw_tunnel_t;
 /* Takes ownership of both sockets (non-blocking), also on failure (they are
  * closed). to_a / to_b: bytes already due to a / to b (a response head, what
  * was read past it); their contents are moved in (either may be NULL).
- * idle_timeout_ms <= 0: GW_TUNNEL_DEFAULT_TIMEOUT_MS. NULL when out of memory. */
+ * idle_timeout_ms <= 0: GW_TUNNEL_DEFAULT_TIMEOUT_MS. NULL when out of memory, or
+ * when writing what was already due failed (the tunnel is gone then). */
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms);
 
