@@ -35,6 +35,8 @@
 #               nghttp2-client (nghttp, h2load), python3-h2 (hostile frame
 #               sequences in spec/http2_spec.rb); curl (--http2 in the specs)
 #   static:     media-types (/etc/mime.types: Content-Type of static files)
+#   websocket:  python3-websockets (the real client and echo upstream of
+#               spec/websocket_proxy_spec.rb)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -56,6 +58,7 @@ packages=(
   chromium
   php8.2-fpm
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
+  python3-websockets
 )
 
 missing=()

@@ -36,6 +36,7 @@ typedef struct {
   struct gw_filter_s *header_filter, *body_filter; /* on the response, before it goes out */
   struct gw_filter_s *log;      /* after the response was queued */
   int pass_host;        /* proxy: send the client's Host header upstream */
+  int tunnel_timeout_ms; /* proxy: a WebSocket tunnel idle this long closes (0: tunnel.h's default) */
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */

@@ -336,6 +336,8 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       read_regex(mrb, loc, l);
       read_handlers(mrb, loc, s, l);
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
+      mrb_value tunnel_timeout = iv(mrb, loc, "@tunnel_timeout"); /* WebSocket proxying: checked by the DSL */
+      if (!mrb_nil_p(tunnel_timeout)) l->tunnel_timeout_ms = (int)(mrb_as_float(mrb, tunnel_timeout) * 1000.0 + 0.5);
       mrb_value via = iv(mrb, loc, "@via");
       if (mrb_string_p(via)) {
         size_t n = (size_t)RSTRING_LEN(via) + 5;

@@ -403,7 +403,7 @@ static void give_active(gw_conn_t *c)
   c->a = NULL;
   a->write_owner = NULL; /* its event is not pending: may_give_active(), or conn_close() */
   a->writing = a->flush_soon = 0;
-  if (c->dead) { /* it may have died mid-message: its parser is not reusable */
+  if (c->dead || a->parser.upgrade) { /* it may have died mid-message: its parser is not reusable */
     active_free(a);
     return;
   }
@@ -922,7 +922,10 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
  * that body is drained by the lingering close. */
 static int may_keep_alive(const gw_conn_t *c)
 {
-  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming;
+  /* Not after an Upgrade request that was not upgraded either: llhttp takes
+   * what follows for the other protocol (and a parser in that state must
+   * not go back to the spares). */
+  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming && !c->a->parser.upgrade;
 }
 
 /* A response is queued whole (or its last piece): count and log it, then get
@@ -1055,7 +1058,46 @@ static void http1_stream_file(gw_request_t *req, int fd, long long offset, long 
   response_done(c, c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
 }
 
+/* -- protocol upgrades (a proxied WebSocket): the socket leaves for tunnel.c -- */
+
+static int http1_can_upgrade(const gw_request_t *req)
+{
+  const gw_conn_t *c = req->proto_ctx;
+  return !c->dead && !c->tls && !req->body_streaming && req->http_minor == 1;
+}
+
+static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client)
+{
+  gw_conn_t *c = req->proto_ctx;
+  if (c->dead) return -1;
+  if (c->tls) {
+    conn_close(c);
+    return -1;
+  }
+  size_t head = evbuffer_get_length(to_client);
+  evbuffer_prepend_buffer(to_client, c->a->out);
+  if (c->len > c->pos) evbuffer_add(from_client, c->buf + c->pos, c->len - c->pos);
+  int status = req->status ? req->status : 101;
+  gw_stats_self->responses[status / 100 < 6 ? status / 100 : 0]++;
+  gw_access_log_write(req, status, head, 0);
+  gw_request_logged(req);
+  gw_request_reset(req);
+  /* Detach as take_h2() does: the caller owns the socket now. */
+  int fd = c->fd;
+  c->dead = 1;
+  event_del(&c->read_ev);
+  if (c->a->write_owner == c) event_del(&c->a->write_ev);
+  c->fd = -1;
+  c->pos = c->len = 0;
+  if (c->buf == shared_buf) c->buf = NULL;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+  return fd;
+}
+
 static const gw_protocol_t http1_protocol = {
+  .can_upgrade = http1_can_upgrade,
+  .upgrade = http1_upgrade,
   .send = http1_send,
   .stream_head = http1_stream_head,
   .stream_body = http1_stream_body,

@@ -153,6 +153,11 @@ void gw_exchange_body_more(gw_exchange_t *x, int complete)
   else if (complete) x->params.body_complete = 1; /* resolving: the client starts with it */
 }
 
+int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest)
+{
+  return x->client ? gw_client_detach(x->client, rest) : -1;
+}
+
 void gw_exchange_cancel(gw_exchange_t *x)
 {
   if (x == NULL) return;

@@ -23,6 +23,10 @@ void gw_exchange_resume(gw_exchange_t *x);
 /* A streamed request body grew or ended (gw_client_body_more). */
 void gw_exchange_body_more(gw_exchange_t *x, int complete);
 
+/* Inside on_head of a 101 to an upgrade request (gw_client_detach): the
+ * socket, or -1. Cancel the exchange afterwards (from inside on_head too). */
+int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest);
+
 /* Abandons it (lookup or exchange): no callback afterwards. */
 void gw_exchange_cancel(gw_exchange_t *x);
 

@@ -136,7 +136,7 @@ void gw_pool_close(gw_pool_conn_t *c)
   if (c->rev_added) event_del(&c->rev);
   if (c->wev_added) event_del(&c->wev);
   event_del(&c->tev);
-  close(c->fd);
+  if (c->fd >= 0) close(c->fd); /* -1: the socket was taken (gw_client_detach) */
   if (pool->ops.on_free) pool->ops.on_free(c);
   gw_pool_key_put(pool, c->key);
   free(c);

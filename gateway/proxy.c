@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "balancer.h"
 #include "error.h"
@@ -21,6 +22,7 @@
 #include "proxy.h"
 #include "stats.h"
 #include "trace.h"
+#include "tunnel.h"
 
 typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
@@ -36,6 +38,7 @@ typedef struct {
   int filtering_head;     /* a header filter runs; the upstream is paused meanwhile */
   long long head_length;  /* ... and the length to announce once it is done */
   int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
+  int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   gw_err_t done_err;
   char *target;
   gw_headers_t headers;
@@ -174,11 +177,96 @@ static void begin_stream(proxy_op_t *op, long long length)
 }
 
 static void after_streamed_head_filter(gw_request_t *req, int failed, void *arg);
+static void note_result(proxy_op_t *op, int failed);
+
+/* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
+ * connections a byte tunnel (tunnel.c) -- */
+
+/* 1 when the comma-separated list in h has the token tok. */
+static int has_token(const gw_header_t *h, const char *tok)
+{
+  if (h == NULL) return 0;
+  size_t tl = strlen(tok);
+  const char *p = h->value;
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t') p++;
+    const char *e = p;
+    while (*e && *e != ',') e++;
+    const char *end = e;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+/* GET with Connection: upgrade and Upgrade: websocket, on a connection that
+ * can hand its socket over (HTTP/1.1 without TLS). */
+static int is_websocket_upgrade(const gw_request_t *req)
+{
+  return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
+         has_token(gw_headers_find((gw_headers_t *)&req->headers, "connection"), "upgrade") &&
+         has_token(gw_headers_find((gw_headers_t *)&req->headers, "upgrade"), "websocket") &&
+         gw_request_can_upgrade(req);
+}
+
+static void put_field(struct evbuffer *b, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+  evbuffer_add(b, name, nlen);
+  evbuffer_add(b, ": ", 2);
+  evbuffer_add(b, value, vlen);
+  evbuffer_add(b, "\r\n", 2);
+}
+
+/* The upstream switched protocols: relay its 101 (end-to-end fields, plus
+ * Upgrade and Connection: upgrade) and tunnel both sockets. Inside on_head. */
+static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
+{
+  gw_request_t *req = op->req;
+  struct evbuffer *to_client = evbuffer_new(), *to_upstream = evbuffer_new(), *rest = evbuffer_new();
+  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest) : -1;
+  gw_exchange_cancel(op->client);
+  op->client = NULL;
+  note_result(op, 0);
+  gw_request_pending_remove(&op->pending);
+  op_free(op);
+  if (ufd < 0) {
+    gw_log_error("proxy_pass %s %.*s: out of memory for a WebSocket tunnel", req->method, (int)req->path_len, req->target);
+    gw_request_simple_response(req, 502, NULL);
+    gw_request_finish(req);
+  } else {
+    take_head(req, res);
+    evbuffer_add_printf(to_client, "HTTP/1.1 101 Switching Protocols\r\n");
+    for (size_t i = 0; i < req->resp_headers.count; i++) {
+      const gw_header_t *h = &req->resp_headers.items[i];
+      if (strcasecmp(h->name, "content-length") == 0) continue;
+      put_field(to_client, h->name, h->name_len, h->value, h->value_len);
+    }
+    const gw_header_t *up = gw_headers_find(&res->headers, "upgrade");
+    if (up && gw_header_field_is_safe(up->name, up->name_len, up->value, up->value_len))
+      put_field(to_client, "Upgrade", 7, up->value, up->value_len);
+    put_field(to_client, "Connection", 10, "upgrade", 7);
+    evbuffer_add(to_client, "\r\n", 2);
+    evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after */
+    int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
+    struct event_base *base = req->ctx->base;
+    int cfd = gw_request_upgrade(req, to_client, to_upstream); /* req is gone */
+    if (cfd < 0) close(ufd);
+    else gw_tunnel_new(base, cfd, to_client, ufd, to_upstream, timeout); /* owns both sockets */
+  }
+  if (to_client) evbuffer_free(to_client);
+  if (to_upstream) evbuffer_free(to_upstream);
+  if (rest) evbuffer_free(rest);
+}
 
 static void on_upstream_head(gw_client_response_t *res, void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
+  if (op->upgrade && res->status == 101) {
+    start_tunnel(op, res);
+    return;
+  }
   take_head(req, res);
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
@@ -360,7 +448,7 @@ static char *upstream_target(const gw_request_t *req, const char *path)
 }
 
 /* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
-static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host)
+static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade)
 {
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
@@ -371,6 +459,10 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
   const gw_header_t *conn = gw_headers_find(&req->headers, "connection");
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *h = &req->headers.items[i];
+    if (upgrade && strcasecmp(h->name, "upgrade") == 0) { /* a WebSocket handshake keeps these two */
+      gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
+      continue;
+    }
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
     if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
@@ -379,6 +471,7 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
     if (via && strcasecmp(h->name, "via") == 0) continue;
     gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
+  if (upgrade) gw_headers_add(hs, "Connection", 10, "Upgrade", 7);
   add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
   if (via) add_joined(hs, "Via", &req->headers, via);
   if (req->tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
@@ -420,8 +513,9 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   }
   copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
+  op->upgrade = is_websocket_upgrade(req);
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
-                   req->location && req->location->pass_host);
+                   req->location && req->location->pass_host, op->upgrade);
   size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
   op->params = (gw_client_params_t){
     .host = u->unix_path ? NULL : op->host,
@@ -442,6 +536,12 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   if (gw_request_can_stream(req) && !(req->location && req->location->body_filter)) {
     op->params.on_head = on_upstream_head;
     op->params.on_body = on_upstream_body;
+  }
+  if (op->upgrade) { /* a fresh connection; any answer but 101 closes the client's after it */
+    op->params.on_head = on_upstream_head;
+    op->params.on_body = on_upstream_body;
+    op->params.upgrade = 1;
+    req->keepalive = 0;
   }
   /* A request body still arriving goes upstream as it comes (conn.c). */
   if (req->body_streaming) {

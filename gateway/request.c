@@ -248,6 +248,18 @@ void gw_request_finish(gw_request_t *req)
   req->proto->send(req);
 }
 
+int gw_request_can_upgrade(const gw_request_t *req)
+{
+  return req->proto->upgrade != NULL && req->proto->can_upgrade(req);
+}
+
+int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client)
+{
+  req->running = 0;
+  release_state(req);
+  return req->proto->upgrade(req, to_client, from_client);
+}
+
 int gw_request_can_stream(const gw_request_t *req)
 {
   return req->proto->stream_head != NULL;

@@ -59,6 +59,14 @@ typedef struct {
    * (closes it, also on failure). A file that turns out shorter ends the
    * response early: the connection closes. */
   void (*stream_file)(gw_request_t *req, int fd, long long offset, long long len);
+  /* Optional (NULL: no protocol upgrades; can_upgrade may say no for one
+   * connection, e.g. TLS). upgrade ends the request (logged with req->status,
+   * 101) and gives the connection up: its socket is returned (the caller
+   * owns it now), the bytes queued for the client are moved to the front of
+   * `to_client`, and those read past the request to `from_client`. -1: it
+   * could not (the connection is closed). req must not be touched after. */
+  int (*can_upgrade)(const gw_request_t *req);
+  int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client);
 } gw_protocol_t;
 
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
@@ -191,6 +199,10 @@ int gw_request_can_stream_file(const gw_request_t *req);
  * from offset, then the request ends (see gw_protocol_t.stream_file; fd is
  * the protocol's from now on). */
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len);
+
+/* Upgrades (a proxied WebSocket): see gw_protocol_t.upgrade. */
+int gw_request_can_upgrade(const gw_request_t *req);
+int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client);
 
 /* A streamed request body: the consumer took bytes out of req->body, so the
  * connection may read more (back-pressure). */

@@ -135,6 +135,9 @@ struct gw_client_req_s {
   unsigned in_cb : 1;          /* inside on_head/on_body */
   unsigned cancelled : 1;      /* gw_client_cancel() from inside on_head/on_body */
   unsigned send_stopped : 1;   /* the upstream stopped reading our request (answered early) */
+  unsigned upgrade : 1;        /* params.upgrade: a 101 goes to on_head (gw_client_detach) */
+  const char *rest;            /* inside on_head: the bytes of this read past the head */
+  size_t rest_len;
   /* a streamed request body (params.body_source) */
   unsigned body_complete : 1;  /* the caller has put all of it into body_src */
   unsigned body_taken : 1;     /* some of it left body_src: no retry */
@@ -324,7 +327,7 @@ static gw_err_t errno_error(int e)
  * idempotent or nothing of the request was sent. */
 static int req_can_retry(const gw_client_req_t *r, const upstream_conn_t *c)
 {
-  return c->served && !r->retried && !r->got_bytes && !r->body_taken && (r->idempotent || r->wire_off == 0);
+  return !r->upgrade && c->served && !r->retried && !r->got_bytes && !r->body_taken && (r->idempotent || r->wire_off == 0);
 }
 
 static void req_retry(gw_client_req_t *r)
@@ -552,8 +555,15 @@ static int on_headers_complete(llhttp_t *p)
   upstream_conn_t *c = p->data;
   gw_client_req_t *r = c->req;
   int status = llhttp_get_status_code(p);
+  if (status == 101 && r->upgrade && r->on_head != NULL && llhttp_get_http_major(p) == 1) {
+    r->res.status = status;
+    r->res.http_minor = llhttp_get_http_minor(p);
+    r->headers_done = 1;
+    r->head_pending = 1; /* on_head from conn_parse, which takes the socket */
+    return HPE_PAUSED;
+  }
   if (llhttp_get_http_major(p) != 1 || status == 101) {
-    r->err = ERR_INVALID; /* 101: we never ask to switch protocols */
+    r->err = ERR_INVALID; /* 101: only to an upgrade request */
     return -1;
   }
   if (status < 200) {
@@ -667,7 +677,10 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
       llhttp_resume(&c->parser);
       data += used;
       len -= used;
+      r->rest = data; /* gw_client_detach (a 101) takes these */
+      r->rest_len = len;
       stream_deliver(r, head);
+      r->rest = NULL;
       if (r->cancelled) return PARSE_CANCELLED;
       if (r->paused) {
         *leftover = len;
@@ -1003,6 +1016,8 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   r->no_keepalive = no_keepalive;
   r->on_head = params->on_head;
   r->on_body = params->on_body;
+  r->upgrade = params->upgrade != 0 && params->on_head != NULL;
+  if (r->upgrade) r->no_keepalive = 1;
   gw_headers_init(&r->res.headers);
   r->res.body = pool->nspare > 0 ? pool->spare_bodies[--pool->nspare] : evbuffer_new();
   if (r->res.body == NULL) {
@@ -1057,8 +1072,8 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   /* Most recently parked first; a request that cannot be retried (not
    * idempotent, or a streamed body taken once) checks for a connection that
    * died unnoticed before trusting it. */
-  upstream_conn_t *c;
-  while ((c = (upstream_conn_t *)gw_pool_take(pool->conns, r->key)) != NULL) {
+  upstream_conn_t *c = NULL;
+  while (!r->upgrade && (c = (upstream_conn_t *)gw_pool_take(pool->conns, r->key)) != NULL) {
     c->state = CONN_ACTIVE;
     if ((!r->idempotent || streamed) && gw_pool_conn_is_stale(&c->pc)) {
       conn_close(c);
@@ -1085,6 +1100,20 @@ void gw_client_cancel(gw_client_req_t *r)
     return;
   }
   req_abandon(r);
+}
+
+int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest)
+{
+  if (r == NULL || !r->in_cb || r->cancelled || !r->upgrade || r->res.status != 101 || r->conn == NULL) return -1;
+  r->cancelled = 1; /* conn_parse() abandons it once on_head returned */
+  if (r->rest_len > 0 && evbuffer_add(rest, r->rest, r->rest_len) < 0) return -1;
+  upstream_conn_t *c = r->conn;
+  int fd = c->pc.fd;
+  c->pc.fd = -1; /* gw_pool_close() now closes nothing */
+  gw_pool_conn_read(&c->pc, 0);
+  gw_pool_conn_write(&c->pc, 0);
+  gw_pool_conn_timer_stop(&c->pc);
+  return fd;
 }
 
 void gw_client_body_more(gw_client_req_t *r, int complete)

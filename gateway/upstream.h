@@ -97,6 +97,11 @@ typedef struct {
                                "upstream response too large"; 0 -> 64 MiB */
   gw_client_head_cb on_head; /* non-NULL: streaming mode (see above) */
   gw_client_body_cb on_body;
+  /* An upgrade (WebSocket) handshake, streaming mode only: sent on a fresh
+   * connection (never a pooled one, never retried), and a 101 answer is
+   * handed to on_head (any other status is a normal response), where the
+   * caller takes the socket with gw_client_detach(). */
+  int upgrade;
 } gw_client_params_t;
 
 /* Called exactly once per gw_client_request() unless cancelled first.
@@ -136,6 +141,13 @@ void gw_client_resume(gw_client_req_t *req);
  * that was the last of them. May send right away; never calls back from
  * inside (a failure is reported from the loop). */
 void gw_client_body_more(gw_client_req_t *req, int complete);
+
+/* Only inside on_head of a 101 to an upgrade request: takes the connection's
+ * socket out of the client (it is never pooled) and appends the bytes read
+ * past the response head to `rest`. The request is then over: no further
+ * callback, memory freed once on_head returns. Returns the socket, or -1
+ * (not a 101 upgrade, or out of memory: then it is as gw_client_cancel). */
+int gw_client_detach(gw_client_req_t *req, struct evbuffer *rest);
 
 /* Pool counters for scripts and status. */
 typedef struct {

@@ -28,6 +28,7 @@
 #include "stats.h"
 #include "timeutil.h"
 #include "upstream.h"
+#include "tunnel.h"
 #include "worker.h"
 
 #define ACCEPT_BURST 64
@@ -46,6 +47,7 @@ static void publish_stats(gw_context_t *w)
   st->connections_idle = idle;
   st->connections_reading = reading;
   st->connections_writing = writing;
+  st->tunnels_active = (uint32_t)gw_tunnel_count();
   st->fibers_parked = gw_mruby_parked_fibers();
   gw_upstream_stats_t us;
   gw_upstream_pool_stats(w->pool, &us);
@@ -324,6 +326,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     gw_conn_shutdown(c, 0);
   }
   gw_h2_shutdown_all(0);
+  gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);

@@ -61,4 +61,8 @@ namespace :bench do
        'with and without cpu_affinity: :auto: CPU µs/req and requests per worker (DURATION=5 ROUNDS=3); ' \
        'writes build/bench/cores.md'
   GatewayBenchTasks.define(:cores, 'cores', :Cores)
+
+  desc 'WebSocket echo through proxy_pass, gateway vs nginx (WS_CONNS=100, WS_SIZE=64, DURATION=5); ' \
+       'writes build/bench/ws.{md,json}'
+  GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
 end

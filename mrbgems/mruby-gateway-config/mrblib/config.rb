@@ -79,6 +79,7 @@ module Gateway
                 :request_buffering, :via, :header_filter, :rewrite, :access, :log, :dashboard, :allow, :regex,
                 :no_regex, :fastcgi, :params, :script_filename,
                 :static, :cpu_limit
+    attr_accessor :tunnel_timeout # proxy_pass: a WebSocket tunnel idle this long (seconds) closes; nil: 60
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
@@ -315,8 +316,11 @@ module Gateway
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
-                 cpu_limit: Gateway::CPU_LIMIT_UNSET, **static_opts, &handler)
+                 cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
+      unless tunnel_timeout.nil? || (tunnel_timeout.is_a?(Numeric) && tunnel_timeout > 0 && tunnel_timeout <= 86_400 * 7)
+        raise ArgumentError, "#{where}: tunnel_timeout: must be a number of seconds > 0 (at most a week), got #{tunnel_timeout.inspect}"
+      end
       cpu_limit = @cpu_limit if cpu_limit.equal?(Gateway::CPU_LIMIT_UNSET)
       # static files (root:, alias:... in mrblib/static.rb): nil unless root: or alias: is given
       static = Static.options(where, static_opts)
@@ -347,6 +351,7 @@ module Gateway
                          rewrite: ph[:rewrite], access: ph[:access], log: ph[:log], dashboard: dashboard,
                          allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
                          static: static, cpu_limit: cpu_limit)
+      loc.tunnel_timeout = tunnel_timeout
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

@@ -1,0 +1,244 @@
+/* tunnel.c - a byte tunnel between two sockets (see tunnel.h). */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event_struct.h>
+
+#include "tunnel.h"
+
+#define READ_SIZE (64 * 1024)
+#define READS_PER_EVENT 4 /* then other connections get their turn */
+
+typedef struct {
+  int fd;
+  struct event rev, wev;
+  struct evbuffer *out;     /* owned: read from the other side, not yet written here */
+  unsigned reading : 1;     /* rev is added */
+  unsigned writing : 1;     /* wev is added */
+  unsigned rd_eof : 1;      /* this side shut down its writing (we read EOF) */
+  unsigned wr_shut : 1;     /* we shut down writing to this side */
+} side_t;
+
+struct gw_tunnel_s {
+  side_t s[2];
+  struct event tev;         /* the idle timer */
+  int timeout_ms;
+  int64_t last;             /* CLOCK_MONOTONIC_COARSE ms of the last byte moved */
+  gw_tunnel_t *next, *prev; /* all tunnels, for gw_tunnel_close_all */
+};
+
+static gw_tunnel_t *tunnels;
+static unsigned long ntunnels;
+
+static int64_t now_ms(void)
+{
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void tunnel_free(gw_tunnel_t *t)
+{
+  for (int i = 0; i < 2; i++) {
+    side_t *s = &t->s[i];
+    if (s->out == NULL) continue; /* never set up (gw_tunnel_new failed) */
+    event_del(&s->rev);
+    event_del(&s->wev);
+    evbuffer_free(s->out);
+  }
+  event_del(&t->tev);
+  close(t->s[0].fd);
+  close(t->s[1].fd);
+  if (t->prev) t->prev->next = t->next;
+  else tunnels = t->next;
+  if (t->next) t->next->prev = t->prev;
+  ntunnels--;
+  free(t);
+}
+
+static void set_reading(side_t *s, int on)
+{
+  if (on && !s->reading) event_add(&s->rev, NULL);
+  else if (!on && s->reading) event_del(&s->rev);
+  s->reading = on ? 1 : 0;
+}
+
+static void set_writing(side_t *s, int on)
+{
+  if (on && !s->writing) event_add(&s->wev, NULL);
+  else if (!on && s->writing) event_del(&s->wev);
+  s->writing = on ? 1 : 0;
+}
+
+/* Side i reads while the other side's queue is below the high water mark;
+ * once stopped, it starts again below the low one. */
+static void update_reading(gw_tunnel_t *t, int i)
+{
+  side_t *s = &t->s[i];
+  size_t queued = evbuffer_get_length(t->s[1 - i].out);
+  set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
+}
+
+static int finished(const gw_tunnel_t *t)
+{
+  return t->s[0].rd_eof && t->s[1].rd_eof && evbuffer_get_length(t->s[0].out) == 0 &&
+         evbuffer_get_length(t->s[1].out) == 0;
+}
+
+/* Writes what is queued for side j. Returns 0, or -1 when the tunnel was
+ * freed (an error, or both directions ended). */
+static int flush_side(gw_tunnel_t *t, int j)
+{
+  side_t *s = &t->s[j];
+  while (evbuffer_get_length(s->out) > 0) {
+    int n = evbuffer_write(s->out, s->fd);
+    if (n > 0) {
+      t->last = now_ms();
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    tunnel_free(t); /* the peer is gone: so is the tunnel */
+    return -1;
+  }
+  int more = evbuffer_get_length(s->out) > 0;
+  set_writing(s, more);
+  if (!more && t->s[1 - j].rd_eof && !s->wr_shut) { /* half-close passed on, after the data */
+    shutdown(s->fd, SHUT_WR);
+    s->wr_shut = 1;
+  }
+  if (finished(t)) {
+    tunnel_free(t);
+    return -1;
+  }
+  update_reading(t, 1 - j); /* room again: the other side may be read */
+  return 0;
+}
+
+/* Reads side i into the other side's queue, then writes it there. */
+static void on_readable(gw_tunnel_t *t, int i)
+{
+  side_t *s = &t->s[i];
+  side_t *peer = &t->s[1 - i];
+  for (int k = 0; k < READS_PER_EVENT; k++) {
+    if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
+    int n = evbuffer_read(peer->out, s->fd, READ_SIZE);
+    if (n > 0) {
+      t->last = now_ms();
+      if (n < READ_SIZE) break;
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) { /* reset */
+      tunnel_free(t);
+      return;
+    }
+    s->rd_eof = 1; /* EOF: the peer's writing is shut down once its queue is out */
+    break;
+  }
+  if (flush_side(t, 1 - i) < 0) return;
+  update_reading(t, i);
+}
+
+static void on_read0(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  on_readable(arg, 0);
+}
+
+static void on_read1(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  on_readable(arg, 1);
+}
+
+static void on_write0(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  flush_side(arg, 0);
+}
+
+static void on_write1(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  flush_side(arg, 1);
+}
+
+static void arm_timer(gw_tunnel_t *t, int64_t ms)
+{
+  struct timeval tv = {.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+  evtimer_add(&t->tev, &tv);
+}
+
+/* The idle timer: bytes moved meanwhile push the deadline on. */
+static void on_timer(evutil_socket_t fd, short what, void *arg)
+{
+  (void)fd;
+  (void)what;
+  gw_tunnel_t *t = arg;
+  int64_t left = t->last + t->timeout_ms - now_ms();
+  if (left > 0) {
+    arm_timer(t, left);
+    return;
+  }
+  tunnel_free(t);
+}
+
+gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
+                           int idle_timeout_ms)
+{
+  gw_tunnel_t *t = calloc(1, sizeof(*t));
+  if (t == NULL) {
+    close(fd_a);
+    close(fd_b);
+    return NULL;
+  }
+  t->s[0].fd = fd_a;
+  t->s[1].fd = fd_b;
+  t->next = tunnels;
+  if (tunnels) tunnels->prev = t;
+  tunnels = t;
+  ntunnels++;
+  struct evbuffer *out0 = evbuffer_new(), *out1 = evbuffer_new();
+  if (out0 == NULL || out1 == NULL) {
+    if (out0) evbuffer_free(out0);
+    if (out1) evbuffer_free(out1);
+    tunnel_free(t);
+    return NULL;
+  }
+  t->s[0].out = out0;
+  t->s[1].out = out1;
+  if (to_a) evbuffer_add_buffer(out0, to_a);
+  if (to_b) evbuffer_add_buffer(out1, to_b);
+  event_assign(&t->s[0].rev, base, fd_a, EV_READ | EV_PERSIST, on_read0, t);
+  event_assign(&t->s[0].wev, base, fd_a, EV_WRITE | EV_PERSIST, on_write0, t);
+  event_assign(&t->s[1].rev, base, fd_b, EV_READ | EV_PERSIST, on_read1, t);
+  event_assign(&t->s[1].wev, base, fd_b, EV_WRITE | EV_PERSIST, on_write1, t);
+  evtimer_assign(&t->tev, base, on_timer, t);
+  t->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_TUNNEL_DEFAULT_TIMEOUT_MS;
+  t->last = now_ms();
+  arm_timer(t, t->timeout_ms);
+  if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
+  update_reading(t, 0);
+  update_reading(t, 1);
+  return t;
+}
+
+unsigned long gw_tunnel_count(void)
+{
+  return ntunnels;
+}
+
+void gw_tunnel_close_all(void)
+{
+  for (int guard = 0; tunnels != NULL && guard < 10000000; guard++) tunnel_free(tunnels);
+}
