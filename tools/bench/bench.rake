@@ -65,4 +65,8 @@ namespace :bench do
   desc 'WebSocket echo through proxy_pass, gateway vs nginx (WS_CONNS=100, WS_SIZE=64, DURATION=5); ' \
        'writes build/bench/ws.{md,json}'
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
+
+  desc 'Runaway neighbour: W2 hello on / (wrk -t1 -c100) with and without a `loop {}` request a second under ' \
+       'cpu_limit (CPU_LIMIT=0.1, ROUNDS=3, DURATION=5); writes build/bench/runaway.{md,json}'
+  GatewayBenchTasks.define(:runaway, 'runaway', :Runaway)
 end
