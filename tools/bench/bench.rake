@@ -102,4 +102,15 @@ namespace :bench do
   rescue GatewayBench::Error => e
     abort "bench:data: #{e.message}"
   end
+
+  desc "The tarantool study's matrix: gateway iproto (Async::Tarantool) vs gateway proxy_pass vs nginx proxy_pass " \
+       'to one HTTP backend, wrk -t1 -c1 .. -t8 -c16; writes build/bench/tarantool.md'
+  task tarantool: :build do
+    require_relative 'tarantool'
+    env = ENV.to_h
+    env['GATEWAY_BIN'] ||= File.expand_path(BUILD.binary(:default))
+    GatewayBench::Tarantool.new(root: File.expand_path('../..', __dir__), env: env).run
+  rescue GatewayBench::Error => e
+    abort "bench:tarantool: #{e.message}"
+  end
 end
