@@ -27,6 +27,9 @@
 #   benchmark:  wrk, apache2-utils (ab); curl (README's first requests)
 #   redis:      libhiredis-dev (Async::Redis parses replies with hiredis's reader),
 #               redis-server (the real server the Redis specs start on free ports)
+#   tarantool:  libmsgpack-dev (Async::Tarantool encodes and decodes iproto's
+#               msgpack with msgpack-c), tarantool (2.6: the real server the
+#               Tarantool specs and examples/tarantool.rb start on free ports)
 #   browser:    chromium (the dashboard page is tested in headless Chromium)
 #   fastcgi:    php8.2-fpm (the real FastCGI backend of spec/fastcgi_spec.rb and
 #               rake bench:fastcgi; its binary is run by them, never the service)
@@ -55,6 +58,7 @@ packages=(
   python3 iproute2 procps dnsmasq-base slowhttptest
   wrk apache2-utils curl
   libhiredis-dev redis-server
+  libmsgpack-dev tarantool
   chromium
   php8.2-fpm
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types

@@ -5,7 +5,8 @@
  * request API it includes (request.h: reading a request, the pending
  * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
  * subrequest.h for Async::HTTP; shdict.h for Gateway::SharedDict; redis.h,
- * the clients layer's Redis client, for Async::Redis). Gems never touch a request's fields that
+ * the clients layer's Redis client, for Async::Redis; tarantool.h and
+ * iproto.h for Async::Tarantool). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
  * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates

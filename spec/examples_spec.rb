@@ -53,6 +53,21 @@ RSpec.describe 'examples/' do
     ensure
       redis&.destroy
     end,
+    'tarantool.rb' => lambda do |ports|
+      require_relative 'tarantool_helper'
+      tnt = TarantoolServer.new(ports.fetch(3301)) # the example's Tarantool, on its free port
+      port = ports.fetch(8080)
+      r = http_get(port, '/tnt')
+      expect([r.status, r['x-a'], r.body]).to eq([200, '1', 'body'])
+      r = http_get(port, '/tnt/json?x=1')
+      expect([r.status, r['content-type']]).to eq([200, 'application/json'])
+      expect(r.body).to eq(%({"status":200,"headers":{"x-a":"1"},"body":"body","length":4}\n))
+      tnt.stop
+      r = http_get(port, '/tnt')
+      expect(r.status).to eq(502)
+    ensure
+      tnt&.destroy
+    end,
     'async.rb' => lambda do |ports|
       backend = ports.fetch(48_080)
       front = ports.fetch(58_080)
@@ -76,7 +91,7 @@ RSpec.describe 'examples/' do
 
   # Ports of servers the exercise starts itself (a Redis), not the gateway's.
   def self.peer_ports(text)
-    text.scan(/redis :\w+, servers: \["127\.0\.0\.1:(\d{2,5})"/).flatten.map(&:to_i)
+    text.scan(/(?:redis|tarantool) :\w+, servers: \["127\.0\.0\.1:(\d{2,5})"/).flatten.map(&:to_i)
   end
 
   def localized(text, ports)

@@ -69,4 +69,8 @@ namespace :bench do
   desc 'Runaway neighbour: W2 hello on / (wrk -t1 -c100) with and without a `loop {}` request a second under ' \
        'cpu_limit (CPU_LIMIT=0.1, ROUNDS=3, DURATION=5); writes build/bench/runaway.{md,json}'
   GatewayBenchTasks.define(:runaway, 'runaway', :Runaway)
+
+  desc "The tarantool study's matrix: gateway iproto (Async::Tarantool) vs gateway proxy_pass vs nginx proxy_pass " \
+       'to one HTTP backend, wrk -t1 -c1 .. -t8 -c16; writes build/bench/tarantool.md'
+  GatewayBenchTasks.define(:tarantool, 'tarantool', :Tarantool)
 end

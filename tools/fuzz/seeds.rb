@@ -1,5 +1,5 @@
 #!/usr/bin/env ruby
-# Writes the seed corpora tools/fuzz/corpus/{request,upstream}/ (committed;
+# Writes the seed corpora tools/fuzz/corpus/{request,upstream,iproto}/ (committed;
 # rerun after changing a seed or the control-byte layout):
 #
 #   ruby tools/fuzz/seeds.rb
@@ -87,7 +87,21 @@ upstream = {
   'http10_keepalive' => up(f0: TWO, split: 60) + "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nhi" + ok
 }
 
-{ 'request' => request, 'upstream' => upstream }.each do |name, seeds|
+# fuzz_iproto: [mode] + bytes; mode even: reply packets, odd: a greeting.
+def pkt(body) = "\xce".b + [body.bytesize].pack('N') + body.b
+ok_hdr = "\x83\x00\x00\x01\x07\x05\xce\x00\x00\x00\x50".b
+iproto = {
+  'greeting' => "\x01" + "Tarantool 2.6.0 (Binary) 7b1d9c3e-0000-0000-0000-000000000000".ljust(63) + "\n" +
+                'c2FsdHNhbHRzYWx0c2FsdHNhbHRzYWx0c2FsdHNhbHQ='.ljust(63) + "\n",
+  'ping' => "\x00".b + pkt(ok_hdr),
+  'data' => "\x00".b + pkt(ok_hdr + "\x81\x30\xdd\x00\x00\x00\x02\x93\xcc\xc8\x81\xa3x-a\xa11\xa4body\xc0".b),
+  'error' => "\x00".b + pkt("\x82\x00\xcd\x80\x20\x01\x02".b + "\x81\x31\xa4boom".b),
+  'two' => "\x00".b + pkt(ok_hdr) + pkt("\x82\x00\x00\x01\x08".b + "\x81\x30\x92\xcb@\t!\xfb\x00\x00\x00\x00\xd6\x02abcd".b),
+  'deep' => "\x00".b + pkt(ok_hdr + "\x81\x30".b + "\x91".b * 40 + "\xc0".b),
+  'huge_count' => "\x00".b + pkt(ok_hdr + "\x81\x30\xdd\xff\xff\xff\xff\x00".b)
+}
+
+{ 'request' => request, 'upstream' => upstream, 'iproto' => iproto }.each do |name, seeds|
   d = File.join(dir, name)
   Dir.mkdir(d) unless Dir.exist?(d)
   seeds.each { |file, bytes| File.binwrite(File.join(d, file), bytes.b) }

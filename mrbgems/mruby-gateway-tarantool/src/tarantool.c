@@ -1,0 +1,338 @@
+/* tarantool.c - Async::Tarantool's natives over the core's Tarantool client
+ * (gateway/tarantool.c): a per-worker registry of clients (one pool per
+ * address, user and password, shared by every Async::Tarantool object naming
+ * them), Ruby values packed into msgpack request bodies, replies unpacked by
+ * msgpack-c into Ruby objects, the pending operation registered on the
+ * request. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <msgpack.h>
+#include <mruby.h>
+#include <mruby/array.h>
+#include <mruby/class.h>
+#include <mruby/data.h>
+#include <mruby/error.h>
+#include <mruby/hash.h>
+#include <mruby/string.h>
+#include <mruby/variable.h>
+
+#include "gw_mruby.h"
+#include "iproto.h"
+#include "tarantool.h"
+
+#define MAX_DEPTH 32 /* nesting of packed Ruby values (msgpack-c's own limit on unpacking) */
+
+/* -- the registry of this worker's clients -------------------------------------- */
+
+typedef struct client_s {
+  struct client_s *next;
+  char *key; /* "addr\nuser\npassword" */
+  gw_tnt_t *t;
+} client_t;
+
+static client_t *clients;
+
+static gw_tnt_t *client_for(mrb_state *mrb, const char *addr, const char *user, const char *password, int pool)
+{
+  struct event_base *base = gw_mrb_event_base();
+  if (base == NULL)
+    mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: requests run only in a worker (a handler or init_worker)");
+  char key[1024];
+  snprintf(key, sizeof(key), "%s\n%s\n%s", addr, user ? user : "", password ? password : "");
+  for (client_t *c = clients; c; c = c->next)
+    if (strcmp(c->key, key) == 0) return c->t;
+  char err[256];
+  gw_tnt_params_t p = {addr, user, password, pool};
+  gw_tnt_t *t = gw_tnt_new(base, &p, err, sizeof(err));
+  if (t == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
+  client_t *c = calloc(1, sizeof(*c));
+  if (c == NULL || (c->key = strdup(key)) == NULL) {
+    free(c);
+    gw_tnt_free(t);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  c->t = t;
+  c->next = clients;
+  clients = c;
+  return t;
+}
+
+typedef struct {
+  int n;
+  char **addrs;
+  gw_tnt_t **ts;
+  unsigned rr;
+  int pool, timeout_ms;
+  char *user, *password;
+} handle_t;
+
+static void handle_free(mrb_state *mrb, void *p)
+{
+  handle_t *h = p;
+  (void)mrb;
+  if (h == NULL) return;
+  for (int i = 0; i < h->n; i++) free(h->addrs[i]);
+  free(h->addrs);
+  free(h->ts);
+  free(h->user);
+  free(h->password);
+  free(h);
+}
+
+static const struct mrb_data_type handle_type = {"Async::Tarantool", handle_free};
+
+static char *dup_or_null(mrb_state *mrb, mrb_value s)
+{
+  if (mrb_nil_p(s)) return NULL;
+  char *d = strdup(mrb_string_cstr(mrb, s));
+  if (d == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  return d;
+}
+
+/* _gw_init(addrs, user, password, pool, timeout) */
+static mrb_value tnt_init(mrb_state *mrb, mrb_value self)
+{
+  mrb_value addrs, user, password;
+  mrb_int pool;
+  mrb_float timeout;
+  mrb_get_args(mrb, "Aooif", &addrs, &user, &password, &pool, &timeout);
+  mrb_int n = RARRAY_LEN(addrs);
+  handle_t *h = calloc(1, sizeof(*h));
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  DATA_TYPE(self) = &handle_type;
+  DATA_PTR(self) = h;
+  h->addrs = calloc((size_t)n, sizeof(char *));
+  h->ts = calloc((size_t)n, sizeof(gw_tnt_t *));
+  if (h->addrs == NULL || h->ts == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < n; i++) {
+    h->addrs[i] = dup_or_null(mrb, mrb_ary_ref(mrb, addrs, i));
+    h->n++;
+  }
+  h->pool = (int)pool;
+  h->timeout_ms = timeout > 0 ? (int)(timeout * 1000.0 + 0.5) : 0;
+  if (h->timeout_ms == 0 && timeout > 0) h->timeout_ms = 1;
+  h->user = dup_or_null(mrb, user);
+  h->password = dup_or_null(mrb, password);
+  return self;
+}
+
+/* -- Ruby -> msgpack -------------------------------------------------------------- */
+
+static void pack_failed(mrb_state *mrb)
+{
+  mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+}
+
+static void pack(mrb_state *mrb, msgpack_packer *pk, mrb_value v, int depth)
+{
+  if (depth > MAX_DEPTH) mrb_raise(mrb, E_ARGUMENT_ERROR, "Async::Tarantool: arguments nested too deeply (or cyclic)");
+  int rc = 0;
+  switch (mrb_type(v)) {
+  case MRB_TT_FALSE: rc = mrb_nil_p(v) ? msgpack_pack_nil(pk) : msgpack_pack_false(pk); break;
+  case MRB_TT_TRUE: rc = msgpack_pack_true(pk); break;
+  case MRB_TT_INTEGER: rc = msgpack_pack_int64(pk, (int64_t)mrb_integer(v)); break;
+  case MRB_TT_FLOAT: rc = msgpack_pack_double(pk, (double)mrb_float(v)); break;
+  case MRB_TT_SYMBOL: v = mrb_sym_str(mrb, mrb_symbol(v)); /* fall through */
+  case MRB_TT_STRING:
+    rc = msgpack_pack_str(pk, (size_t)RSTRING_LEN(v));
+    if (rc == 0) rc = msgpack_pack_str_body(pk, RSTRING_PTR(v), (size_t)RSTRING_LEN(v));
+    break;
+  case MRB_TT_ARRAY: {
+    mrb_int n = RARRAY_LEN(v);
+    rc = msgpack_pack_array(pk, (size_t)n);
+    for (mrb_int i = 0; i < n && rc == 0; i++) pack(mrb, pk, mrb_ary_ref(mrb, v, i), depth + 1);
+    break;
+  }
+  case MRB_TT_HASH: {
+    mrb_value keys = mrb_hash_keys(mrb, v);
+    mrb_int n = RARRAY_LEN(keys);
+    rc = msgpack_pack_map(pk, (size_t)n);
+    for (mrb_int i = 0; i < n && rc == 0; i++) {
+      mrb_value k = mrb_ary_ref(mrb, keys, i);
+      pack(mrb, pk, k, depth + 1);
+      pack(mrb, pk, mrb_hash_get(mrb, v, k), depth + 1);
+    }
+    break;
+  }
+  default: pack(mrb, pk, mrb_obj_as_string(mrb, v), depth); break;
+  }
+  if (rc != 0) pack_failed(mrb);
+}
+
+/* -- msgpack -> Ruby --------------------------------------------------------------- */
+
+static mrb_value to_ruby(mrb_state *mrb, const msgpack_object *o)
+{
+  switch (o->type) {
+  case MSGPACK_OBJECT_BOOLEAN: return mrb_bool_value(o->via.boolean);
+  case MSGPACK_OBJECT_POSITIVE_INTEGER:
+    if (o->via.u64 > (uint64_t)MRB_INT_MAX) return mrb_float_value(mrb, (mrb_float)o->via.u64);
+    return mrb_int_value(mrb, (mrb_int)o->via.u64);
+  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return mrb_int_value(mrb, (mrb_int)o->via.i64);
+  case MSGPACK_OBJECT_FLOAT32:
+  case MSGPACK_OBJECT_FLOAT64: return mrb_float_value(mrb, (mrb_float)o->via.f64);
+  case MSGPACK_OBJECT_STR: return mrb_str_new(mrb, o->via.str.ptr, (mrb_int)o->via.str.size);
+  case MSGPACK_OBJECT_BIN: return mrb_str_new(mrb, o->via.bin.ptr, (mrb_int)o->via.bin.size);
+  case MSGPACK_OBJECT_EXT: return mrb_str_new(mrb, o->via.ext.ptr, (mrb_int)o->via.ext.size); /* decimal, uuid: raw */
+  case MSGPACK_OBJECT_ARRAY: {
+    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)o->via.array.size);
+    for (uint32_t i = 0; i < o->via.array.size; i++) mrb_ary_push(mrb, a, to_ruby(mrb, &o->via.array.ptr[i]));
+    return a;
+  }
+  case MSGPACK_OBJECT_MAP: {
+    mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)o->via.map.size);
+    for (uint32_t i = 0; i < o->via.map.size; i++)
+      mrb_hash_set(mrb, h, to_ruby(mrb, &o->via.map.ptr[i].key), to_ruby(mrb, &o->via.map.ptr[i].val));
+    return h;
+  }
+  default: return mrb_nil_value();
+  }
+}
+
+typedef struct {
+  uint64_t code;
+  const char *body;
+  size_t len;
+} convert_t;
+
+static mrb_value convert(mrb_state *mrb, void *ud)
+{
+  convert_t *cv = ud;
+  mrb_value data = mrb_nil_value(), errmsg = mrb_nil_value();
+  if (cv->len > 0) {
+    msgpack_unpacked u;
+    msgpack_unpacked_init(&u);
+    size_t off = 0;
+    if (msgpack_unpack_next(&u, cv->body, cv->len, &off) != MSGPACK_UNPACK_SUCCESS) {
+      msgpack_unpacked_destroy(&u);
+      return gw_mrb_error(mrb, "Gateway::UpstreamError", "tarantool sent a reply msgpack-c cannot unpack (nested too deeply?)");
+    }
+    if (u.data.type == MSGPACK_OBJECT_MAP) {
+      for (uint32_t i = 0; i < u.data.via.map.size; i++) {
+        msgpack_object_kv *kv = &u.data.via.map.ptr[i];
+        if (kv->key.type != MSGPACK_OBJECT_POSITIVE_INTEGER) continue;
+        if (kv->key.via.u64 == GW_IPROTO_KEY_DATA) data = to_ruby(mrb, &kv->val);
+        else if (kv->key.via.u64 == GW_IPROTO_KEY_ERROR && kv->val.type == MSGPACK_OBJECT_STR)
+          errmsg = mrb_str_new(mrb, kv->val.via.str.ptr, (mrb_int)kv->val.via.str.size);
+      }
+    }
+    msgpack_unpacked_destroy(&u);
+  }
+  if (cv->code == 0) return data;
+  struct RClass *cls =
+      mrb_class_get_under(mrb, mrb_class_get_under(mrb, mrb_module_get(mrb, "Async"), "Tarantool"), "Error");
+  if (mrb_nil_p(errmsg)) errmsg = mrb_format(mrb, "tarantool error %d", (int)(cv->code & 0x7fff));
+  mrb_value exc = mrb_exc_new_str(mrb, cls, errmsg);
+  mrb_iv_set(mrb, exc, mrb_intern_lit(mrb, "@code"), mrb_int_value(mrb, (mrb_int)(cv->code & 0x7fff)));
+  return exc;
+}
+
+/* -- one request, pending on the request -------------------------------------------- */
+
+static void check_yieldable(mrb_state *mrb)
+{
+  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
+    mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
+              "Async::Tarantool cannot wait inside a Fiber the handler created: the wait would suspend that "
+              "Fiber, not the request; call it in the handler itself");
+  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
+    if (ci->cci > 0)
+      mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
+                "Async::Tarantool cannot wait here: it was called inside a block passed to a method written in C, "
+                "and mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block");
+  }
+  if (mrb->c == mrb->root_c) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool can only be called inside a handler");
+}
+
+typedef struct {
+  gw_pending_t pending;
+  gw_request_t *req;
+  gw_tnt_op_t *op;
+  int timeout_ms;
+  gw_tnt_t *t;
+} call_t;
+
+static void call_cancel(gw_pending_t *p)
+{
+  call_t *c = (call_t *)p;
+  gw_tnt_cancel(c->op); /* its connection is retired: its reply is never read as another's */
+  free(c);
+}
+
+static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, void *arg)
+{
+  call_t *c = arg;
+  gw_request_t *req = c->req;
+  mrb_state *mrb = req->ctx->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  gw_request_pending_remove(&c->pending);
+  mrb_value v;
+  if (err.kind != GW_OK) {
+    char msg[320];
+    if (gw_err_is_timeout(err.kind))
+      snprintf(msg, sizeof(msg), "tarantool %s timed out after %.3g s", gw_tnt_addr(c->t), c->timeout_ms / 1000.0);
+    else
+      snprintf(msg, sizeof(msg), "tarantool %s: %s", gw_tnt_addr(c->t), err.msg);
+    v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
+  } else {
+    convert_t cv = {code, body, len};
+    mrb_bool raised = FALSE;
+    v = mrb_protect_error(mrb, convert, &cv, &raised);
+  }
+  free(c);
+  gw_fiber_resume(req, v);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
+/* _gw_send(type, body): body a Hash (iproto keys => values) packed as the
+ * request's body. Arms the request; the Ruby side then waits. */
+static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
+{
+  mrb_int type;
+  mrb_value body;
+  mrb_get_args(mrb, "iH", &type, &body);
+  handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
+  check_yieldable(mrb);
+  gw_request_t *req = gw_mrb_current_request(mrb);
+  int i = (int)(h->rr++ % (unsigned)h->n);
+  if (h->ts[i] == NULL) h->ts[i] = client_for(mrb, h->addrs[i], h->user, h->password, h->pool);
+  gw_tnt_t *t = h->ts[i];
+  /* One scratch buffer of this process: a value that raises leaves nothing to free. */
+  static gw_buf_t b;
+  b.len = 0;
+  msgpack_packer pk;
+  msgpack_packer_init(&pk, &b, gw_iproto_buf_write);
+  pack(mrb, &pk, body, 0);
+  call_t *c = malloc(sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  c->req = req;
+  c->timeout_ms = h->timeout_ms;
+  c->t = t;
+  c->op = gw_tnt_exec(t, (uint32_t)type, b.data, b.len, h->timeout_ms, on_done, c);
+  if (b.cap > 65536) gw_buf_dispose(&b);
+  if (c->op == NULL) {
+    free(c);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  gw_request_pending_add(req, &c->pending, call_cancel);
+  gw_mrb_will_wait();
+  if (gw_trace) gw_trace_wait(req, "tarantool %s", gw_tnt_addr(t));
+  return mrb_nil_value();
+}
+
+void mrb_mruby_gateway_tarantool_gem_init(mrb_state *mrb)
+{
+  struct RClass *async = mrb_define_module(mrb, "Async");
+  struct RClass *c = mrb_define_class_under(mrb, async, "Tarantool", mrb->object_class);
+  MRB_SET_INSTANCE_TT(c, MRB_TT_DATA);
+  mrb_define_method(mrb, c, "_gw_init", tnt_init, MRB_ARGS_REQ(5));
+  mrb_define_method(mrb, c, "_gw_send", tnt_send, MRB_ARGS_REQ(2));
+}
+
+void mrb_mruby_gateway_tarantool_gem_final(mrb_state *mrb)
+{
+  (void)mrb;
+}

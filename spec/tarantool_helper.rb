@@ -1,0 +1,78 @@
+# Debian's tarantool for the specs: started on a free port with its own Lua
+# init script and temporary work directory (no WAL, nothing persisted),
+# stopped by PID. The script makes a space, a user with a password, and the
+# functions the specs and examples/tarantool.rb call.
+require 'socket'
+require 'tmpdir'
+require 'fileutils'
+require_relative 'spec_helper'
+
+class TarantoolServer
+  BIN = '/usr/bin/tarantool'
+  USER = 'gw'
+  PASSWORD = 'secret'
+  attr_reader :port, :pid, :dir
+
+  INIT = <<~'LUA'
+    local port, dir = arg[1], arg[2]
+    box.cfg{listen = '127.0.0.1:' .. port, work_dir = dir, memtx_dir = dir, wal_mode = 'none',
+            log = dir .. '/tarantool.log', background = false}
+    box.schema.user.create('gw', {password = 'secret'})
+    box.schema.user.grant('gw', 'read,write,execute', 'universe')
+    box.schema.user.grant('guest', 'read,write,execute', 'universe')
+    local kv = box.schema.space.create('kv')
+    kv:create_index('primary', {parts = {1, 'unsigned'}})
+    kv:create_index('by_name', {parts = {2, 'string'}, unique = false})
+    local fiber = require('fiber')
+    connects, disconnects = 0, 0
+    box.session.on_connect(function() connects = connects + 1 end)
+    box.session.on_disconnect(function() disconnects = disconnects + 1 end)
+    function process_request(req) return {200, {["x-a"] = "1"}, "body"} end
+    function echo(...) return ... end
+    function slow(seconds, v) fiber.sleep(seconds) return v end
+    function fail(msg) error(msg) end
+    function conn_counts() return connects, disconnects end
+    local f = io.open(dir .. '/ready', 'w') f:write('ok') f:close()
+  LUA
+
+  def initialize(port = GatewaySpec.free_port)
+    @port = port
+    @dir = Dir.mktmpdir('gateway-tarantool-')
+    File.write(File.join(@dir, 'init.lua'), INIT)
+    start
+  end
+
+  def start
+    @pid = Process.spawn(BIN, File.join(@dir, 'init.lua'), @port.to_s, @dir, chdir: @dir, in: File::NULL,
+                         out: File.join(@dir, 'stdout.log'), err: [:child, :out])
+    ready = File.join(@dir, 'ready')
+    File.delete(ready) if File.exist?(ready)
+    GatewaySpec.poll("tarantool on port #{@port}", timeout: 10) do
+      next false unless File.exist?(ready)
+      s = TCPSocket.new('127.0.0.1', @port)
+      (s.read(128) || '').start_with?('Tarantool')
+    rescue SystemCallError, IOError
+      false
+    ensure
+      s&.close
+    end
+  end
+
+  def stop
+    return unless @pid
+    Process.kill('TERM', @pid)
+    Process.wait(@pid)
+    @pid = nil
+  rescue Errno::ESRCH, Errno::ECHILD
+    @pid = nil
+  end
+
+  def destroy
+    stop
+    FileUtils.rm_rf(@dir)
+  end
+
+  def addr
+    "127.0.0.1:#{@port}"
+  end
+end
