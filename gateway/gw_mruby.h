@@ -39,9 +39,6 @@ void gw_vm_close(mrb_state *mrb);
 gw_request_t *gw_mrb_current_request(mrb_state *mrb);
 /* Same, NULL instead of raising. */
 gw_request_t *gw_mrb_current_request_or_null(void);
-/* 1 if Ruby runs in the current request's own fiber right now (not in a
- * Fiber the handler created, not at the root). */
-int gw_mrb_in_request_fiber(mrb_state *mrb);
 /* 1 if v is one of the worker's handler or filter fibers (whose body is a
  * Gateway runner): only the core may resume those. */
 int gw_mrb_is_request_fiber(mrb_value v);
@@ -73,6 +70,13 @@ int gw_mrb_task_start(mrb_value proc, const char *label);
 /* Called by the fiber runners (Gateway._job_done) when a job is over: the
  * fiber is then reused for another request rather than discarded. */
 void gw_mrb_job_done(void);
+/* Every primitive that parks the running fiber calls this before it arms
+ * anything, so the error is clear and nothing is left pending: raises unless
+ * Ruby runs in the request's own fiber (not a Fiber the handler made) and not
+ * across a C function frame (a block a C-implemented method calls back, e.g.
+ * a Hash default block), which mruby 3.1 cannot suspend. what names the
+ * primitive in the message ("Async.sleep"). */
+void gw_mrb_check_yieldable(mrb_state *mrb, const char *what);
 /* An async primitive is about to park the running fiber on a wake-up it armed
  * (a fiber that parks without one is failed: nothing would resume it). */
 void gw_mrb_will_wait(void);

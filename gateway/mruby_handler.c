@@ -665,12 +665,29 @@ int gw_mrb_is_request_fiber(mrb_value v)
   return c != NULL && c->cibase != NULL && (c->cibase->proc == rt.runners[0] || c->cibase->proc == rt.runners[1]);
 }
 
-int gw_mrb_in_request_fiber(mrb_state *mrb)
+/* 1 if Ruby runs in the current request's own fiber right now (not in a
+ * Fiber the handler created, not at the root). */
+static int in_request_fiber(mrb_state *mrb)
 {
   gw_request_t *req = rt.current;
   const script_t *s = req ? (const script_t *)req->handler_state : NULL;
   if (s == NULL || s->root_slot < 0) return 0;
   return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
+}
+
+void gw_mrb_check_yieldable(mrb_state *mrb, const char *what)
+{
+  if (mrb->c != mrb->root_c && !in_request_fiber(mrb))
+    mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
+               "%s cannot wait inside a Fiber the handler created: the wait would suspend that "
+               "Fiber, not the request; call it in the handler itself", what);
+  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
+    if (ci->cci > 0)
+      mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
+                 "%s cannot wait here: it was called inside a block passed to a method written in C, and "
+                 "mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block", what);
+  }
+  if (mrb->c == mrb->root_c) mrb_raisef(mrb, E_RUNTIME_ERROR, "%s can only be called inside a handler", what);
 }
 
 gw_request_t *gw_mrb_current_request(mrb_state *mrb)

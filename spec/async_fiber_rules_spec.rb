@@ -82,6 +82,25 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
           end
         end
 
+        # The data clients make the same check (before they connect: the
+        # address is never dialled).
+        location "/redis_in_c_block" do
+          r = Async::Redis.new("127.0.0.1:1")
+          begin
+            Hash.new { |h, k| r.get("k") }[:x]
+          rescue FiberError => e
+            e.message
+          end
+        end
+        location "/tarantool_in_user_fiber" do
+          t = Async::Tarantool.new("127.0.0.1:1")
+          begin
+            Fiber.new { t.ping }.resume
+          rescue FiberError => e
+            e.message
+          end
+        end
+
         # A request's own fiber, kept and resumed by another request.
         location "/keep" do
           $kept = Fiber.current
@@ -176,6 +195,13 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
   it 'an async call in a block run by a C method raises FiberError saying why' do
     expect(http_get(@port, '/sleep_in_c_block').body)
       .to start_with('Async.sleep cannot wait here: it was called inside a block passed to a method written in C')
+  end
+
+  it 'Async::Redis and Async::Tarantool raise the same FiberError, naming themselves' do
+    expect(http_get(@port, '/redis_in_c_block').body)
+      .to start_with('Async::Redis cannot wait here: it was called inside a block passed to a method written in C')
+    expect(http_get(@port, '/tarantool_in_user_fiber').body)
+      .to start_with('Async::Tarantool cannot wait inside a Fiber the handler created')
   end
 
   it "a request's fiber cannot be resumed or transferred to by a handler; the request it belongs to is untouched" do

@@ -5,10 +5,11 @@ require 'socket'
 require 'tmpdir'
 require 'fileutils'
 require_relative 'spec_helper'
+require_relative 'peer_server'
 
 class RedisServer
+  include PeerServer
   BIN = '/usr/bin/redis-server'
-  attr_reader :port, :pid
 
   def initialize(port = GatewaySpec.free_port)
     @port = port
@@ -25,24 +26,6 @@ class RedisServer
     rescue SystemCallError, IOError
       false
     end
-  end
-
-  def stop
-    return unless @pid
-    Process.kill('TERM', @pid)
-    Process.wait(@pid)
-    @pid = nil
-  rescue Errno::ESRCH, Errno::ECHILD
-    @pid = nil
-  end
-
-  def destroy
-    stop
-    FileUtils.rm_rf(@dir)
-  end
-
-  def addr
-    "127.0.0.1:#{@port}"
   end
 
   def cmd(*args)

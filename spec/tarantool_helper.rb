@@ -6,12 +6,14 @@ require 'socket'
 require 'tmpdir'
 require 'fileutils'
 require_relative 'spec_helper'
+require_relative 'peer_server'
 
 class TarantoolServer
+  include PeerServer
   BIN = '/usr/bin/tarantool'
   USER = 'gw'
   PASSWORD = 'secret'
-  attr_reader :port, :pid, :dir
+  attr_reader :dir
 
   INIT = <<~'LUA'
     local port, dir = arg[1], arg[2]
@@ -56,23 +58,5 @@ class TarantoolServer
     ensure
       s&.close
     end
-  end
-
-  def stop
-    return unless @pid
-    Process.kill('TERM', @pid)
-    Process.wait(@pid)
-    @pid = nil
-  rescue Errno::ESRCH, Errno::ECHILD
-    @pid = nil
-  end
-
-  def destroy
-    stop
-    FileUtils.rm_rf(@dir)
-  end
-
-  def addr
-    "127.0.0.1:#{@port}"
   end
 end

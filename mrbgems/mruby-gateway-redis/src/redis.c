@@ -181,23 +181,6 @@ static mrb_value convert(mrb_state *mrb, void *ud)
 
 /* -- one operation, pending on the request --------------------------------------- */
 
-/* As every async primitive (the async gem's yield.c): the wait must park
- * the request's own fiber, and not across a C frame. */
-static void check_yieldable(mrb_state *mrb)
-{
-  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
-    mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
-              "Async::Redis cannot wait inside a Fiber the handler created: the wait would suspend that "
-              "Fiber, not the request; call it in the handler itself");
-  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
-    if (ci->cci > 0)
-      mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
-                "Async::Redis cannot wait here: it was called inside a block passed to a method written in C, "
-                "and mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block");
-  }
-  if (mrb->c == mrb->root_c) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis can only be called inside a handler");
-}
-
 typedef struct {
   gw_pending_t pending;
   gw_request_t *req;
@@ -249,7 +232,7 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
   mrb_get_args(mrb, "Ai", &cmds, &mode);
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: not initialized");
-  check_yieldable(mrb);
+  gw_mrb_check_yieldable(mrb, "Async::Redis");
   gw_request_t *req = gw_mrb_current_request(mrb);
   gw_redis_t *r = pick(mrb, h);
   /* Encoded into one scratch buffer of this process: an argument that

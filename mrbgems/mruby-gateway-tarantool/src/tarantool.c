@@ -231,21 +231,6 @@ static mrb_value convert(mrb_state *mrb, void *ud)
 
 /* -- one request, pending on the request -------------------------------------------- */
 
-static void check_yieldable(mrb_state *mrb)
-{
-  if (mrb->c != mrb->root_c && !gw_mrb_in_request_fiber(mrb))
-    mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
-              "Async::Tarantool cannot wait inside a Fiber the handler created: the wait would suspend that "
-              "Fiber, not the request; call it in the handler itself");
-  for (mrb_callinfo *ci = mrb->c->ci; ci >= mrb->c->cibase; ci--) {
-    if (ci->cci > 0)
-      mrb_raise(mrb, mrb_class_get(mrb, "FiberError"),
-                "Async::Tarantool cannot wait here: it was called inside a block passed to a method written in C, "
-                "and mruby 3.1 cannot suspend a fiber across a C frame; call it outside that block");
-  }
-  if (mrb->c == mrb->root_c) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool can only be called inside a handler");
-}
-
 typedef struct {
   gw_pending_t pending;
   gw_request_t *req;
@@ -295,7 +280,7 @@ static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
   mrb_get_args(mrb, "iH", &type, &body);
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
-  check_yieldable(mrb);
+  gw_mrb_check_yieldable(mrb, "Async::Tarantool");
   gw_request_t *req = gw_mrb_current_request(mrb);
   int i = (int)(h->rr++ % (unsigned)h->n);
   if (h->ts[i] == NULL) h->ts[i] = client_for(mrb, h->addrs[i], h->user, h->password, h->pool);
