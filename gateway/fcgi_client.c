@@ -96,7 +96,6 @@ struct gw_fcgi_req_s {
 struct gw_fcgi_pool_s {
   struct event_base *base;
   gw_pool_t *conns;
-  gw_fcgi_stats_t stats;
   int cb_depth;
   int free_pending;
 };
@@ -219,7 +218,6 @@ static void req_retry(gw_fcgi_req_t *r)
 {
   conn_detach(r, 0);
   r->retried = 1;
-  r->pool->stats.retried++;
   r->wire_off = 0;
   req_connect(r);
 }
@@ -518,7 +516,6 @@ static void conn_readable(fcgi_conn_t *c)
 
 static void conn_connected(fcgi_conn_t *c)
 {
-  c->pool->stats.opened++;
   gw_pool_conn_write(&c->pc, 0);
   conn_attach(c, c->req);
   conn_send(c);
@@ -608,11 +605,6 @@ void gw_fcgi_pool_free(gw_fcgi_pool_t *pool)
     return;
   }
   pool_destroy(pool);
-}
-
-void gw_fcgi_pool_stats(const gw_fcgi_pool_t *pool, gw_fcgi_stats_t *out)
-{
-  *out = pool->stats;
 }
 
 gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, gw_fcgi_done_cb cb, void *arg)
@@ -710,7 +702,6 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
     break;
   }
   if (c != NULL) {
-    pool->stats.reused++;
     conn_attach(c, r);
     conn_send(c);
   } else {

@@ -82,10 +82,4 @@ void gw_fcgi_resume(gw_fcgi_req_t *r);
 /* A streamed body grew, or (complete) ended. Never calls back from inside. */
 void gw_fcgi_body_more(gw_fcgi_req_t *r, int complete);
 
-/* Counters for tests and status. */
-typedef struct {
-  unsigned long opened, reused, retried;
-} gw_fcgi_stats_t;
-void gw_fcgi_pool_stats(const gw_fcgi_pool_t *pool, gw_fcgi_stats_t *out);
-
 #endif

@@ -25,11 +25,6 @@ struct gw_filecache_s {
 /* -1: not known yet, 1: openat2() works, 0: use the walk. */
 static int have_openat2 = -1;
 
-int gw_filecache_uses_openat2(void)
-{
-  return have_openat2 == 1;
-}
-
 static double now_ms(void)
 {
   struct timespec ts;

@@ -67,7 +67,4 @@ void gw_filecache_invalidate(gw_filecache_t *fc, gw_file_t *f);
  * the caller owns, or -1 with errno set. */
 int gw_filecache_open(gw_filecache_t *fc, const char *rel);
 
-/* 1 when openat2() is used (after the first open), 0 for the fallback walk. */
-int gw_filecache_uses_openat2(void);
-
 #endif

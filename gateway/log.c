@@ -35,11 +35,6 @@ int gw_log_level_from_name(const char *name)
   return -1;
 }
 
-const char *gw_log_level_name(gw_log_level_t level)
-{
-  return level_names[level];
-}
-
 char *gw_format_uint(char *end, unsigned long long v)
 {
   do {

@@ -21,7 +21,6 @@ void gw_log_set_role(const char *role);
 
 /* Maps "debug".."crit" to a level; returns -1 for an unknown name. */
 int gw_log_level_from_name(const char *name);
-const char *gw_log_level_name(gw_log_level_t level);
 
 void gw_log(gw_log_level_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

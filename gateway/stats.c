@@ -14,7 +14,6 @@ gw_worker_stats_t *gw_stats_table;
 static gw_worker_stats_t private_slot;
 gw_worker_stats_t *gw_stats_self = &private_slot;
 
-
 #define COUNTER(f, h) {#f, offsetof(gw_worker_stats_t, f), 1, h}
 #define GAUGE(f, h) {#f, offsetof(gw_worker_stats_t, f), 0, h}
 
@@ -112,15 +111,3 @@ void gw_stats_latency(double ms)
   gw_stats_self->latency[b]++;
 }
 
-double gw_stats_percentile(const uint32_t *latency, double p)
-{
-  uint64_t total = 0, seen = 0;
-  for (int b = 0; b < GW_LATENCY_BUCKETS; b++) total += latency[b];
-  if (total == 0) return 0;
-  double bound_ms = 0.064;
-  for (int b = 0; b < GW_LATENCY_BUCKETS; b++, bound_ms *= 2) {
-    seen += latency[b];
-    if ((double)seen >= p * (double)total) return bound_ms;
-  }
-  return bound_ms;
-}

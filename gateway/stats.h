@@ -59,9 +59,6 @@ extern gw_worker_stats_t *gw_stats_table;
 extern gw_worker_stats_t *gw_stats_self;
 /* Counts one response time (ms) in this worker's latency histogram. */
 void gw_stats_latency(double ms);
-/* The response time (ms) under which p (0..1) of the histogram's requests
- * fall: the upper bound of that bucket; 0 when it is empty. */
-double gw_stats_percentile(const uint32_t *latency, double p);
 
 /* The live slot of worker pid, or NULL. */
 gw_worker_stats_t *gw_stats_of(int32_t pid);
