@@ -35,6 +35,7 @@ require 'json'
 require 'net/http'
 require 'socket'
 require 'time'
+require_relative 'bench/common'
 
 module Gateway
   class BenchContrast
@@ -342,23 +343,8 @@ module Gateway
       end
     end
 
-    def with_cpu_lock
-      File.open(@lock_path, File::RDWR | File::CREAT, 0o666) do |f|
-        unless f.flock(File::LOCK_EX | File::LOCK_NB)
-          log "waiting for #{@lock_path} (another benchmark is measuring)..."
-          deadline = monotonic + @lock_wait
-          until f.flock(File::LOCK_EX | File::LOCK_NB)
-            raise Error, "#{@lock_path} still held after #{@lock_wait.to_i} s; giving up" if monotonic > deadline
-
-            sleep 0.25
-          end
-        end
-        begin
-          yield
-        ensure
-          f.flock(File::LOCK_UN)
-        end
-      end
+    def with_cpu_lock(&block)
+      GatewayBench::Util.with_lock(@lock_path, @lock_wait, log: method(:log), error: Error, &block)
     end
 
     # Runs one pinned load-generator command, output to a raw file, killed

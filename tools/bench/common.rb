@@ -60,6 +60,28 @@ module GatewayBench
       raise Error, "apt-get install #{missing.join(' ')} failed, see #{out}" unless ok
     end
 
+    # Runs the block holding an exclusive flock on path (the CPU lock that
+    # ../shared/bench and every bench here take around a measurement), waiting
+    # at most wait seconds for another holder; raises error after that.
+    def with_lock(path, wait, log:, error: Error)
+      File.open(path, File::RDWR | File::CREAT, 0o666) do |f|
+        unless f.flock(File::LOCK_EX | File::LOCK_NB)
+          log.call("waiting for #{path} (another benchmark is measuring)...")
+          deadline = monotonic + wait
+          until f.flock(File::LOCK_EX | File::LOCK_NB)
+            raise error, "#{path} still held after #{wait.to_i} s; giving up" if monotonic > deadline
+
+            sleep 0.25
+          end
+        end
+        begin
+          yield
+        ensure
+          f.flock(File::LOCK_UN)
+        end
+      end
+    end
+
     # A port nothing listens on now (bind(0), then closed).
     def free_port
       s = TCPServer.new(HOST, 0)
@@ -246,23 +268,8 @@ module GatewayBench
       @servers.dup.reverse_each { |s| stop(s) }
     end
 
-    def with_cpu_lock
-      File.open(@lock_path, File::RDWR | File::CREAT, 0o666) do |f|
-        unless f.flock(File::LOCK_EX | File::LOCK_NB)
-          log "waiting for #{@lock_path} (another benchmark is measuring)..."
-          deadline = monotonic + @lock_wait
-          until f.flock(File::LOCK_EX | File::LOCK_NB)
-            raise Error, "#{@lock_path} still held after #{@lock_wait.to_i} s; giving up" if monotonic > deadline
-
-            sleep 0.25
-          end
-        end
-        begin
-          yield
-        ensure
-          f.flock(File::LOCK_UN)
-        end
-      end
+    def with_cpu_lock(&block)
+      Util.with_lock(@lock_path, @lock_wait, log: method(:log), &block)
     end
 
     # ------------------------------------------------------------ servers
