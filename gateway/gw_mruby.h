@@ -50,6 +50,14 @@ gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj);
 
 /* The event loop of this worker (NULL in the master / at config time). */
 struct event_base *gw_mrb_event_base(void);
+/* This process's data clients (Async::Redis, Async::Tarantool: one pool per
+ * address and credentials, shared by every Ruby object naming them), by a
+ * key the gem builds ("redis\naddr\n..."): the client put under key, or
+ * NULL. They live as long as the process; a forked worker starts from the
+ * master's (empty) registry. */
+void *gw_mrb_client_get(const char *key);
+/* Registers client under key; -1 when out of memory (the caller keeps it). */
+int gw_mrb_client_put(const char *key, void *client);
 /* Refreshes this worker's gauges in the shared stats table (no-op outside a worker). */
 void gw_mrb_publish_stats(void);
 

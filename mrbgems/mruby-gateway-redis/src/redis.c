@@ -1,5 +1,5 @@
 /* redis.c - Async::Redis's natives over the core's Redis client
- * (gateway/redis.c): a per-worker registry of clients (one pool per address,
+ * (gateway/redis.c): the per-worker clients (one pool per address,
  * db and password, shared by every Async::Redis object naming them),
  * command encoding, the pending operation registered on the request, and
  * the replies turned into Ruby objects. Pub/sub messages run their block in
@@ -21,37 +21,24 @@
 #include "log.h"
 #include "redis.h"
 
-/* -- the registry of this worker's clients ---------------------------------- */
-
-typedef struct client_s {
-  struct client_s *next;
-  char *key;       /* "addr\ndb\npassword" */
-  gw_redis_t *r;
-} client_t;
-
-static client_t *clients; /* this process's; a forked worker starts from the master's (empty) */
+/* -- this worker's clients (the core's registry, gw_mrb_client_get) ---------- */
 
 static gw_redis_t *client_for(mrb_state *mrb, const char *addr, int db, const char *password, int pool)
 {
   struct event_base *base = gw_mrb_event_base();
   if (base == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: commands run only in a worker (a handler or init_worker)");
   char key[1024];
-  snprintf(key, sizeof(key), "%s\n%d\n%s", addr, db, password ? password : "");
-  for (client_t *c = clients; c; c = c->next)
-    if (strcmp(c->key, key) == 0) return c->r;
+  snprintf(key, sizeof(key), "redis\n%s\n%d\n%s", addr, db, password ? password : "");
+  gw_redis_t *r = gw_mrb_client_get(key);
+  if (r) return r;
   char err[256];
   gw_redis_params_t p = {addr, db, password, pool};
-  gw_redis_t *r = gw_redis_new(base, &p, err, sizeof(err));
+  r = gw_redis_new(base, &p, err, sizeof(err));
   if (r == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
-  client_t *c = calloc(1, sizeof(*c));
-  if (c == NULL || (c->key = strdup(key)) == NULL) {
-    free(c);
+  if (gw_mrb_client_put(key, r) < 0) {
     gw_redis_free(r);
     mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   }
-  c->r = r;
-  c->next = clients;
-  clients = c;
   return r;
 }
 

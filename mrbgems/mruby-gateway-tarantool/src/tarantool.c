@@ -1,5 +1,5 @@
 /* tarantool.c - Async::Tarantool's natives over the core's Tarantool client
- * (gateway/tarantool.c): a per-worker registry of clients (one pool per
+ * (gateway/tarantool.c): the per-worker clients (one pool per
  * address, user and password, shared by every Async::Tarantool object naming
  * them), Ruby values packed into msgpack request bodies, replies unpacked by
  * msgpack-c into Ruby objects, the pending operation registered on the
@@ -24,15 +24,7 @@
 
 #define MAX_DEPTH 32 /* nesting of packed Ruby values (msgpack-c's own limit on unpacking) */
 
-/* -- the registry of this worker's clients -------------------------------------- */
-
-typedef struct client_s {
-  struct client_s *next;
-  char *key; /* "addr\nuser\npassword" */
-  gw_tnt_t *t;
-} client_t;
-
-static client_t *clients;
+/* -- this worker's clients (the core's registry, gw_mrb_client_get) ----------- */
 
 static gw_tnt_t *client_for(mrb_state *mrb, const char *addr, const char *user, const char *password, int pool)
 {
@@ -40,22 +32,17 @@ static gw_tnt_t *client_for(mrb_state *mrb, const char *addr, const char *user, 
   if (base == NULL)
     mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: requests run only in a worker (a handler or init_worker)");
   char key[1024];
-  snprintf(key, sizeof(key), "%s\n%s\n%s", addr, user ? user : "", password ? password : "");
-  for (client_t *c = clients; c; c = c->next)
-    if (strcmp(c->key, key) == 0) return c->t;
+  snprintf(key, sizeof(key), "tarantool\n%s\n%s\n%s", addr, user ? user : "", password ? password : "");
+  gw_tnt_t *t = gw_mrb_client_get(key);
+  if (t) return t;
   char err[256];
   gw_tnt_params_t p = {addr, user, password, pool};
-  gw_tnt_t *t = gw_tnt_new(base, &p, err, sizeof(err));
+  t = gw_tnt_new(base, &p, err, sizeof(err));
   if (t == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
-  client_t *c = calloc(1, sizeof(*c));
-  if (c == NULL || (c->key = strdup(key)) == NULL) {
-    free(c);
+  if (gw_mrb_client_put(key, t) < 0) {
     gw_tnt_free(t);
     mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   }
-  c->t = t;
-  c->next = clients;
-  clients = c;
   return t;
 }
 
