@@ -268,6 +268,14 @@ module GatewayBench
       @servers.dup.reverse_each { |s| stop(s) }
     end
 
+    # Writes out_dir/NAME.md and NAME.json (data) and prints the Markdown.
+    def write_report(name, md, data)
+      File.write(File.join(@out_dir, "#{name}.md"), md)
+      File.write(File.join(@out_dir, "#{name}.json"), JSON.pretty_generate(data))
+      puts md
+      log "wrote #{File.join(@out_dir, "#{name}.md")} and #{name}.json"
+    end
+
     def with_cpu_lock(&block)
       Util.with_lock(@lock_path, @lock_wait, log: method(:log), &block)
     end

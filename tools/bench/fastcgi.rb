@@ -211,9 +211,7 @@ module GatewayBench
       end
       errs = results.sum { |r| r[:errors].to_i }
       md << "\nwrk errors (socket errors + non-2xx) over all runs: #{errs}\n"
-      File.write(File.join(@runner.out_dir, 'fastcgi.md'), md)
-      File.write(File.join(@runner.out_dir, 'fastcgi.json'), JSON.pretty_generate(medians: results, runs: runs))
-      puts md
+      @runner.write_report('fastcgi', md, { medians: results, runs: runs })
     end
   end
 end

@@ -135,9 +135,7 @@ module GatewayBench
       hs = res['gateway TLS handshakes'][:rps] / res['nginx TLS handshakes'][:rps]
       lines << "TLS handshakes: gateway / nginx = #{hs.round(2)}x"
       text = lines.join("\n")
-      puts text
-      File.write(File.join(@r.out_dir, 'h2.md'), text + "\n")
-      File.write(File.join(@r.out_dir, 'h2.json'), JSON.pretty_generate(res))
+      @r.write_report('h2', text + "\n", res)
     end
   end
 end

@@ -381,10 +381,7 @@ module GatewayBench
 
     def write(res)
       md = markdown(res)
-      File.write(File.join(@run.out_dir, 'idle.md'), md)
-      File.write(File.join(@run.out_dir, 'idle.json'), JSON.pretty_generate(res))
-      puts md
-      log "wrote #{File.join(@run.out_dir, 'idle.md')} and idle.json"
+      @run.write_report('idle', md, res)
     end
   end
 end

@@ -319,10 +319,7 @@ module GatewayBench
 
     def write(res)
       md = markdown(res)
-      File.write(File.join(@run.out_dir, 'paired.md'), md)
-      File.write(File.join(@run.out_dir, 'paired.json'), JSON.pretty_generate(res))
-      puts md
-      log "wrote #{File.join(@run.out_dir, 'paired.md')} and paired.json"
+      @run.write_report('paired', md, res)
     end
   end
 end

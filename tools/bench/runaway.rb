@@ -124,9 +124,7 @@ module GatewayBench
                    @limit * 1000 + 100)
       md << "\n`loop {}` requests: #{loops.size}, answered #{loops.map(&:first).tally.map { |s, n| "#{s} × #{n}" }.join(', ')}; " \
             "slowest #{format('%.0f', (loops.map(&:last).max || 0) * 1000)} ms.\n"
-      File.write(File.join(@run.out_dir, 'runaway.md'), md)
-      File.write(File.join(@run.out_dir, 'runaway.json'), JSON.pretty_generate(runs))
-      puts md
+      @run.write_report('runaway', md, runs)
     end
   end
 end

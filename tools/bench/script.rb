@@ -242,10 +242,7 @@ module GatewayBench
 
     def write(res)
       md = markdown(res)
-      File.write(File.join(@run.out_dir, 'script.md'), md)
-      File.write(File.join(@run.out_dir, 'script.json'), JSON.pretty_generate(res))
-      puts md
-      log "wrote #{File.join(@run.out_dir, 'script.md')} and script.json"
+      @run.write_report('script', md, res)
     end
   end
 end

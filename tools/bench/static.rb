@@ -173,9 +173,7 @@ module GatewayBench
       rows.select { |r| r[:work] == '100 MB file' }.each do |r|
         s << format("| %s | %.0f | %.3f |\n", r[:server], r[:bytes_per_s].to_f / (1 << 20), cpu_per_gb(r))
       end
-      File.write(File.join(@run.out_dir, 'static.md'), s)
-      File.write(File.join(@run.out_dir, 'static.json'), JSON.pretty_generate(rows))
-      puts s
+      @run.write_report('static', s, rows)
     end
   end
 end

@@ -132,9 +132,7 @@ module GatewayBench
               "CPU per message #{(gw[:cpu_us_per_msg].to_f / ng[:cpu_us_per_msg]).round(2)}\n"
       end
       md << "\nThe peers (Python) bound the rate for both servers; compare the CPU per message.\n"
-      File.write(File.join(@run.out_dir, 'ws.md'), md)
-      File.write(File.join(@run.out_dir, 'ws.json'), JSON.pretty_generate(rows))
-      puts md
+      @run.write_report('ws', md, rows)
     end
   end
 end
