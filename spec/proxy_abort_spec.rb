@@ -12,6 +12,7 @@ RSpec.describe 'proxy_pass with clients that abort' do
     @open = 0       # upstream connections the gateway has not closed yet
     @hangups = 0    # connections the gateway closed before getting an answer
     @answered = 0   # answers written
+    @done = 0       # connections whose handler has finished (cut, answered or closed)
     # Reads a request, waits 0.2 s (or until the gateway hangs up), answers.
     @up = fake_upstream do |peer|
       @lock.synchronize { @open += 1 }
@@ -29,6 +30,7 @@ RSpec.describe 'proxy_pass with clients that abort' do
       ensure
         @lock.synchronize do
           @open -= 1
+          @done += 1
           @hangups += 1 if cut
         end
       end
@@ -78,8 +80,12 @@ RSpec.describe 'proxy_pass with clients that abort' do
 
   # After the aborts, every exchange the gateway started is cut (or done)
   # and its connection closed; only `pooled` idle ones (+ 2) may stay open.
+  # Counted from the accepts: a connection whose handler thread has not run
+  # yet is open too (reading only the handlers' count, all zero then, raced).
   def expect_upstream_connections_closed(pooled = 0)
-    poll('the gateway to close its upstream connections', timeout: 5) { counts[:open] <= pooled + 2 }
+    poll('the gateway to close its upstream connections', timeout: 5) do
+      @up.accepted - @lock.synchronize { @done } <= pooled + 2
+    end
   rescue GatewaySpec::TimeoutError => e
     raise e, "#{e.message}: #{counts.inspect}, accepted #{@up.accepted}"
   end
@@ -91,6 +97,11 @@ RSpec.describe 'proxy_pass with clients that abort' do
       # The gateway must have started some upstream exchanges and cut them.
       poll('the upstream to see connections') { @up.accepted.positive? }
       expect_upstream_connections_closed
+      begin # a handler thread may still be starting: give it time, then judge
+        poll('the upstream to see a cut exchange', timeout: 5) { counts[:hangups] >= 1 }
+      rescue GatewaySpec::TimeoutError
+        nil # the expectation below says what was seen
+      end
       c = counts
       expect(c[:hangups]).to be >= 1, "no exchange was cut by the gateway: #{c.inspect}, accepted #{@up.accepted}"
       expect_worker_fine(pid)
