@@ -63,15 +63,23 @@ async def closed_by_server():
             out("ok closed", e.rcvd.code if e.rcvd else None, e.rcvd.reason if e.rcvd else "")
 
 
+async def said(ws):
+    """The next chat line, past the "* guestN joined" notices."""
+    while True:
+        m = await asyncio.wait_for(ws.recv(), 5)
+        if not m.startswith("* "):
+            return m
+
+
 async def chat_pair():
     async with connect() as a, connect() as b:
         await asyncio.sleep(0.2)  # both joined
         await a.send("hi from a")
-        got_b = await asyncio.wait_for(b.recv(), 5)
-        got_a = await asyncio.wait_for(a.recv(), 5)
+        got_b = await said(b)
+        got_a = await said(a)
         await b.send("hi from b")
-        got_a2 = await asyncio.wait_for(a.recv(), 5)
-        got_b2 = await asyncio.wait_for(b.recv(), 5)
+        got_a2 = await said(a)
+        got_b2 = await said(b)
         out("b saw", got_b)
         out("a saw", got_a2)
         assert got_a == got_b and got_a2 == got_b2
