@@ -30,6 +30,7 @@
 #include "upstream.h"
 #include "tunnel.h"
 #include "websocket.h"
+#include "ws_handler.h"
 #include "worker.h"
 
 #define ACCEPT_BURST 64
@@ -329,7 +330,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   }
   gw_h2_shutdown_all(0);
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
-  gw_ws_close_all();     /* ... and scripted ones */
+  gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
+  gw_ws_close_all();     /* ... and connections */
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);

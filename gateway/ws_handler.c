@@ -20,18 +20,30 @@ typedef struct {
 
 /* A scripted WebSocket: the request its handler fiber runs for, detached
  * from the client connection (whose socket went to `ws`). */
-typedef struct {
+typedef struct session_s {
   gw_request_t req;         /* proto_ctx: this session */
   gw_ws_t *ws;              /* released when the handler ends */
   char remote_addr[48];
+  struct session_s *next, *prev; /* every session, for gw_ws_handler_close_all */
 } session_t;
+
+static session_t *sessions;
+
+static void unlink_session(session_t *s)
+{
+  if (s->prev) s->prev->next = s->next;
+  else if (sessions == s) sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
 
 static void session_free(evutil_socket_t fd, short what, void *arg)
 {
   session_t *s = arg;
   (void)fd;
   (void)what;
-  gw_request_dispose(&s->req);
+  unlink_session(s);
+  gw_request_dispose(&s->req); /* aborts it first if it still runs */
   free(s);
 }
 
@@ -46,6 +58,7 @@ static void session_done(gw_request_t *req)
     gw_ws_release(s->ws);
     s->ws = NULL;
   }
+  unlink_session(s); /* only the event below frees it now */
   if (event_base_once(req->ctx->base, -1, EV_TIMEOUT, session_free, s, NULL) != 0)
     gw_log_error("websocket %.*s: cannot free its session (out of memory)", (int)req->path_len, req->target);
 }
@@ -197,8 +210,21 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     return;
   }
   s->ws = ws;
+  s->next = sessions;
+  if (sessions) sessions->prev = s;
+  sessions = s;
   s->req.running = 1;
   h->script->on_req(h->script, &s->req);
+}
+
+void gw_ws_handler_close_all(void)
+{
+  for (int guard = 0; sessions != NULL && guard < 10000000; guard++) {
+    session_t *s = sessions; /* its parked fiber is dropped, never resumed */
+    if (s->ws) gw_ws_release(s->ws);
+    s->ws = NULL;
+    session_free(-1, 0, s);
+  }
 }
 
 static void dispose(gw_handler_t *self)

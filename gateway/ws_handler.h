@@ -30,4 +30,8 @@ gw_handler_t *gw_ws_handler_new(gw_handler_t *script, size_t max_message, int ti
  * request, or the handler ended). */
 gw_ws_t *gw_ws_handler_socket(const gw_request_t *req);
 
+/* Worker stop: every session still running ends now (its fiber is dropped,
+ * not resumed); the connections themselves go with gw_ws_close_all(). */
+void gw_ws_handler_close_all(void);
+
 #endif
