@@ -300,6 +300,22 @@ RSpec.describe 'WebSocket handlers in Ruby' do
     end
   end
 
+  {
+    'websocket: 5' => /websocket: must be a Proc taking \(ws, req\)/,
+    'websocket: ->(ws, req) {}, proxy_pass: "http://127.0.0.1:1"' => /websocket: is the location's content/,
+    'websocket: ->(ws, req) {}, websocket_max_message: 0' => /websocket_max_message: must be a number of bytes/,
+    'websocket: ->(ws, req) {}, websocket_protocols: ["a b"]' => /websocket_protocols: must be an Array of tokens/,
+    'websocket_protocols: ["chat"] do "x" end' => /need websocket:/
+  }.each do |opts, message|
+    it "rejects #{opts} at start-up, naming the file and line" do
+      path = write_config(%(server listen: "127.0.0.1:#{free_port}" do\n  location "/ws", #{opts}\nend\n))
+      r = run_gateway('-t', '-f', path)
+      expect(r.exitstatus).to eq(1)
+      expect(r.output).to match(message)
+      expect(r.output).to include("#{File.basename(path)}:2")
+    end
+  end
+
   describe 'over wss://' do
     it 'runs the same handlers on a TLS listener' do
       start(tls: true)
