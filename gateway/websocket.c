@@ -112,6 +112,13 @@ static void set_reading(gw_ws_t *ws, int on)
   ws->reading = on ? 1 : 0;
 }
 
+/* Input is read while the owner takes messages and the output has room:
+ * a peer that sends pings but reads nothing cannot grow the pong queue. */
+static int may_read(const gw_ws_t *ws)
+{
+  return !ws->paused && !ws->shut_after_flush && evbuffer_get_length(ws->out) <= GW_WS_HIGH_WATER;
+}
+
 static void want_write(gw_ws_t *ws)
 {
   if (ws->fd >= 0 && !ws->writing) {
@@ -172,6 +179,7 @@ static void flush(gw_ws_t *ws)
     shut(ws, ws->parser.error_code ? ws->parser.error_code : ws->parser.close_code);
     return;
   }
+  if (!ws->reading && left < GW_WS_LOW_WATER && may_read(ws)) set_reading(ws, 1); /* room again */
   if (ws->above_high && left < GW_WS_LOW_WATER) {
     ws->above_high = 0;
     if (ws->events && ws->events->on_drain) ws->events->on_drain(ws->arg);
@@ -260,7 +268,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     free(h);
   }
   uint8_t buf[READ_SIZE];
-  for (int k = 0; k < READS_PER_EVENT && ws->fd >= 0 && !ws->paused && !ws->shut_after_flush; k++) {
+  for (int k = 0; k < READS_PER_EVENT && ws->fd >= 0 && may_read(ws); k++) {
     ssize_t n = ws->tls ? gw_tls_read(ws->tls, buf, sizeof(buf)) : read(ws->fd, buf, sizeof(buf));
     if (n > 0) {
       ws->last = now_ms();
@@ -274,7 +282,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     break;
   }
   if (ws->fd >= 0) {
-    set_reading(ws, !ws->paused && !ws->shut_after_flush);
+    set_reading(ws, may_read(ws));
     if (ws->reading && ws->tls && gw_tls_pending(ws->tls)) event_active(&ws->rev, EV_READ, 0);
     flush(ws);
   }
@@ -362,7 +370,7 @@ void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg)
       ws->msg_held = 0;
       event_active(&ws->rev, EV_READ, 0);
     } else {
-      set_reading(ws, !ws->shut_after_flush);
+      set_reading(ws, may_read(ws));
     }
   }
 }
@@ -400,7 +408,7 @@ void gw_ws_resume(gw_ws_t *ws)
     event_active(&ws->rev, EV_READ, 0); /* delivered from the loop */
   } else {
     ws->paused = 0;
-    set_reading(ws, !ws->shut_after_flush);
+    set_reading(ws, may_read(ws));
   }
 }
 
@@ -431,6 +439,11 @@ void gw_ws_close_all(void)
   for (int guard = 0; all != NULL && guard < 10000000; guard++) {
     gw_ws_t *ws = all;
     ws->closed_told = 1; /* no Ruby runs at worker exit: on_free only */
+    if (ws->fd >= 0) { /* 1001 going away (and what is queued before it), if the socket takes it now */
+      queue_close(ws, GW_WS_GOING_AWAY, NULL, 0);
+      if (ws->tls) gw_tls_write(ws->tls, ws->out);
+      else evbuffer_write(ws->out, ws->fd);
+    }
     shut(ws, 1001);
     ws_free(ws);
   }

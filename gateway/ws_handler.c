@@ -221,7 +221,10 @@ void gw_ws_handler_close_all(void)
 {
   for (int guard = 0; sessions != NULL && guard < 10000000; guard++) {
     session_t *s = sessions; /* its parked fiber is dropped, never resumed */
-    if (s->ws) gw_ws_release(s->ws);
+    if (s->ws) {
+      gw_ws_close(s->ws, GW_WS_GOING_AWAY, NULL, 0); /* written by gw_ws_close_all() */
+      gw_ws_release(s->ws);
+    }
     s->ws = NULL;
     session_free(-1, 0, s);
   }

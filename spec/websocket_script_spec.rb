@@ -240,6 +240,14 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       end
     end
 
+    it 'says 1001 going away to open connections when the worker stops' do
+      s = upgraded
+      s.write(frame(1, 'x'))
+      expect(read_frame(s)).to eq([1, 'x'])
+      @gw.signal('TERM')
+      expect_close(s, 1001)
+    end
+
     it 'accepts UTF-8 split across fragments' do
       s = upgraded
       s.write(frame(1, "a\xe2\x82".b, fin: false) + frame(0, "\xac".b))
