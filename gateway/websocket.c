@@ -375,6 +375,11 @@ void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg)
   }
 }
 
+void *gw_ws_events_arg(const gw_ws_t *ws)
+{
+  return ws->events ? ws->arg : NULL;
+}
+
 int gw_ws_send(gw_ws_t *ws, int binary, const char *data, size_t len)
 {
   if (ws->fd < 0 || ws->close_sent || ws->close_received) return -1;

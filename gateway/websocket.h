@@ -59,6 +59,8 @@ gw_ws_t *gw_ws_new(struct event_base *base, int fd, gw_tls_conn_t *tls, const ch
 
 /* Who hears the events (NULL: nobody; messages are then held). */
 void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg);
+/* The arg of who hears them now, or NULL. */
+void *gw_ws_events_arg(const gw_ws_t *ws);
 
 /* Queues a message (text unless binary) in one frame. 0, or -1 when the
  * connection is closing or closed (nothing queued). */

@@ -24,6 +24,8 @@ typedef struct session_s {
   gw_request_t req;         /* proto_ctx: this session */
   gw_ws_t *ws;              /* released when the handler ends */
   char remote_addr[48];
+  gw_tls_info_t tls_info;   /* a copy of the connection's (req.scheme, req.tls_*), which goes with the socket */
+  char *server_name;        /* owned: its SNI name, or NULL */
   struct session_s *next, *prev; /* every session, for gw_ws_handler_close_all */
 } session_t;
 
@@ -44,6 +46,7 @@ static void session_free(evutil_socket_t fd, short what, void *arg)
   (void)what;
   unlink_session(s);
   gw_request_dispose(&s->req); /* aborts it first if it still runs */
+  free(s->server_name);
   free(s);
 }
 
@@ -134,6 +137,12 @@ static session_t *session_new(const gw_request_t *req)
   r->start_ms = req->start_ms;
   snprintf(s->remote_addr, sizeof(s->remote_addr), "%s", req->remote_addr ? req->remote_addr : "-");
   r->remote_addr = s->remote_addr;
+  if (req->tls) { /* OpenSSL's protocol and cipher names are static; the SNI name is the connection's */
+    s->tls_info = *req->tls;
+    s->server_name = req->tls->server_name ? strdup(req->tls->server_name) : NULL;
+    s->tls_info.server_name = s->server_name;
+    r->tls = &s->tls_info;
+  }
   if (gw_request_set_target(r, req->target, req->target_len) != 0 || gw_headers_copy(&r->headers, &req->headers) != 0) {
     gw_request_dispose(r);
     free(s);

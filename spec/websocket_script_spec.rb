@@ -44,7 +44,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       end
     }
     location "/info", websocket_protocols: ["chat", "superchat"], websocket: ->(ws, req) {
-      ws.send("#{req.uri} #{req.headers_in['x-who']} #{ws.protocol.inspect}")
+      ws.send("#{req.uri} #{req.headers_in['x-who']} #{ws.protocol.inspect} #{req.scheme}")
       ws.receive
     }
     location "/slow", websocket: ->(ws, req) {
@@ -189,7 +189,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
     it 'picks the first subprotocol of the client that the location offers, and sees the request' do
       out = client('/info?x=1', 'protocol', 'superchat')
       expect(out).to include('protocol superchat')
-      expect(out).to include('first /info  "superchat"')
+      expect(out).to include('first /info  "superchat" http')
       expect(out).to include('ok protocol')
     end
 
@@ -329,6 +329,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       start(tls: true)
       expect(client('/echo', 'echo', scheme: 'wss')).to include('ok echo 1000')
       expect(client('/boom', 'closed_by_server', 'x', scheme: 'wss')).to include('ok closed 1011')
+      expect(client('/info', 'protocol', 'chat', scheme: 'wss')).to include('first /info  "chat" https')
     end
 
     it 'proxies WebSockets on a TLS listener (proxy_pass)' do

@@ -40,7 +40,7 @@ static void wsobj_free(mrb_state *mrb, void *p)
   wsobj_t *o = p;
   (void)mrb;
   if (o == NULL) return;
-  if (o->ws) gw_ws_set_events(o->ws, NULL, NULL);
+  if (o->ws && gw_ws_events_arg(o->ws) == o) gw_ws_set_events(o->ws, NULL, NULL);
   free(o);
 }
 
@@ -129,6 +129,7 @@ static mrb_value ws_attach(mrb_state *mrb, mrb_value cls)
   gw_request_t *req = gw_mrb_request_ptr(mrb, mrb_get_arg1(mrb));
   gw_ws_t *ws = gw_ws_handler_socket(req);
   if (ws == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Gateway::WebSocket: this request is not a websocket: location's");
+  if (gw_ws_events_arg(ws) != NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Gateway::WebSocket: this connection has its object already");
   struct RData *d = mrb_data_object_alloc(mrb, mrb_class_ptr(cls), NULL, &ws_type);
   wsobj_t *o = calloc(1, sizeof(*o));
   if (o == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
