@@ -267,6 +267,8 @@ gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t 
   if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
   update_reading(t, 0);
   update_reading(t, 1);
+  /* What OpenSSL decrypted past the handshake raises no socket event. */
+  if (tls_a && t->s[0].reading && gw_tls_pending(tls_a)) event_active(&t->s[0].rev, EV_READ, 0);
   return t;
 }
 

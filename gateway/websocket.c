@@ -366,8 +366,8 @@ void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg)
   ws->arg = arg;
   if (events && ws->paused && !ws->msg_held && ws->fd >= 0) { /* the first listener: bytes read early, then the socket */
     ws->paused = 0;
-    if (ws->held) {
-      ws->msg_held = 0;
+    if (ws->held || (ws->tls && gw_tls_pending(ws->tls))) { /* bytes already read (or decrypted) */
+      set_reading(ws, may_read(ws));
       event_active(&ws->rev, EV_READ, 0);
     } else {
       set_reading(ws, may_read(ws));

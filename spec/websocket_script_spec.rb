@@ -109,13 +109,13 @@ RSpec.describe 'WebSocket handlers in Ruby' do
 
   # -- a raw client ------------------------------------------------------------
 
-  def raw_connect(path = '/echo', headers = nil, rcvbuf: nil)
+  def raw_connect(path = '/echo', headers = nil, rcvbuf: nil, early: '')
     s = Socket.new(:INET, :STREAM)
     s.setsockopt(Socket::SOL_SOCKET, Socket::SO_RCVBUF, rcvbuf) if rcvbuf
     s.connect(Socket.sockaddr_in(@port, '127.0.0.1'))
     headers ||= { 'Upgrade' => 'websocket', 'Connection' => 'Upgrade', 'Sec-WebSocket-Version' => '13',
                   'Sec-WebSocket-Key' => [Random.bytes(16)].pack('m0') }
-    s.write("GET #{path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers.map { |k, v| "#{k}: #{v}\r\n" }.join + "\r\n")
+    s.write("GET #{path} HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers.map { |k, v| "#{k}: #{v}\r\n" }.join + "\r\n" + early)
     s
   end
 
@@ -246,6 +246,18 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       expect(read_frame(s)).to eq([1, 'x'])
       @gw.signal('TERM')
       expect_close(s, 1001)
+    end
+
+    it 'takes frames sent right behind the handshake, in the same write' do
+      s = raw_connect('/echo', { 'Upgrade' => 'websocket', 'Connection' => 'Upgrade', 'Sec-WebSocket-Version' => '13',
+                                 'Sec-WebSocket-Key' => 'dGhlIHNhbXBsZSBub25jZQ==' }, early: frame(1, 'early') + frame(9, 'p'))
+      expect(read_head(s)).to start_with('HTTP/1.1 101 ')
+      expect(read_frame(s)).to eq([1, 'early'])
+      expect(read_frame(s)).to eq([10, 'p'])
+      s.write(frame(8, ''))
+      op, payload = read_frame(s)
+      expect([op, payload]).to eq([8, '']) # no code given: none echoed
+      s.close
     end
 
     it 'accepts UTF-8 split across fragments' do
