@@ -63,6 +63,16 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       ws.close(4000, "bye now")
       ws.receive
     }
+    location "/sink", websocket: ->(ws, req) {
+      $sink = ws
+      ws.receive
+    }
+    location "/blast" do
+      chunk = "y" * 65536
+      ok = 0
+      40.times { ok += 1 if $sink.send(chunk, binary: true) }
+      "#{ok} #{$sink.closed?}"
+    end
     location "/flood", tunnel_timeout: 1, websocket: ->(ws, req) {
       chunk = "x" * 65536
       while ws.send(chunk, binary: true)
@@ -293,6 +303,23 @@ RSpec.describe 'WebSocket handlers in Ruby' do
       poll('the idle timeout to close it', timeout: 5) { status_of_worker['websockets_active'].zero? }
       s.close
       expect(http_get(@port, '/count').body.to_i).to eq(sent)
+    end
+
+    it "closes with 1008 a connection that another fiber's sends pushed over 1 MiB, and refuses more" do
+      s = upgraded('/sink', rcvbuf: 4096)
+      sleep 0.2
+      ok, closed = http_get(@port, '/blast').body.split
+      expect(ok.to_i).to be_between(1, 39) # 2.5 MiB offered; about 1 MiB and what the kernel holds taken
+      expect(closed).to eq('true')
+      payload = +''
+      while (f = read_frame(s, timeout: 10))
+        break if f[0] == 8
+
+        payload << f[1]
+      end
+      expect(f && f[1].unpack1('n')).to eq(1008)
+      expect(payload.bytesize % 65_536).to eq(0)
+      s.close
     end
 
     {
