@@ -88,6 +88,8 @@ static void update_reading(gw_tunnel_t *t, int i)
   side_t *s = &t->s[i];
   size_t queued = evbuffer_get_length(t->s[1 - i].out);
   set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
+  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
+  if (s->tls && s->reading && gw_tls_pending(s->tls)) event_active(&s->rev, EV_READ, 0);
 }
 
 static int finished(const gw_tunnel_t *t)
@@ -165,8 +167,6 @@ static void on_readable(gw_tunnel_t *t, int i)
   }
   if (flush_side(t, 1 - i) < 0) return;
   update_reading(t, i);
-  /* Decrypted bytes OpenSSL holds raise no socket event. */
-  if (s->tls && s->reading && gw_tls_pending(s->tls)) event_active(&s->rev, EV_READ, 0);
 }
 
 static void on_read0(evutil_socket_t fd, short what, void *arg)
@@ -265,10 +265,8 @@ gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t 
   t->last = now_ms();
   arm_timer(t, t->timeout_ms);
   if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
-  update_reading(t, 0);
+  update_reading(t, 0); /* and what OpenSSL decrypted past the handshake */
   update_reading(t, 1);
-  /* What OpenSSL decrypted past the handshake raises no socket event. */
-  if (tls_a && t->s[0].reading && gw_tls_pending(tls_a)) event_active(&t->s[0].rev, EV_READ, 0);
   return t;
 }
 

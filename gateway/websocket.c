@@ -110,6 +110,8 @@ static void set_reading(gw_ws_t *ws, int on)
   if (on && !ws->reading) event_add(&ws->rev, NULL);
   else if (!on && ws->reading) event_del(&ws->rev);
   ws->reading = on ? 1 : 0;
+  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
+  if (on && ws->tls && gw_tls_pending(ws->tls)) event_active(&ws->rev, EV_READ, 0);
 }
 
 /* Input is read while the owner takes messages and the output has room:
@@ -283,7 +285,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   }
   if (ws->fd >= 0) {
     set_reading(ws, may_read(ws));
-    if (ws->reading && ws->tls && gw_tls_pending(ws->tls)) event_active(&ws->rev, EV_READ, 0);
     flush(ws);
   }
   ws->busy--;
@@ -366,12 +367,8 @@ void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg)
   ws->arg = arg;
   if (events && ws->paused && !ws->msg_held && ws->fd >= 0) { /* the first listener: bytes read early, then the socket */
     ws->paused = 0;
-    if (ws->held || (ws->tls && gw_tls_pending(ws->tls))) { /* bytes already read (or decrypted) */
-      set_reading(ws, may_read(ws));
-      event_active(&ws->rev, EV_READ, 0);
-    } else {
-      set_reading(ws, may_read(ws));
-    }
+    set_reading(ws, may_read(ws)); /* and what OpenSSL decrypted past the handshake */
+    if (ws->held) event_active(&ws->rev, EV_READ, 0); /* bytes read with the handshake */
   }
 }
 
