@@ -78,6 +78,7 @@ static const gw_err_t ERR_PREMATURE = {GW_ERR_CLOSED, "upstream closed connectio
 static const gw_err_t ERR_CONNECT_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"};
 static const gw_err_t ERR_HANDSHAKE_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream TLS handshake timed out"};
 static const gw_err_t ERR_TLS = {GW_ERR_TLS, "upstream TLS handshake failed"};
+static const gw_err_t ERR_TLS_BROKEN = {GW_ERR_RESET, "upstream TLS connection failed"};
 static const gw_err_t ERR_TIMEOUT = {GW_ERR_TIMEOUT, "upstream timed out"};
 static const gw_err_t ERR_INVALID = {GW_ERR_BAD_RESPONSE, "invalid upstream response"};
 static const gw_err_t ERR_TOO_LARGE = {GW_ERR_TOO_LARGE, "upstream response too large"};
@@ -364,6 +365,7 @@ static gw_err_t errno_error(int e)
   case ECONNREFUSED: return ERR_REFUSED;
   case ECONNRESET:
   case EPIPE: return ERR_RESET;
+  case EPROTO: return ERR_TLS_BROKEN; /* a TLS error after the handshake: something may have been sent */
   default: return ERR_CONNECT;
   }
 }
@@ -467,7 +469,9 @@ static void conn_connected(upstream_conn_t *c)
     return;
   }
   c->state = CONN_HANDSHAKE;
-  conn_set_timer(c, c->req->connect_timeout_ms); /* the handshake is part of connecting */
+  /* The handshake is part of connecting: the connect timer (running unless
+   * connect(2) succeeded at once) covers both. */
+  if (!event_pending(&c->pc.tev, EV_TIMEOUT, NULL)) conn_set_timer(c, c->req->connect_timeout_ms);
   conn_handshake(c);
 }
 

@@ -7,6 +7,7 @@
 # listener, and small Ruby sockets that hang or answer garbage.
 require_relative 'spec_helper'
 require 'open3'
+require 'openssl'
 require 'socket'
 
 module HTTPSUpstreamHelpers
@@ -125,6 +126,39 @@ module HTTPSUpstreamHelpers
       @server.close rescue nil
       @thread.join(2)
       @socks.each { |s| s.close rescue nil }
+    end
+  end
+
+  # A TLS peer (Ruby's OpenSSL) that reads a request head and answers
+  # `reply`, then closes the TCP connection without a close_notify.
+  class AbruptTLSPeer
+    attr_reader :port
+
+    def initialize(dir, reply)
+      tcp = TCPServer.new('127.0.0.1', 0)
+      @port = tcp.addr[1]
+      ctx = OpenSSL::SSL::SSLContext.new
+      ctx.cert = OpenSSL::X509::Certificate.new(File.read(File.join(dir, 'server.pem')))
+      ctx.key = OpenSSL::PKey.read(File.read(File.join(dir, 'server.key')))
+      @server = OpenSSL::SSL::SSLServer.new(tcp, ctx)
+      @thread = Thread.new do
+        loop do
+          s = @server.accept
+          head = +''
+          head << s.readpartial(4096) until head.include?("\r\n\r\n")
+          s.write(reply)
+          s.to_io.close # no close_notify
+        rescue OpenSSL::SSL::SSLError, EOFError, Errno::ECONNRESET
+          next
+        end
+      rescue IOError, SystemCallError
+        nil
+      end
+    end
+
+    def stop
+      @server.close rescue nil
+      @thread.join(2)
     end
   end
 end
@@ -304,6 +338,29 @@ RSpec.describe 'HTTPS upstreams' do
     expect(r.body).to start_with('sub 200 sni=')
     expect(r.body).to include('uri=/from-sub')
     expect(get('/sub-default').body).to eq('Gateway::UpstreamError: upstream TLS handshake failed')
+  end
+
+  it 'an upstream closing mid-response (no close_notify) cuts the response short; a close-delimited one is whole' do
+    cut = HTTPSUpstreamHelpers::AbruptTLSPeer.new(@dir, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+    whole = HTTPSUpstreamHelpers::AbruptTLSPeer.new(@dir, "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nto the end")
+    @gw.stop
+    @gw = start_gateway(<<~RUBY, ports: @port)
+      server listen: "127.0.0.1:#{@port}" do
+        location "/cut/", proxy_pass: "https://127.0.0.1:#{cut.port}/", tls_ca: "#{@dir}/ca.pem"
+        location "/whole/", proxy_pass: "https://127.0.0.1:#{whole.port}/", tls_ca: "#{@dir}/ca.pem"
+      end
+    RUBY
+    raw = raw_request(@port, "GET /cut/ HTTP/1.1\r\nHost: x\r\n\r\n", read_timeout: 5)
+    head, body = raw.split("\r\n\r\n", 2)
+    expect(head).to start_with('HTTP/1.1 200')
+    expect(head).to include('Content-Length: 100')
+    expect(body).to eq('0123456789') # then the client's connection closed: never a fake complete response
+    GatewaySpec.poll('the log line') { @gw.log.include?('upstream closed connection prematurely after the response began') }
+    r = get('/whole/')
+    expect([r.status, r.body]).to eq([200, 'to the end'])
+  ensure
+    cut&.stop
+    whole&.stop
   end
 
   it 'answers 504 when the upstream accepts but never completes the handshake' do
