@@ -363,6 +363,13 @@ RSpec.describe 'HTTPS upstreams' do
     whole&.stop
   end
 
+  it 'answers a WebSocket handshake for an https:// upstream with a clear 502 (not supported)' do
+    r = get('/ca/ws', 'Connection' => 'Upgrade', 'Upgrade' => 'websocket', 'Sec-WebSocket-Version' => '13',
+            'Sec-WebSocket-Key' => 'dGhlIHNhbXBsZSBub25jZQ==')
+    expect(r.status).to eq(502)
+    GatewaySpec.poll('the log line') { @gw.log.include?('WebSocket to an https:// upstream is not supported') }
+  end
+
   it 'answers 504 when the upstream accepts but never completes the handshake' do
     t0 = GatewaySpec.now
     r = get('/hang/')
