@@ -26,7 +26,7 @@ module GatewayBench
       @root = root
       @conns = env_int(env, 'CONNS', 50)
       @rounds = env_int(env, 'ROUNDS', 3)
-      @duration = Float(env.fetch('DURATION', '5'))
+      @duration = env_int(env, 'DURATION', 5) # wrk takes whole seconds
       @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
       @run = Runner.new(root: root, env: env, tag: 'https_upstream')
     end
@@ -121,7 +121,7 @@ module GatewayBench
                   proxy_set_header Connection "";
                   proxy_ssl_session_reuse on;
                   proxy_ssl_verify on;
-                  proxy_ssl_name 127.0.0.1;
+                  proxy_ssl_name localhost; # nginx checks a DNS name (the gateway: the IP entry)
                   proxy_ssl_trusted_certificate #{@certs}/ca.pem;
               }
           }
