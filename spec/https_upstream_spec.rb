@@ -190,6 +190,8 @@ RSpec.describe 'HTTPS upstreams' do
       upstream :tlsgroup, servers: ["https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
       upstream :mixed, servers: ["127.0.0.1:#{free_port}", "https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
       upstream :hanging, servers: ["https://127.0.0.1:#{@hang.port}"], connect_timeout: 1, tls_verify: false
+      upstream :halfbad, servers: ["https://127.0.0.1:#{@np[:self]}", "https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}",
+               max_fails: 1, fail_timeout: 30
       server listen: "127.0.0.1:#{@port}" do
         location "/ca/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/", tls_ca: "#{ca}"
         location "/default/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/"
@@ -204,6 +206,7 @@ RSpec.describe 'HTTPS upstreams' do
         location "/fresh/", proxy_pass: "https://127.0.0.1:#{@np[:fresh]}/", tls_ca: "#{ca}"
         location "/group/", proxy_pass: "http://tlsgroup/"
         location "/mixed/", proxy_pass: "http://mixed/"
+        location "/halfbad/", proxy_pass: "http://halfbad/"
         location "/hang/", proxy_pass: "http://hanging/"
         location "/garbage/", proxy_pass: "https://127.0.0.1:#{@garbage.port}/", tls_verify: false
         location "/gw/", proxy_pass: "https://127.0.0.1:#{@tls_port}/", tls_ca: "#{ca}", tls_server_name: "localhost"
@@ -327,6 +330,20 @@ RSpec.describe 'HTTPS upstreams' do
     expect(r.status).to eq(200)
     expect(field(r.body, 'uri')).to eq('/g')
     2.times { expect(get('/mixed/m').status).to eq(200) }
+  end
+
+  it 'a server whose certificate is refused counts as a connect failure: the next one answers, it is marked down' do
+    3.times { expect(get('/halfbad/h').status).to eq(200) }
+    GatewaySpec.poll('the log lines') { @gw.log.include?("server https://127.0.0.1:#{@np[:self]} marked down") }
+    expect(@gw.log.scan("127.0.0.1:#{@np[:self]}: TLS handshake failed: certificate verify failed").size).to eq(1)
+  end
+
+  it 'pools connections per TLS server name: the SNI of each request is its own, never a pooled neighbour\'s' do
+    20.times do |i|
+      path, want = i.even? ? ['/ca/', ''] : ['/sni/', 'localhost']
+      r = get(path)
+      expect([r.status, field(r.body, 'sni')]).to eq([200, want])
+    end
   end
 
   it 'req.proxy_pass("https://...") and Async::HTTP.sub_request("https://...") use the location\'s tls_ca:' do
