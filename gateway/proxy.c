@@ -39,6 +39,7 @@ typedef struct {
   long long head_length;  /* ... and the length to announce once it is done */
   int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
+  int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
   gw_err_t done_err;
   char *target;
   gw_headers_t headers;
@@ -352,7 +353,7 @@ static int send_op(proxy_op_t *op)
     op->params.port = s->port;
     op->params.addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL;
     op->params.addrlen = s->addrlen;
-    op->params.tls = s->tls ? tls_settings(req, op->group) : NULL;
+    op->params.tls = s->tls || op->https ? tls_settings(req, op->group) : NULL;
     s->active++;
     copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
   }
@@ -506,6 +507,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     return;
   }
   op->req = req;
+  op->https = u->tls;
   gw_headers_init(&op->headers);
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);

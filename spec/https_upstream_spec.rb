@@ -188,6 +188,7 @@ RSpec.describe 'HTTPS upstreams' do
     ca = "#{@dir}/ca.pem"
     @gw = start_gateway(<<~RUBY, ports: @port)
       upstream :tlsgroup, servers: ["https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
+      upstream :plainlisted, servers: ["127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
       upstream :mixed, servers: ["127.0.0.1:#{free_port}", "https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
       upstream :hanging, servers: ["https://127.0.0.1:#{@hang.port}"], connect_timeout: 1, tls_verify: false
       upstream :halfbad, servers: ["https://127.0.0.1:#{@np[:self]}", "https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}",
@@ -205,6 +206,7 @@ RSpec.describe 'HTTPS upstreams' do
         location "/nocert/", proxy_pass: "https://127.0.0.1:#{@np[:mtls]}/", tls_ca: "#{ca}"
         location "/fresh/", proxy_pass: "https://127.0.0.1:#{@np[:fresh]}/", tls_ca: "#{ca}"
         location "/group/", proxy_pass: "http://tlsgroup/"
+        location "/plaingroup/", proxy_pass: "https://plainlisted/"
         location "/mixed/", proxy_pass: "http://mixed/"
         location "/halfbad/", proxy_pass: "http://halfbad/"
         location "/hang/", proxy_pass: "http://hanging/"
@@ -325,11 +327,13 @@ RSpec.describe 'HTTPS upstreams' do
     expect(r.body).to eq('0123456789abcdef' * 262_144)
   end
 
-  it 'uses https:// servers of an upstream group, and tries the next server after a refused one' do
+  it 'uses https:// servers of an upstream group (or all, for proxy_pass "https://GROUP/"), and tries the next server after a refused one' do
     r = get('/group/g')
     expect(r.status).to eq(200)
     expect(field(r.body, 'uri')).to eq('/g')
     2.times { expect(get('/mixed/m').status).to eq(200) }
+    r = get('/plaingroup/p') # proxy_pass "https://GROUP/": every server of the group over TLS, as nginx
+    expect([r.status, field(r.body, 'uri')]).to eq([200, '/p'])
   end
 
   it 'a server whose certificate is refused counts as a connect failure: the next one answers, it is marked down' do
