@@ -449,6 +449,8 @@ static void conn_handshake(upstream_conn_t *c)
     req_fail(c->req, ERR_TLS);
     return;
   }
+  c->pool->stats.tls_handshakes++;
+  if (gw_tls_client_resumed(c->tls)) c->pool->stats.tls_resumed++;
   c->state = CONN_ACTIVE;
   conn_ready(c);
 }

@@ -161,6 +161,8 @@ typedef struct {
   unsigned long reused;   /* requests sent on a pooled connection */
   unsigned long idle;     /* idle connections right now */
   unsigned long retried;  /* requests retried once after a stale pooled connection */
+  unsigned long tls_handshakes; /* TLS handshakes completed (HTTPS upstreams) */
+  unsigned long tls_resumed;    /* ... of which resumed a session */
 } gw_upstream_stats_t;
 void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out);
 

@@ -6,6 +6,7 @@
 # free ports, with its own prefix, stopped by PID), the gateway's own TLS
 # listener, and small Ruby sockets that hang or answer garbage.
 require_relative 'spec_helper'
+require 'json'
 require 'open3'
 require 'openssl'
 require 'socket'
@@ -195,6 +196,7 @@ RSpec.describe 'HTTPS upstreams' do
                max_fails: 1, fail_timeout: 30
       server listen: "127.0.0.1:#{@port}" do
         location "/ca/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/", tls_ca: "#{ca}"
+        location "/status", status: true
         location "/default/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/"
         location "/noverify/", proxy_pass: "https://127.0.0.1:#{@np[:self]}/", tls_verify: false
         location "/selfsigned/", proxy_pass: "https://127.0.0.1:#{@np[:self]}/", tls_ca: "#{ca}"
@@ -306,6 +308,11 @@ RSpec.describe 'HTTPS upstreams' do
     end
     expect(seen.map(&:first).uniq.size).to eq(4) # a new connection each time
     expect(seen.drop(1).map(&:last)).to all(eq('r'))
+    tls = lambda do # the status page: counters published by the worker (at most a second old)
+      w = JSON.parse(get('/status').body)['workers'].find { |x| x['port'] == @port }
+      [w['upstream_tls_handshakes'], w['upstream_tls_resumed']]
+    end
+    GatewaySpec.poll('the TLS counters', timeout: 5) { tls.call == [4, 3] }
   end
 
   it 'presents a client certificate (tls_cert:/tls_key:) to an upstream that requires one' do
