@@ -44,14 +44,15 @@ module HTTPSUpstreamHelpers
   def start_nginx(dir, ports)
     %w[tmp_body tmp_proxy tmp_fcgi tmp_uwsgi tmp_scgi logs].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
     info = 'return 200 "sni=$ssl_server_name reused=$ssl_session_reused conn=$connection ' \
-           'n=$connection_requests proto=$ssl_protocol client=$ssl_client_s_dn uri=$request_uri host=$host\n";'
+           'n=$connection_requests proto=$ssl_protocol alpn=$ssl_alpn_protocol client=$ssl_client_s_dn ' \
+           'uri=$request_uri host=$host\n";'
     server = lambda do |port, cert, extra = ''|
       <<~NGINX
         server {
           listen 127.0.0.1:#{port} ssl;
           ssl_certificate #{dir}/#{cert}.pem;
           ssl_certificate_key #{dir}/#{cert}.key;
-          ssl_protocols TLSv1.2 TLSv1.3;
+          #{extra.include?('ssl_protocols') ? '' : 'ssl_protocols TLSv1.2 TLSv1.3;'}
           #{extra}
           location / { #{info} }
         }
@@ -79,6 +80,8 @@ module HTTPSUpstreamHelpers
         #{server.call(ports[:wrong], 'wrong')}
         #{server.call(ports[:mtls], 'server', "ssl_verify_client on; ssl_client_certificate #{dir}/ca.pem;")}
         #{server.call(ports[:fresh], 'server', 'keepalive_timeout 0;')}
+        #{server.call(ports[:short], 'server', 'keepalive_timeout 1s;')}
+        #{server.call(ports[:fresh12], 'server', 'keepalive_timeout 0; ssl_protocols TLSv1.2;')}
       }
     NGINX
     pid = Process.spawn(NGINX_BIN, '-p', dir, '-e', "#{dir}/logs/error.log", '-c', conf,
@@ -170,7 +173,8 @@ RSpec.describe 'HTTPS upstreams' do
   before(:all) do
     @dir = Dir.mktmpdir('gateway-https-')
     make_certs(@dir)
-    @np = { ca: free_port, self: free_port, wrong: free_port, mtls: free_port, fresh: free_port }
+    @np = { ca: free_port, self: free_port, wrong: free_port, mtls: free_port, fresh: free_port, short: free_port,
+            fresh12: free_port }
     @nginx = start_nginx(@dir, @np)
     @hang = HTTPSUpstreamHelpers::Peer.new(:hang)
     @garbage = HTTPSUpstreamHelpers::Peer.new(:garbage)
@@ -187,6 +191,7 @@ RSpec.describe 'HTTPS upstreams' do
     @tls_port = free_port
     @port = free_port
     ca = "#{@dir}/ca.pem"
+    FileUtils.cp(ca, File.join(spec_dir, 'relative-ca.pem')) # next to the config: tls_ca: "relative-ca.pem"
     @gw = start_gateway(<<~RUBY, ports: @port)
       upstream :tlsgroup, servers: ["https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
       upstream :plainlisted, servers: ["127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}"
@@ -195,7 +200,8 @@ RSpec.describe 'HTTPS upstreams' do
       upstream :halfbad, servers: ["https://127.0.0.1:#{@np[:self]}", "https://127.0.0.1:#{@np[:ca]}"], tls_ca: "#{ca}",
                max_fails: 1, fail_timeout: 30
       server listen: "127.0.0.1:#{@port}" do
-        location "/ca/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/", tls_ca: "#{ca}"
+        location "/ca/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/", tls_ca: "relative-ca.pem"
+        location "/short/", proxy_pass: "https://127.0.0.1:#{@np[:short]}/", tls_ca: "#{ca}"
         location "/status", status: true
         location "/default/", proxy_pass: "https://127.0.0.1:#{@np[:ca]}/"
         location "/noverify/", proxy_pass: "https://127.0.0.1:#{@np[:self]}/", tls_verify: false
@@ -207,6 +213,7 @@ RSpec.describe 'HTTPS upstreams' do
                  tls_cert: "#{@dir}/client.pem", tls_key: "#{@dir}/client.key"
         location "/nocert/", proxy_pass: "https://127.0.0.1:#{@np[:mtls]}/", tls_ca: "#{ca}"
         location "/fresh/", proxy_pass: "https://127.0.0.1:#{@np[:fresh]}/", tls_ca: "#{ca}"
+        location "/fresh12/", proxy_pass: "https://127.0.0.1:#{@np[:fresh12]}/", tls_ca: "#{ca}"
         location "/group/", proxy_pass: "http://tlsgroup/"
         location "/plaingroup/", proxy_pass: "https://plainlisted/"
         location "/mixed/", proxy_pass: "http://mixed/"
@@ -253,10 +260,11 @@ RSpec.describe 'HTTPS upstreams' do
     body[/#{name}=(\S*)/, 1]
   end
 
-  it 'proxies to an HTTPS upstream verified with tls_ca: (TLS 1.3, the path mapped, Host without :443 rules)' do
+  it 'proxies to an HTTPS upstream verified with tls_ca: (relative to the config; TLS 1.3, ALPN http/1.1, the path mapped)' do
     r = get('/ca/a/b?q=1')
     expect(r.status).to eq(200)
     expect(field(r.body, 'proto')).to eq('TLSv1.3')
+    expect(field(r.body, 'alpn')).to eq('http/1.1')
     expect(field(r.body, 'uri')).to eq('/a/b?q=1')
     expect(field(r.body, 'host')).to eq('127.0.0.1')
   end
@@ -300,6 +308,20 @@ RSpec.describe 'HTTPS upstreams' do
     expect(conns.uniq.size).to be < conns.size
   end
 
+  it 'drops an idle TLS connection the upstream closed (close_notify), then a GET and a POST get new ones' do
+    first = get('/short/')
+    expect(first.status).to eq(200)
+    sleep 1.6 # nginx keepalive_timeout 1s: close_notify and FIN on the idle pooled connection
+    r = get('/short/')
+    expect(r.status).to eq(200)
+    expect(field(r.body, 'conn')).not_to eq(field(first.body, 'conn'))
+    expect(field(r.body, 'reused')).to eq('r')
+    sleep 1.6
+    r = http_request(@port, 'POST', '/short/', {}, 'not idempotent', timeout: 10)
+    expect(r.status).to eq(200)
+    expect(@gw.log).not_to include('/short/ to')
+  end
+
   it 'resumes the TLS session on a new connection (nginx closes each one)' do
     seen = 4.times.map do
       r = get('/fresh/')
@@ -313,6 +335,9 @@ RSpec.describe 'HTTPS upstreams' do
       [w['upstream_tls_handshakes'], w['upstream_tls_resumed']]
     end
     GatewaySpec.poll('the TLS counters', timeout: 5) { tls.call == [4, 3] }
+    seen = 3.times.map { field(get('/fresh12/').body, 'reused') } # TLS 1.2: the session comes with the handshake
+    expect(seen.drop(1)).to eq(%w[r r])
+    expect(field(get('/fresh12/').body, 'proto')).to eq('TLSv1.2')
   end
 
   it 'presents a client certificate (tls_cert:/tls_key:) to an upstream that requires one' do
