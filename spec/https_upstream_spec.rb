@@ -10,6 +10,7 @@ require 'json'
 require 'open3'
 require 'openssl'
 require 'socket'
+require 'timeout'
 
 module HTTPSUpstreamHelpers
   def openssl!(*args)
@@ -357,6 +358,19 @@ RSpec.describe 'HTTPS upstreams' do
     expect(r.status).to eq(200)
     expect(r.body.bytesize).to eq(16 * 262_144)
     expect(r.body).to eq('0123456789abcdef' * 262_144)
+  end
+
+  it 'a client that leaves mid-response closes the TLS upstream connection; the next requests are served' do
+    start_tls_upstream
+    3.times do
+      c = connect(@port)
+      c.write("GET /gw/big HTTP/1.1\r\nHost: x\r\n\r\n")
+      got = +''
+      Timeout.timeout(5 * GatewaySpec::SLACK) { got << c.sock.readpartial(65_536) while got.bytesize < 100_000 }
+      c.close
+    end
+    expect(get('/gw/sni').body).to eq('sni="localhost"')
+    expect(http_request(@port, 'GET', '/gw/big', {}, nil, timeout: 20).body.bytesize).to eq(16 * 262_144)
   end
 
   it 'uses https:// servers of an upstream group (or all, for proxy_pass "https://GROUP/"), and tries the next server after a refused one' do
