@@ -12,11 +12,11 @@ require 'socket'
 require_relative 'spec_helper'
 
 RSpec.describe 'WebSocket handlers in Ruby' do
-  PY = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-websockets
-  SUPPORT = File.join(__dir__, 'support')
+  WS_PY = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-websockets
+  WS_SCRIPT_SUPPORT = File.join(__dir__, 'support')
 
   before(:all) do
-    _, st = Open3.capture2e(PY, '-c', 'import websockets')
+    _, st = Open3.capture2e(WS_PY, '-c', 'import websockets')
     skip 'python3-websockets is not installed (./setup.sh)' unless st.success?
   end
 
@@ -29,7 +29,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
     end
   end
 
-  LOCATIONS = <<~'RUBY'
+  WS_SCRIPT_LOCATIONS = <<~'RUBY'
     location "/pid" do Gateway.pid.to_s end
     location "/status", status: true
     location "/count" do $sent.to_i.to_s end
@@ -90,7 +90,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
     end
     @gw = start_gateway(<<~RUBY, ports: [@port])
       server listen: "127.0.0.1:#{@port}", workers: 1#{tls_opt} do
-        #{LOCATIONS}
+        #{WS_SCRIPT_LOCATIONS}
         #{@extra}
       end
     RUBY
@@ -106,7 +106,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
   end
 
   def client(path, mode, arg = nil, scheme: 'ws', timeout: 40)
-    args = [PY, File.join(SUPPORT, 'ws_script_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
+    args = [WS_PY, File.join(WS_SCRIPT_SUPPORT, 'ws_script_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
     args << arg.to_s if arg
     out, = Open3.capture2e({ 'WS_CA' => @cert.to_s }, 'timeout', timeout.to_s, *args)
     out
@@ -373,7 +373,7 @@ RSpec.describe 'WebSocket handlers in Ruby' do
 
     it 'proxies WebSockets on a TLS listener (proxy_pass)' do
       r, w = IO.pipe
-      pid = Process.spawn(PY, File.join(SUPPORT, 'ws_echo.py'), out: w, err: w)
+      pid = Process.spawn(WS_PY, File.join(WS_SCRIPT_SUPPORT, 'ws_echo.py'), out: w, err: w)
       w.close
       (@peer_pids ||= []) << pid
       raise 'ws_echo.py did not start' unless r.wait_readable(10)
