@@ -6,7 +6,8 @@
  * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
  * subrequest.h for Async::HTTP; shdict.h for Gateway::SharedDict; redis.h,
  * the clients layer's Redis client, for Async::Redis; tarantool.h and
- * iproto.h for Async::Tarantool). Gems never touch a request's fields that
+ * iproto.h for Async::Tarantool; ws_handler.h and websocket.h, a scripted
+ * WebSocket's connection, for Gateway::WebSocket). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
  * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
@@ -25,6 +26,7 @@
 #include "subrequest.h"
 #include "trace.h"
 #include "version.h"
+#include "ws_handler.h"
 
 /* A VM with every gem of build_config.rb loaded, its memory capped at
  * GW_VM_MEMORY_LIMIT until gw_vm_set_memory_limit(). NULL with err set on
