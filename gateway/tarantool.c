@@ -30,7 +30,6 @@
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
-#include <msgpack.h>
 
 #include "addr.h"
 #include "buf.h"
@@ -323,20 +322,14 @@ static conn_t *conn_open(gw_tnt_t *t, gw_err_t *err)
 /* The message of an error reply's body, for the log. */
 static void error_message(const char *body, size_t len, char *msg, size_t size)
 {
+  const char *v;
+  size_t vlen;
+  gw_mp_t t;
   snprintf(msg, size, "unknown error");
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  size_t off = 0;
-  if (len > 0 && msgpack_unpack_next(&u, body, len, &off) == MSGPACK_UNPACK_SUCCESS &&
-      u.data.type == MSGPACK_OBJECT_MAP) {
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-      msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-      if (kv->key.type == MSGPACK_OBJECT_POSITIVE_INTEGER && kv->key.via.u64 == GW_IPROTO_KEY_ERROR &&
-          kv->val.type == MSGPACK_OBJECT_STR)
-        snprintf(msg, size, "%.*s", (int)kv->val.via.str.size, kv->val.via.str.ptr);
-    }
+  if (gw_iproto_body_find(body, len, GW_IPROTO_KEY_ERROR, &v, &vlen) == 1) {
+    gw_mp_next(&v, &t);
+    if (t.type == GW_MP_STR) snprintf(msg, size, "%.*s", (int)t.len, t.ptr);
   }
-  msgpack_unpacked_destroy(&u);
 }
 
 /* One step of reading: 1 consumed something, 0 needs more bytes, -1 c failed. */

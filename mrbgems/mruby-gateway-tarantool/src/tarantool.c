@@ -2,7 +2,7 @@
  * (gateway/tarantool.c): the per-worker clients (one pool per
  * address, user and password, shared by every Async::Tarantool object naming
  * them), Ruby values packed into msgpack request bodies, replies unpacked by
- * msgpack-c into Ruby objects, the pending operation registered on the
+ * iproto.c's reader in place into Ruby objects, the pending operation registered on the
  * request. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,7 +22,7 @@
 #include "iproto.h"
 #include "tarantool.h"
 
-#define MAX_DEPTH 32 /* nesting of packed Ruby values (msgpack-c's own limit on unpacking) */
+#define MAX_DEPTH 32 /* nesting of packed Ruby values and of decoded replies (the C stack is the limit) */
 
 /* -- this worker's clients (the core's registry, gw_mrb_client_get) ----------- */
 
@@ -150,32 +150,48 @@ static void pack(mrb_state *mrb, msgpack_packer *pk, mrb_value v, int depth)
 
 /* -- msgpack -> Ruby --------------------------------------------------------------- */
 
-static mrb_value to_ruby(mrb_state *mrb, const msgpack_object *o)
+/* The checked object at *p as Ruby objects, read in place (no msgpack-c
+ * zone in between); deeper than MAX_DEPTH raises Gateway::UpstreamError. */
+static mrb_value to_ruby(mrb_state *mrb, const char **p, int depth)
 {
-  switch (o->type) {
-  case MSGPACK_OBJECT_BOOLEAN: return mrb_bool_value(o->via.boolean);
-  case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    if (o->via.u64 > (uint64_t)MRB_INT_MAX) return mrb_float_value(mrb, (mrb_float)o->via.u64);
-    return mrb_int_value(mrb, (mrb_int)o->via.u64);
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return mrb_int_value(mrb, (mrb_int)o->via.i64);
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return mrb_float_value(mrb, (mrb_float)o->via.f64);
-  case MSGPACK_OBJECT_STR: return mrb_str_new(mrb, o->via.str.ptr, (mrb_int)o->via.str.size);
-  case MSGPACK_OBJECT_BIN: return mrb_str_new(mrb, o->via.bin.ptr, (mrb_int)o->via.bin.size);
-  case MSGPACK_OBJECT_EXT: return mrb_str_new(mrb, o->via.ext.ptr, (mrb_int)o->via.ext.size); /* decimal, uuid: raw */
-  case MSGPACK_OBJECT_ARRAY: {
-    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)o->via.array.size);
-    for (uint32_t i = 0; i < o->via.array.size; i++) mrb_ary_push(mrb, a, to_ruby(mrb, &o->via.array.ptr[i]));
+  gw_mp_t t;
+  gw_mp_next(p, &t);
+  switch (t.type) {
+  case GW_MP_NIL: return mrb_nil_value();
+  case GW_MP_BOOL: return mrb_bool_value(t.v.b);
+  case GW_MP_UINT:
+    if (t.v.u > (uint64_t)MRB_INT_MAX) return mrb_float_value(mrb, (mrb_float)t.v.u);
+    return mrb_int_value(mrb, (mrb_int)t.v.u);
+  case GW_MP_INT: return mrb_int_value(mrb, (mrb_int)t.v.i);
+  case GW_MP_FLOAT: return mrb_float_value(mrb, (mrb_float)t.v.f);
+  case GW_MP_STR:
+  case GW_MP_BIN:
+  case GW_MP_EXT: return mrb_str_new(mrb, t.ptr, (mrb_int)t.len); /* ext (decimal, uuid): raw */
+  case GW_MP_ARRAY:
+  case GW_MP_MAP: break;
+  }
+  if (depth >= MAX_DEPTH)
+    mrb_exc_raise(mrb, gw_mrb_error(mrb, "Gateway::UpstreamError", "tarantool sent a reply nested too deeply"));
+  if (t.type == GW_MP_ARRAY) {
+    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)t.len);
+    for (uint32_t i = 0; i < t.len; i++) mrb_ary_push(mrb, a, to_ruby(mrb, p, depth + 1));
     return a;
   }
-  case MSGPACK_OBJECT_MAP: {
-    mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)o->via.map.size);
-    for (uint32_t i = 0; i < o->via.map.size; i++)
-      mrb_hash_set(mrb, h, to_ruby(mrb, &o->via.map.ptr[i].key), to_ruby(mrb, &o->via.map.ptr[i].val));
-    return h;
+  mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)t.len);
+  for (uint32_t i = 0; i < t.len; i++) {
+    mrb_value k = to_ruby(mrb, p, depth + 1);
+    mrb_hash_set(mrb, h, k, to_ruby(mrb, p, depth + 1));
   }
-  default: return mrb_nil_value();
-  }
+  return h;
+}
+
+/* The value under key in the reply body, or nil. */
+static mrb_value body_value(mrb_state *mrb, const char *body, size_t len, uint64_t key)
+{
+  const char *v;
+  size_t vlen;
+  if (gw_iproto_body_find(body, len, key, &v, &vlen) == 0) return mrb_nil_value();
+  return to_ruby(mrb, &v, 1);
 }
 
 typedef struct {
@@ -187,30 +203,11 @@ typedef struct {
 static mrb_value convert(mrb_state *mrb, void *ud)
 {
   convert_t *cv = ud;
-  mrb_value data = mrb_nil_value(), errmsg = mrb_nil_value();
-  if (cv->len > 0) {
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    if (msgpack_unpack_next(&u, cv->body, cv->len, &off) != MSGPACK_UNPACK_SUCCESS) {
-      msgpack_unpacked_destroy(&u);
-      return gw_mrb_error(mrb, "Gateway::UpstreamError", "tarantool sent a reply msgpack-c cannot unpack (nested too deeply?)");
-    }
-    if (u.data.type == MSGPACK_OBJECT_MAP) {
-      for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-        if (kv->key.type != MSGPACK_OBJECT_POSITIVE_INTEGER) continue;
-        if (kv->key.via.u64 == GW_IPROTO_KEY_DATA) data = to_ruby(mrb, &kv->val);
-        else if (kv->key.via.u64 == GW_IPROTO_KEY_ERROR && kv->val.type == MSGPACK_OBJECT_STR)
-          errmsg = mrb_str_new(mrb, kv->val.via.str.ptr, (mrb_int)kv->val.via.str.size);
-      }
-    }
-    msgpack_unpacked_destroy(&u);
-  }
-  if (cv->code == 0) return data;
+  if (cv->code == 0) return body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_DATA);
+  mrb_value errmsg = body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_ERROR);
   struct RClass *cls =
       mrb_class_get_under(mrb, mrb_class_get_under(mrb, mrb_module_get(mrb, "Async"), "Tarantool"), "Error");
-  if (mrb_nil_p(errmsg)) errmsg = mrb_format(mrb, "tarantool error %d", (int)(cv->code & 0x7fff));
+  if (!mrb_string_p(errmsg)) errmsg = mrb_format(mrb, "tarantool error %d", (int)(cv->code & 0x7fff));
   mrb_value exc = mrb_exc_new_str(mrb, cls, errmsg);
   mrb_iv_set(mrb, exc, mrb_intern_lit(mrb, "@code"), mrb_int_value(mrb, (mrb_int)(cv->code & 0x7fff)));
   return exc;
