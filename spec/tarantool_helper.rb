@@ -21,7 +21,7 @@ class TarantoolServer
             log = dir .. '/tarantool.log', background = false}
     box.schema.user.create('gw', {password = 'secret'})
     box.schema.user.grant('gw', 'read,write,execute', 'universe')
-    box.schema.user.grant('guest', 'read,write,execute', 'universe')
+    box.schema.user.grant('guest', 'read,write,execute,create,drop,alter', 'universe') -- SQL DDL in the specs
     local kv = box.schema.space.create('kv')
     kv:create_index('primary', {parts = {1, 'unsigned'}})
     kv:create_index('by_name', {parts = {2, 'string'}, unique = false})

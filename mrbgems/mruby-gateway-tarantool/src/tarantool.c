@@ -198,11 +198,16 @@ typedef struct {
   uint64_t code;
   const char *body;
   size_t len;
+  int whole;
 } convert_t;
 
 static mrb_value convert(mrb_state *mrb, void *ud)
 {
   convert_t *cv = ud;
+  if (cv->code == 0 && cv->whole) {
+    const char *p = cv->body;
+    return cv->len > 0 ? to_ruby(mrb, &p, 0) : mrb_hash_new(mrb);
+  }
   if (cv->code == 0) return body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_DATA);
   mrb_value errmsg = body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_ERROR);
   struct RClass *cls =
@@ -221,6 +226,7 @@ typedef struct {
   gw_tnt_op_t *op;
   int timeout_ms;
   gw_tnt_t *t;
+  int whole; /* the reply's whole body (EXECUTE), not its DATA */
 } call_t;
 
 static void call_cancel(gw_pending_t *p)
@@ -246,7 +252,7 @@ static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, v
       snprintf(msg, sizeof(msg), "tarantool %s: %s", gw_tnt_addr(c->t), err.msg);
     v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
   } else {
-    convert_t cv = {code, body, len};
+    convert_t cv = {code, body, len, c->whole};
     mrb_bool raised = FALSE;
     v = mrb_protect_error(mrb, convert, &cv, &raised);
   }
@@ -255,13 +261,11 @@ static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, v
   mrb_gc_arena_restore(mrb, ai);
 }
 
-/* _gw_send(type, body): body a Hash (iproto keys => values) packed as the
- * request's body. Arms the request; the Ruby side then waits. */
-static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
+/* Sends a request of type whose body is the Hash body or, when it is nil,
+ * the map of the n pairs kv (key, value, ...); arms the request: the Ruby
+ * side then waits (Fiber.yield) for on_done's value. */
+static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_value body, const mrb_value *kv, int n)
 {
-  mrb_int type;
-  mrb_value body;
-  mrb_get_args(mrb, "iH", &type, &body);
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
   gw_mrb_check_yieldable(mrb, "Async::Tarantool");
@@ -274,13 +278,19 @@ static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
   b.len = 0;
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, gw_iproto_buf_write);
-  pack(mrb, &pk, body, 0);
+  if (!mrb_nil_p(body)) {
+    pack(mrb, &pk, body, 0);
+  } else {
+    if (msgpack_pack_map(&pk, (size_t)n) != 0) pack_failed(mrb);
+    for (int k = 0; k < 2 * n; k++) pack(mrb, &pk, kv[k], 1);
+  }
   call_t *c = malloc(sizeof(*c));
   if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   c->req = req;
   c->timeout_ms = h->timeout_ms;
   c->t = t;
-  c->op = gw_tnt_exec(t, (uint32_t)type, b.data, b.len, h->timeout_ms, on_done, c);
+  c->whole = whole;
+  c->op = gw_tnt_exec(t, type, b.data, b.len, h->timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b);
   if (c->op == NULL) {
     free(c);
@@ -289,6 +299,49 @@ static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
   gw_request_pending_add(req, &c->pending, call_cancel);
   gw_mrb_will_wait();
   if (gw_trace) gw_trace_wait(req, "tarantool %s", gw_tnt_addr(t));
+}
+
+/* _gw_send(type, body): body a Hash (iproto keys => values); the reply's DATA. */
+static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
+{
+  mrb_int type;
+  mrb_value body;
+  mrb_get_args(mrb, "iH", &type, &body);
+  arm(mrb, self, (uint32_t)type, 0, body, NULL, 0);
+  return mrb_nil_value();
+}
+
+/* _gw_call(fn, args), _gw_eval(expr, args): the hot path of a handler
+ * calling Tarantool, so no Hash is built and no format string parsed. */
+static void call_like(mrb_state *mrb, mrb_value self, uint32_t type, uint64_t key)
+{
+  const mrb_value *argv = mrb_get_argv(mrb);
+  if (mrb_get_argc(mrb) != 2 || !mrb_string_p(argv[0]) || !mrb_array_p(argv[1]))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "Async::Tarantool: a name (String) and an Array of arguments");
+  mrb_value kv[4] = {mrb_int_value(mrb, (mrb_int)key), argv[0], mrb_int_value(mrb, GW_IPROTO_KEY_TUPLE), argv[1]};
+  arm(mrb, self, type, 0, mrb_nil_value(), kv, 2);
+}
+
+static mrb_value tnt_call(mrb_state *mrb, mrb_value self)
+{
+  call_like(mrb, self, GW_IPROTO_CALL, GW_IPROTO_KEY_FUNCTION);
+  return mrb_nil_value();
+}
+
+static mrb_value tnt_eval(mrb_state *mrb, mrb_value self)
+{
+  call_like(mrb, self, GW_IPROTO_EVAL, GW_IPROTO_KEY_EXPR);
+  return mrb_nil_value();
+}
+
+/* _gw_execute(sql, binds): SQL EXECUTE; the reply's whole body as a Hash
+ * (METADATA, DATA, SQL_INFO by their iproto keys), shaped in mrblib. */
+static mrb_value tnt_execute(mrb_state *mrb, mrb_value self)
+{
+  mrb_value sql, binds;
+  mrb_get_args(mrb, "SA", &sql, &binds);
+  mrb_value kv[4] = {mrb_int_value(mrb, GW_IPROTO_KEY_SQL_TEXT), sql, mrb_int_value(mrb, GW_IPROTO_KEY_SQL_BIND), binds};
+  arm(mrb, self, GW_IPROTO_EXECUTE, 1, mrb_nil_value(), kv, 2);
   return mrb_nil_value();
 }
 
@@ -299,6 +352,9 @@ void mrb_mruby_gateway_tarantool_gem_init(mrb_state *mrb)
   MRB_SET_INSTANCE_TT(c, MRB_TT_DATA);
   mrb_define_method(mrb, c, "_gw_init", tnt_init, MRB_ARGS_REQ(5));
   mrb_define_method(mrb, c, "_gw_send", tnt_send, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_call", tnt_call, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_eval", tnt_eval, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_execute", tnt_execute, MRB_ARGS_REQ(2));
 }
 
 void mrb_mruby_gateway_tarantool_gem_final(mrb_state *mrb)

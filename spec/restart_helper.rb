@@ -1,0 +1,43 @@
+# A data server (Redis, Tarantool) restarted under traffic: client threads
+# keep requesting one path through the gateway while the server is stopped
+# and started again. Every request must be answered within its bound (no
+# hang); what the spec then checks is the answers of each phase.
+require_relative 'spec_helper'
+
+module RestartTraffic
+  Answer = Struct.new(:phase, :status, :body, :seconds)
+
+  # Phases: :before the stop, :down (stopped, and restarted until the first
+  # success), :after (from the first success on, for `after` seconds).
+  # server: #stop and #start. Returns the Answers.
+  def traffic_through_restart(port, path, server, threads: 4, down_for: 0.6, after: 0.6, reconnect_within: 5)
+    answers = Queue.new
+    phase = :before
+    done = false
+    workers = threads.times.map do |i|
+      Thread.new do
+        n = 0
+        until done
+          n += 1
+          sep = path.include?('?') ? '&' : '?'
+          t0 = GatewaySpec.now
+          r = http_get(port, "#{path}#{sep}v=#{i}-#{n}", timeout: 5)
+          answers << Answer.new(phase, r.status, r.body, GatewaySpec.now - t0)
+        end
+      end
+    end
+    sleep 0.4
+    phase = :down
+    server.stop
+    sleep down_for
+    server.start
+    GatewaySpec.poll('a request to succeed after the restart', timeout: reconnect_within) do
+      http_get(port, "#{path}#{path.include?('?') ? '&' : '?'}v=probe", timeout: 5).body.start_with?('ok ')
+    end
+    phase = :after
+    sleep after
+    done = true
+    workers.each { |t| t.join(10) or raise 'a client thread hung' }
+    Array.new(answers.size) { answers.pop }
+  end
+end
