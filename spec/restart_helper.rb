@@ -7,8 +7,10 @@ require_relative 'spec_helper'
 module RestartTraffic
   Answer = Struct.new(:phase, :status, :body, :seconds)
 
-  # Phases: :before the stop, :down (stopped, and restarted until the first
-  # success), :after (from the first success on, for `after` seconds).
+  # Phases: :before (asked and answered before the stop), :after (asked
+  # after the first success that followed the restart, for `after`
+  # seconds), :down (the rest: in flight at the stop, asked while stopped
+  # or reconnecting).
   # server: #stop and #start. Returns the Answers.
   def traffic_through_restart(port, path, server, threads: 4, down_for: 0.6, after: 0.6, reconnect_within: 5)
     answers = Queue.new
@@ -20,9 +22,12 @@ module RestartTraffic
         until done
           n += 1
           sep = path.include?('?') ? '&' : '?'
+          asked = phase
           t0 = GatewaySpec.now
           r = http_get(port, "#{path}#{sep}v=#{i}-#{n}", timeout: 5)
-          answers << Answer.new(phase, r.status, r.body, GatewaySpec.now - t0)
+          answered = phase
+          label = asked == :before && answered == :before ? :before : asked == :after ? :after : :down
+          answers << Answer.new(label, r.status, r.body, GatewaySpec.now - t0)
         end
       end
     end
