@@ -214,24 +214,8 @@ RSpec.describe 'Async::Redis' do
 
   it 'a restart mid-traffic: commands during it fail clearly or succeed, none hangs, all succeed once it is back' do
     other = RedisServer.new
-    start(<<~RUBY, prelude: %(redis :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0))
-      location "/e" do |req|
-        begin
-          "ok \#{Async::Redis[:other].call('ECHO', req.query)}"
-        rescue Gateway::UpstreamError, Gateway::TimeoutError => e
-          "down: \#{e.class}: \#{e.message}"
-        end
-      end
-    RUBY
-    answers = traffic_through_restart(@port, '/e', other)
-    by = answers.group_by(&:phase)
-    expect(by.keys).to include(:before, :down, :after)
-    expect(answers.map(&:status).uniq).to eq([200])
-    expect(answers.map(&:seconds).max).to be < 2.5 # timeout: 1.0
-    expect(by[:before].map(&:body)).to all(match(/\Aok v=\d+-\d+\z/))
-    expect(by[:down].map(&:body)).to all(match(%r{\A(ok v=\d+-\d+|down: Gateway::(UpstreamError|TimeoutError): redis 127.0.0.1:\d+.+)\z}))
-    expect(by[:down].count { |a| a.body.start_with?('down: ') }).to be > 0
-    expect(by[:after].map(&:body)).to all(match(/\Aok v=\d+-\d+\z/))
+    check_restart_mid_traffic(other, %(redis :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0),
+                              %(Async::Redis[:other].call('ECHO', req.query)), /redis 127.0.0.1:\d+/) # timeout: 1.0 bounds each call
   ensure
     other&.destroy
   end

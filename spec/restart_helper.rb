@@ -45,4 +45,36 @@ module RestartTraffic
     workers.each { |t| t.join(10) or raise 'a client thread hung' }
     Array.new(answers.size) { answers.pop }
   end
+
+  # What every restart spec expects of the answers: each a 200 within
+  # max_seconds (none hangs), the ones before the stop and after the return
+  # all "ok ...", the ones in between "ok ..." or "down: " + a clear error
+  # naming the server (server_re), and some of those errors.
+  def expect_restart_answers(answers, server_re, max_seconds: 2.5)
+    by = answers.group_by(&:phase)
+    expect(by.keys).to include(:before, :down, :after)
+    expect(answers.map(&:status).uniq).to eq([200])
+    expect(answers.map(&:seconds).max).to be < max_seconds
+    ok = /\Aok v=\d+-\d+\z/
+    expect(by[:before].map(&:body)).to all(match(ok))
+    expect(by[:down].map(&:body)).to all(match(/\A(ok v=\d+-\d+|down: Gateway::(UpstreamError|TimeoutError): #{server_re}.+)\z/))
+    expect(by[:down].count { |a| a.body.start_with?('down: ') }).to be > 0
+    expect(by[:after].map(&:body)).to all(match(ok))
+  end
+
+  # The whole spec: a gateway (the spec's own start(body, prelude:)) whose
+  # /e answers "ok " + the value of the Ruby expression `call` (req.query
+  # in scope) or "down: " + the error, through server's restart.
+  def check_restart_mid_traffic(server, prelude, call, server_re)
+    start(<<~RUBY, prelude: prelude)
+      location "/e" do |req|
+        begin
+          "ok " + (#{call}).to_s
+        rescue Gateway::UpstreamError, Gateway::TimeoutError => e
+          "down: \#{e.class}: \#{e.message}"
+        end
+      end
+    RUBY
+    expect_restart_answers(traffic_through_restart(@port, '/e', server), server_re)
+  end
 end

@@ -216,24 +216,8 @@ RSpec.describe 'Async::Tarantool' do
   end
   it 'a restart mid-traffic: calls during it fail clearly or succeed, none hangs, all succeed once it is back' do
     other = TarantoolServer.new
-    start(<<~RUBY, prelude: %(tarantool :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0))
-      location "/e" do |req|
-        begin
-          "ok \#{Async::Tarantool[:other].call('echo', [req.query]).first}"
-        rescue Gateway::UpstreamError, Gateway::TimeoutError => e
-          "down: \#{e.class}: \#{e.message}"
-        end
-      end
-    RUBY
-    answers = traffic_through_restart(@port, '/e', other)
-    by = answers.group_by(&:phase)
-    expect(by.keys).to include(:before, :down, :after)
-    expect(answers.map(&:status).uniq).to eq([200])
-    expect(answers.map(&:seconds).max).to be < 2.5 # timeout: 1.0, and no call waits for a dead connection
-    expect(by[:before].map(&:body)).to all(match(/\Aok v=\d+-\d+\z/))
-    expect(by[:down].map(&:body)).to all(match(%r{\A(ok v=\d+-\d+|down: Gateway::(UpstreamError|TimeoutError): tarantool 127.0.0.1:\d+: ?.+)\z}))
-    expect(by[:down].count { |a| a.body.start_with?('down: ') }).to be > 0
-    expect(by[:after].map(&:body)).to all(match(/\Aok v=\d+-\d+\z/))
+    check_restart_mid_traffic(other, %(tarantool :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0),
+                              %(Async::Tarantool[:other].call('echo', [req.query]).first), /tarantool 127.0.0.1:\d+/) # timeout: 1.0 bounds each call
   ensure
     other&.destroy
   end

@@ -24,59 +24,40 @@
 
 #define MAX_DEPTH 32 /* nesting of packed Ruby values and of decoded replies (the C stack is the limit) */
 
-/* -- this worker's clients (the core's registry, gw_mrb_client_get) ----------- */
-
-static gw_tnt_t *client_for(mrb_state *mrb, const char *addr, const char *user, const char *password, int pool)
-{
-  struct event_base *base = gw_mrb_event_base();
-  if (base == NULL)
-    mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: requests run only in a worker (a handler or init_worker)");
-  char key[1024];
-  snprintf(key, sizeof(key), "tarantool\n%s\n%s\n%s", addr, user ? user : "", password ? password : "");
-  gw_tnt_t *t = gw_mrb_client_get(key);
-  if (t) return t;
-  char err[256];
-  gw_tnt_params_t p = {addr, user, password, pool};
-  t = gw_tnt_new(base, &p, err, sizeof(err));
-  if (t == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
-  if (gw_mrb_client_put(key, t) < 0) {
-    gw_tnt_free(t);
-    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
-  return t;
-}
+/* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
 typedef struct {
-  int n;
-  char **addrs;
-  gw_tnt_t **ts;
-  unsigned rr;
-  int pool, timeout_ms;
+  gw_mrb_servers_t servers;
   char *user, *password;
+  int pool;
 } handle_t;
+
+static void *make_client(struct event_base *base, const char *addr, const void *params, char *err, size_t errlen)
+{
+  const handle_t *h = params;
+  gw_tnt_params_t p = {addr, h->user, h->password, h->pool};
+  return gw_tnt_new(base, &p, err, errlen);
+}
+
+static void destroy_client(void *t)
+{
+  gw_tnt_free(t);
+}
+
+static const gw_mrb_client_maker_t maker = {"tarantool", make_client, destroy_client};
 
 static void handle_free(mrb_state *mrb, void *p)
 {
   handle_t *h = p;
   (void)mrb;
   if (h == NULL) return;
-  for (int i = 0; i < h->n; i++) free(h->addrs[i]);
-  free(h->addrs);
-  free(h->ts);
+  gw_mrb_servers_dispose(&h->servers);
   free(h->user);
   free(h->password);
   free(h);
 }
 
 static const struct mrb_data_type handle_type = {"Async::Tarantool", handle_free};
-
-static char *dup_or_null(mrb_state *mrb, mrb_value s)
-{
-  if (mrb_nil_p(s)) return NULL;
-  char *d = strdup(mrb_string_cstr(mrb, s));
-  if (d == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  return d;
-}
 
 /* _gw_init(addrs, user, password, pool, timeout) */
 static mrb_value tnt_init(mrb_state *mrb, mrb_value self)
@@ -85,23 +66,16 @@ static mrb_value tnt_init(mrb_state *mrb, mrb_value self)
   mrb_int pool;
   mrb_float timeout;
   mrb_get_args(mrb, "Aooif", &addrs, &user, &password, &pool, &timeout);
-  mrb_int n = RARRAY_LEN(addrs);
   handle_t *h = calloc(1, sizeof(*h));
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   DATA_TYPE(self) = &handle_type;
   DATA_PTR(self) = h;
-  h->addrs = calloc((size_t)n, sizeof(char *));
-  h->ts = calloc((size_t)n, sizeof(gw_tnt_t *));
-  if (h->addrs == NULL || h->ts == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  for (mrb_int i = 0; i < n; i++) {
-    h->addrs[i] = dup_or_null(mrb, mrb_ary_ref(mrb, addrs, i));
-    h->n++;
-  }
   h->pool = (int)pool;
-  h->timeout_ms = timeout > 0 ? (int)(timeout * 1000.0 + 0.5) : 0;
-  if (h->timeout_ms == 0 && timeout > 0) h->timeout_ms = 1;
-  h->user = dup_or_null(mrb, user);
-  h->password = dup_or_null(mrb, password);
+  h->user = gw_mrb_strdup_or_null(mrb, user);
+  h->password = gw_mrb_strdup_or_null(mrb, password);
+  char creds[640];
+  snprintf(creds, sizeof(creds), "%s\n%s", h->user ? h->user : "", h->password ? h->password : "");
+  gw_mrb_servers_init(mrb, &h->servers, addrs, creds, timeout);
   return self;
 }
 
@@ -270,9 +244,7 @@ static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_va
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
   gw_mrb_check_yieldable(mrb, "Async::Tarantool");
   gw_request_t *req = gw_mrb_current_request(mrb);
-  int i = (int)(h->rr++ % (unsigned)h->n);
-  if (h->ts[i] == NULL) h->ts[i] = client_for(mrb, h->addrs[i], h->user, h->password, h->pool);
-  gw_tnt_t *t = h->ts[i];
+  gw_tnt_t *t = gw_mrb_servers_next(mrb, &h->servers, "Async::Tarantool", &maker, h);
   /* One scratch buffer of this process: a value that raises leaves nothing to free. */
   static gw_buf_t b;
   b.len = 0;
@@ -287,10 +259,10 @@ static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_va
   call_t *c = malloc(sizeof(*c));
   if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   c->req = req;
-  c->timeout_ms = h->timeout_ms;
+  c->timeout_ms = h->servers.timeout_ms;
   c->t = t;
   c->whole = whole;
-  c->op = gw_tnt_exec(t, type, b.data, b.len, h->timeout_ms, on_done, c);
+  c->op = gw_tnt_exec(t, type, b.data, b.len, h->servers.timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b);
   if (c->op == NULL) {
     free(c);
