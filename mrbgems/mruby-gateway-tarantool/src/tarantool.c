@@ -1,9 +1,8 @@
 /* tarantool.c - Async::Tarantool's natives over the core's Tarantool client
- * (gateway/tarantool.c): the per-worker clients (one pool per
- * address, user and password, shared by every Async::Tarantool object naming
- * them), Ruby values packed into msgpack request bodies, replies unpacked by
- * iproto.c's reader in place into Ruby objects, the pending operation registered on the
- * request. */
+ * (gateway/tarantool.c): an object's servers (the bridge's per-worker
+ * clients, one pool per address, user and password), Ruby values packed
+ * into msgpack request bodies, replies read in place (iproto.c's reader)
+ * into Ruby objects, the pending operation registered on the request. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
