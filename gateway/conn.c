@@ -34,6 +34,7 @@
 #include "chunked.h"
 #include "conn.h"
 #include "h2.h"
+#include "h2c_upgrade.h"
 #include "head_scan.h"
 #include "log.h"
 #include "response.h"
@@ -655,6 +656,8 @@ static void body_arrived(gw_conn_t *c)
   if (c->a->req.on_body_more != NULL) c->a->req.on_body_more(&c->a->req);
 }
 
+static int take_h2c(gw_conn_t *c);
+
 /* Parses and runs buffered requests until input runs out or a request waits;
  * also parses the body of a running request that streams it. */
 static void conn_process(gw_conn_t *c)
@@ -691,6 +694,7 @@ static void conn_process(gw_conn_t *c)
       }
       /* The request is complete, or (streaming its body) its head is. */
       c->a->req_ready = 0;
+      if (c->a->parser.upgrade && c->ctx->server->http2 && take_h2c(c)) return;
       c->state = GW_CONN_BUSY;
       set_timer(c, c->a->req.body_streaming ? c->ctx->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
@@ -721,6 +725,23 @@ static void conn_process(gw_conn_t *c)
   set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
+/* Detach: h2.c owns the socket (and the TLS state) now; c is freed from its timer. */
+static void hand_over(gw_conn_t *c)
+{
+  c->dead = 1;
+  if (c->tls) {
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
+  event_del(&c->read_ev);
+  if (c->a && c->a->write_owner == c) event_del(&c->a->write_ev);
+  c->fd = -1;
+  c->pos = c->len = 0;
+  if (c->buf == shared_buf) c->buf = NULL;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+}
+
 /* HTTP/2 on an `http2` server's connection before its first request: ALPN
  * chose h2, or (plain) the bytes are the prior-knowledge preface. Returns 1
  * when the connection went to h2.c (c is dead: its socket, TLS state and
@@ -741,18 +762,25 @@ static int take_h2(gw_conn_t *c)
     conn_close(c);
     return 1;
   }
-  /* Detach: h2.c owns the socket and the TLS state now. */
-  c->dead = 1;
-  if (c->tls) {
-    ((gw_conn_tls_t *)c)->tls = NULL;
-    c->tls = 0;
-  }
-  event_del(&c->read_ev);
-  c->fd = -1;
-  c->pos = c->len = 0;
-  if (c->buf == shared_buf) c->buf = NULL;
-  event_del(&c->timer_ev);
-  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+  hand_over(c);
+  return 1;
+}
+
+/* `Upgrade: h2c` (RFC 7540 §3.2) on a plain `http2` listener: a request
+ * without a body, with nothing queued before it, continues as HTTP/2 (it
+ * is stream 1). 1: gone to h2.c (c is dead); 0: serve it as HTTP/1.1. */
+static int take_h2c(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  if (c->tls || a->body_bytes > 0 || a->req.body_streaming || evbuffer_get_length(a->out) > 0 || a->has_file)
+    return 0;
+  unsigned char settings[GW_H2C_SETTINGS_MAX];
+  int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
+  if (n < 0) return 0;
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
+                         c->len - c->pos) == NULL)
+    return 0;
+  hand_over(c);
   return 1;
 }
 
