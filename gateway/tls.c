@@ -22,6 +22,7 @@
 
 #include <event2/buffer.h>
 #include <openssl/err.h>
+#include <openssl/ocsp.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 
@@ -40,6 +41,8 @@
 typedef struct {
   char *server_name; /* owned; NULL for the default */
   SSL_CTX *ctx;
+  unsigned char *ocsp; /* owned DER OCSP response to staple, or NULL */
+  size_t ocsp_len;
 } tls_site_t;
 
 struct gw_tls_ctx_s {
@@ -109,6 +112,65 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, c
   if (SSL_select_next_proto((unsigned char **)out, outlen, ours, ourlen, in, inlen) != OPENSSL_NPN_NEGOTIATED)
     return SSL_TLSEXT_ERR_NOACK; /* none in common: go on without ALPN (HTTP/1.1) */
   return SSL_TLSEXT_ERR_OK;
+}
+
+/* OCSP stapling: the client sent status_request; the site's response (a
+ * copy: OpenSSL frees what it is given) goes into the handshake. */
+static int on_status_request(SSL *ssl, void *arg)
+{
+  const tls_site_t *site = arg;
+  if (site->ocsp == NULL) return SSL_TLSEXT_ERR_NOACK;
+  unsigned char *copy = OPENSSL_malloc(site->ocsp_len);
+  if (copy == NULL) return SSL_TLSEXT_ERR_NOACK;
+  memcpy(copy, site->ocsp, site->ocsp_len);
+  if (SSL_set_tlsext_status_ocsp_resp(ssl, copy, (long)site->ocsp_len) != 1) {
+    OPENSSL_free(copy);
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+/* Reads path as a DER OCSP response into the site: it must parse and say
+ * "successful" (a stapled "unauthorized" would only make clients fail). */
+static int load_ocsp(tls_site_t *site, const char *path, char *err, size_t errlen)
+{
+  BIO *in = BIO_new_file(path, "rb");
+  if (in == NULL) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: %s", path, strerror(errno));
+    return -1;
+  }
+  OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(in, NULL);
+  BIO_free(in);
+  if (resp == NULL) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: not a DER OCSP response", path);
+    return -1;
+  }
+  int status = OCSP_response_status(resp);
+  unsigned char *der = NULL;
+  int len = status == OCSP_RESPONSE_STATUS_SUCCESSFUL ? i2d_OCSP_RESPONSE(resp, &der) : -1;
+  OCSP_RESPONSE_free(resp);
+  if (status != OCSP_RESPONSE_STATUS_SUCCESSFUL) {
+    snprintf(err, errlen, "tls ocsp %s: the response status is %s, not successful", path,
+             OCSP_response_status_str(status));
+    return -1;
+  }
+  if (len <= 0) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: cannot encode the response", path);
+    return -1;
+  }
+  site->ocsp = malloc((size_t)len);
+  if (site->ocsp == NULL) {
+    OPENSSL_free(der);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  memcpy(site->ocsp, der, (size_t)len);
+  site->ocsp_len = (size_t)len;
+  OPENSSL_free(der);
+  return 0;
 }
 
 static int version_of(int v) { return v == 13 ? TLS1_3_VERSION : TLS1_2_VERSION; }
@@ -188,6 +250,15 @@ gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errle
     }
     t->nsites++;
     if (cfg->certs[i].server_name) s->server_name = strdup(cfg->certs[i].server_name);
+    if (cfg->certs[i].ocsp) {
+      if (load_ocsp(s, cfg->certs[i].ocsp, err, errlen) < 0) {
+        gw_tls_ctx_free(t);
+        t = NULL;
+        break;
+      }
+      SSL_CTX_set_tlsext_status_cb(s->ctx, on_status_request);
+      SSL_CTX_set_tlsext_status_arg(s->ctx, s);
+    }
   }
   memset(keys, 0, sizeof(keys));
   return t;
@@ -199,6 +270,7 @@ void gw_tls_ctx_free(gw_tls_ctx_t *t)
   for (size_t i = 0; i < t->nsites; i++) {
     SSL_CTX_free(t->sites[i].ctx);
     free(t->sites[i].server_name);
+    free(t->sites[i].ocsp);
   }
   free(t->sites);
   free(t);

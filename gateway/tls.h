@@ -31,6 +31,7 @@ typedef struct gw_tls_info_s {
 typedef struct {
   const char *server_name; /* NULL: the default certificate (the first) */
   const char *cert, *key;  /* PEM files (absolute paths) */
+  const char *ocsp;        /* a DER OCSP response for cert, stapled when asked; or NULL */
 } gw_tls_cert_t;
 
 typedef struct {

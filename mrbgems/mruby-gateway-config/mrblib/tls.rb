@@ -4,6 +4,7 @@
 #   server listen: 8443, tls: { cert: "site.pem", key: "site.key" } do ... end
 #   server listen: 8443, tls: [{ server_name: "a.example", cert: "a.pem", key: "a.key" },
 #                              { server_name: "*.b.example", cert: "b.pem", key: "b.key" }] do ... end
+#   tls: { cert:, key:, ocsp: "site.ocsp.der" }   OCSP stapling from a file (per certificate)
 #   tls: { ..., protocols: ["TLSv1.3"], ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256:...", ciphersuites: "..." }
 #   server listen: 8080, http2: true do ... end   h2c (prior knowledge) next to HTTP/1.1
 module Gateway
@@ -13,7 +14,7 @@ module Gateway
 
   module TLS
     PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
-    CERT_KEYS = [:server_name, :cert, :key, :protocols, :ciphers, :ciphersuites]
+    CERT_KEYS = [:server_name, :cert, :key, :ocsp, :protocols, :ciphers, :ciphersuites]
 
     # nil, or { certs: [{ server_name:, cert:, key: }], protocols: [...], ciphers:, ciphersuites: }
     def self.parse(tls)
@@ -40,7 +41,10 @@ module Gateway
         if list.size > 1 && name.nil? && i > 0
           raise ArgumentError, "server: tls: only the first certificate (the default) may come without server_name"
         end
-        out[:certs] << { server_name: name, cert: h[:cert], key: h[:key] }
+        unless h[:ocsp].nil? || (h[:ocsp].is_a?(String) && !h[:ocsp].empty?)
+          raise ArgumentError, "server: tls: ocsp: must be a file path (a DER OCSP response), got #{h[:ocsp].inspect}"
+        end
+        out[:certs] << { server_name: name, cert: h[:cert], key: h[:key], ocsp: h[:ocsp] }
         if h.key?(:protocols)
           p = h[:protocols]
           p = [p] if p.is_a?(String)
