@@ -38,6 +38,7 @@
 #include "shdict.h"
 #include "status.h"
 #include "tls.h"
+#include "tls_hook.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -269,6 +270,18 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     int v = strcmp(mrb_string_cstr(mrb, mrb_ary_ref(mrb, protos, i)), "TLSv1.3") == 0 ? 13 : 12;
     if (v < tc.min_version) tc.min_version = v;
     if (v > tc.max_version) tc.max_version = v;
+  }
+  mrb_value hook = hget(mrb, tls, "on_handshake");
+  if (mrb_proc_p(hook)) {
+    s->tls_hook = gw_tls_hook_new(mrb, hook);
+    if (s->tls_hook == NULL) {
+      for (mrb_int i = 0; i < n * 3; i++) free(owned[i]);
+      free(owned);
+      free(list);
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    }
+    tc.on_handshake = gw_tls_hook_run;
+    tc.on_handshake_arg = s->tls_hook;
   }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;
@@ -592,6 +605,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     free(s->locations);
     free(s->host);
     gw_tls_ctx_free(s->tls);
+    gw_tls_hook_free(s->tls_hook);
   }
   free(cfg->servers);
   for (size_t i = 0; i < cfg->ngroups; i++) {

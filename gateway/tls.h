@@ -34,6 +34,26 @@ typedef struct {
   const char *ocsp;        /* a DER OCSP response for cert, stapled when asked; or NULL */
 } gw_tls_cert_t;
 
+/* One ClientHello being answered, as the on_handshake hook sees it: it may
+ * read the SNI name and choose the certificate and key (ngx_mruby's
+ * Nginx::SSL). Valid only during the hook's call. */
+typedef struct gw_tls_hello_s gw_tls_hello_t;
+
+/* The hook, run synchronously in the worker from OpenSSL's servername
+ * callback (after SNI chose a configured certificate): 0 to go on, -1 with
+ * err set to fail this handshake (logged with the client's address). */
+typedef int (*gw_tls_hook_fn)(void *arg, gw_tls_hello_t *hello, char *err, size_t errlen);
+
+/* The SNI name the client sent, or NULL. */
+const char *gw_tls_hello_server_name(const gw_tls_hello_t *h);
+/* The certificate chain (cert first) or the private key for this handshake,
+ * from a PEM file (is_data 0: loaded once per path by each worker and kept
+ * until the config is reloaded) or PEM text (is_data 1: parsed each time).
+ * Both must be given; the configured certificate is then not offered. 0, or
+ * -1 with err set ("certificate /x.pem: no such file"). */
+int gw_tls_hello_set_cert(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen);
+int gw_tls_hello_set_key(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen);
+
 typedef struct {
   const gw_tls_cert_t *certs; /* the first is the default */
   size_t ncerts;
@@ -41,6 +61,8 @@ typedef struct {
   const char *ciphers;     /* TLS 1.2 cipher list, NULL: a modern default */
   const char *ciphersuites;/* TLS 1.3 suites, NULL: OpenSSL's */
   int alpn_h2;             /* offer h2 in ALPN (else http/1.1 only) */
+  gw_tls_hook_fn on_handshake; /* or NULL */
+  void *on_handshake_arg;  /* borrowed: outlives the context */
 } gw_tls_config_t;
 
 /* Loads the certificates and keys and builds the contexts; a fresh ticket
