@@ -55,7 +55,6 @@
 #include "router.h"
 #include "stats.h"
 #include "timeutil.h"
-#include "trace.h"
 
 #define READ_BUF_SIZE (64 * 1024)
 #define OUT_HIGH_WATER (64 * 1024)      /* stop asking nghttp2 for frames / stop reading */
@@ -210,6 +209,7 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   gw_request_t *r = &s->req;
   r->http_major = 2;
   r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
+  r->stream_id = id;
   r->keepalive = 1;
   r->method = NULL;
   r->remote_addr = h->remote_addr;
@@ -514,11 +514,7 @@ static void stream_start(h2_stream_t *s)
 {
   s->started = 1;
   gw_stats_self->requests++;
-  if (gw_trace) {
-    char what[64];
-    snprintf(what, sizeof(what), "HTTP/2.0 stream %d", s->id);
-    gw_trace_event(&s->req, what);
-  }
+  gw_stats_self->h2_streams++;
   gw_request_start(&s->req);
 }
 
@@ -944,6 +940,7 @@ static void h2_conn_run(gw_h2_conn_t *h)
   if (all_h2) all_h2->prev = h;
   all_h2 = h;
   ctx->nconns++;
+  gw_stats_self->h2_connections++;
   set_reading(h, 1);
   if (ctx->stopping) gw_h2_conn_shutdown(h, 1);
 }
@@ -1031,6 +1028,16 @@ void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
     h2_flush(h);
   }
   leave(h);
+}
+
+void gw_h2_count(uint32_t *conns, uint32_t *streams)
+{
+  *conns = *streams = 0;
+  for (gw_h2_conn_t *h = all_h2; h; h = h->next) {
+    if (h->dead) continue;
+    (*conns)++;
+    *streams += (uint32_t)h->nstreams;
+  }
 }
 
 void gw_h2_shutdown_all(int graceful)

@@ -7,6 +7,7 @@
 #define GW_H2_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "context.h"
 #include "tls.h"
@@ -38,5 +39,8 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
 void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful);
 /* The same for every HTTP/2 connection of this worker. */
 void gw_h2_shutdown_all(int graceful);
+
+/* This worker's open HTTP/2 connections and their open streams (the gauges). */
+void gw_h2_count(uint32_t *conns, uint32_t *streams);
 
 #endif
