@@ -772,7 +772,8 @@ static int take_h2(gw_conn_t *c)
 static int take_h2c(gw_conn_t *c)
 {
   gw_conn_active_t *a = c->a;
-  if (c->tls || a->body_bytes > 0 || a->req.body_streaming || evbuffer_get_length(a->out) > 0 || a->has_file)
+  if (c->tls || a->req.http_minor != 1 || a->body_bytes > 0 || a->req.body_streaming ||
+      evbuffer_get_length(a->out) > 0 || a->has_file)
     return 0;
   unsigned char settings[GW_H2C_SETTINGS_MAX];
   int n = gw_h2c_upgrade_settings(&a->req.headers, settings);

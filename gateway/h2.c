@@ -853,6 +853,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     gw_log_info("%s: HTTP/2: send timed out (the client reads nothing or keeps a zero window); closing",
                 h->remote_addr);
     h2_close(h);
+  } else if (h->upgrade_waiting && now - h->idle_since_ms > lim->header_timeout_ms) {
+    /* Upgrade: h2c answered, but the client's preface never came */
+    gw_log_info("%s: HTTP/2: no connection preface after the h2c upgrade within header_timeout; closing",
+                h->remote_addr);
+    h2_close(h);
   } else if (h->nstreams == 0 && now - h->idle_since_ms > (h->stopping ? 1000 : lim->keepalive_timeout_ms)) {
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);

@@ -88,6 +88,30 @@ RSpec.describe 'HTTP/1.1 Upgrade: h2c' do
     end
   end
 
+  it 'ignores Upgrade: h2c from an HTTP/1.0 client' do
+    res = raw_request(@port, "GET /v HTTP/1.0\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\n" \
+                             "HTTP2-Settings: AAMAAABk\r\n\r\n")
+    expect(res).to start_with('HTTP/1.1 200 OK')
+    expect(res).to include('HTTP/1.0 GET x up="h2c"')
+  end
+
+  it 'closes an upgraded connection whose preface does not come within header_timeout' do
+    port = free_port
+    gw = start_gateway(<<~RUBY, ports: port)
+      access_log :stderr
+      server listen: "127.0.0.1:#{port}", http2: true, limits: { header_timeout: 1 } do
+        location "/v" do "v" end
+      end
+    RUBY
+    c = connect(port)
+    c.write("GET /v HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABk\r\n\r\n")
+    t = c.wait_closed(within: 4 * GatewaySpec::SLACK)
+    expect(t).not_to be_nil
+    expect(t).to be_between(0.9, 3.5 * GatewaySpec::SLACK)
+    expect(c.pending).to start_with("HTTP/1.1 101 Switching Protocols\r\n")
+    expect(gw.log).not_to include('"GET /v HTTP') # the request never ran
+  end
+
   it 'ignores Upgrade: h2c on a listener without http2' do
     out = curl('--http2', '-D', '-', "http://127.0.0.1:#{@plain}/v")
     expect(out).to start_with('HTTP/1.1 200')
