@@ -8,7 +8,8 @@
  * The reads and writes mirror read(2) and evbuffer_write(): >= 0 bytes, or
  * -1 with errno EAGAIN (wait for the socket) or another errno (the
  * connection is lost). The handshake runs inside the first reads. No
- * OpenSSL type shows here: the gems include this for req.tls_* only. */
+ * OpenSSL type shows here: the gems include this for req.tls_* and for
+ * Nginx::SSL (gw_tls_hello_*, during an on_handshake hook). */
 #ifndef GW_TLS_H
 #define GW_TLS_H
 
