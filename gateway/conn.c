@@ -52,6 +52,7 @@
 #define LINGER_MS 2000
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 #define FILE_SLICE (4 << 20)   /* sendfile bytes per turn of the loop for one connection */
+#define TLS_FILE_CHUNK (64 * 1024) /* TLS: file bytes read into `out` at a time (no sendfile) */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
 
@@ -518,11 +519,60 @@ static int write_head_more(gw_conn_t *c)
   return (int)w;
 }
 
+static void file_ended_early(gw_conn_t *c)
+{
+  gw_log_warn("%s: the file being sent ended %lld bytes early (truncated while sent?); closing", c->remote_addr,
+              c->a->file_left);
+}
+
+/* TLS: the bytes must be encrypted, so no sendfile(2): the range goes
+ * through `out` one TLS_FILE_CHUNK at a time (read when `out` is empty, so
+ * a slow reader costs one chunk). Returns as flush_file(). */
+static int flush_file_tls(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  long long budget = FILE_SLICE;
+  while (a->file_left > 0 || evbuffer_get_length(a->out) > 0) {
+    if (evbuffer_get_length(a->out) == 0) {
+      if (budget <= 0) return 1;
+      size_t n = a->file_left < TLS_FILE_CHUNK ? (size_t)a->file_left : TLS_FILE_CHUNK;
+      struct evbuffer_iovec v;
+      if (evbuffer_reserve_space(a->out, (ev_ssize_t)n, &v, 1) < 1) {
+        conn_close(c);
+        return -1;
+      }
+      ssize_t r = pread(a->file_fd, v.iov_base, n, (off_t)a->file_off);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (r == 0) file_ended_early(c);
+        conn_close(c);
+        return -1;
+      }
+      v.iov_len = (size_t)r;
+      evbuffer_commit_space(a->out, &v, 1);
+      a->file_off += r;
+      a->file_left -= r;
+      budget -= r;
+    }
+    int w = io_write(c, a->out);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+      if (errno == EINTR) continue;
+      conn_close(c);
+      return -1;
+    }
+  }
+  close(a->file_fd);
+  a->has_file = 0;
+  return 0;
+}
+
 /* Sends the queued file range. Returns 0 when it is all sent, 1 when the
  * rest waits (socket full, or this connection had its slice of the loop),
  * -1 when the connection was closed (an error, or the file got shorter). */
 static int flush_file(gw_conn_t *c)
 {
+  if (c->tls) return flush_file_tls(c);
   gw_conn_active_t *a = c->a;
   long long budget = FILE_SLICE;
   while (a->file_left > 0) {
@@ -538,9 +588,7 @@ static int flush_file(gw_conn_t *c)
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
     if (w < 0 && errno == EINTR) continue;
-    if (w == 0)
-      gw_log_warn("%s: the file being sent ended %lld bytes early (truncated while sent?); closing", c->remote_addr,
-                  a->file_left);
+    if (w == 0) file_ended_early(c);
     conn_close(c);
     return -1;
   }
@@ -554,7 +602,7 @@ static int flush_file(gw_conn_t *c)
 static int conn_flush(gw_conn_t *c)
 {
   if (c->a == NULL) return 0; /* idle: nothing was queued */
-  while (c->a->has_file && evbuffer_get_length(c->a->out) > 0) {
+  while (c->a->has_file && !c->tls && evbuffer_get_length(c->a->out) > 0) { /* TLS: io_write below */
     int n = write_head_more(c);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

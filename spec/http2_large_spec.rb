@@ -1,7 +1,8 @@
 # Large HTTP/2 downloads with flat memory: a 1 GiB static file (sparse, with
 # random bytes at a few odd offsets so the hash sees order and position)
-# downloads whole and correct over h2c and over h2 (TLS) while the worker's
-# RSS stays flat; a slow h2 reader of a big file makes the gateway buffer
+# downloads whole and correct over h2c and over h2 (TLS) -- and over
+# HTTP/1.1 on TLS, which cannot use sendfile -- while the worker's RSS stays
+# flat; a slow h2 reader of a big file makes the gateway buffer
 # only a bounded amount and does not stall another stream of its connection
 # (spec/support/h2_slow_reader.py, python3-h2).
 require_relative 'spec_helper'
@@ -109,6 +110,17 @@ RSpec.describe 'HTTP/2 large downloads' do
     expect(sha).to eq(@sha)
     expect(growth).to be < 8 * 1024
     puts "  h2 1 GiB: #{(LARGE_GIB / LARGE_MIB / secs).round} MiB/s, worker RSS +#{growth} KiB" if ENV['VERBOSE']
+  end
+
+  # Not HTTP/2, but the same edge: a TLS connection cannot use sendfile(2),
+  # the file must go through the encryption (it once went out in clear text).
+  it 'downloads 1 GiB whole and correct over HTTP/1.1 on TLS with the worker RSS flat' do
+    worker = tls_worker
+    bytes, sha, growth, version, = download(worker, '--http1.1', '-k', "https://127.0.0.1:#{@tls_port}/huge.bin")
+    expect(version).to eq('1.1')
+    expect(bytes).to eq(LARGE_GIB)
+    expect(sha).to eq(@sha)
+    expect(growth).to be < 8 * 1024
   end
 
   it 'a slow reader of a big file is buffered only a bounded amount and does not stall another stream' do
