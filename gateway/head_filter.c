@@ -27,8 +27,8 @@ static void after_filter(gw_request_t *req, int verdict, void *arg)
   ops->resume(op);
 }
 
-int gw_head_filter_start(gw_head_filter_t *hf, gw_request_t *req, const gw_head_filter_ops_t *ops, void *op,
-                         long long length)
+int gw_head_filter_run(gw_head_filter_t *hf, gw_request_t *req, const gw_head_filter_ops_t *ops, void *op,
+                       long long length)
 {
   gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
   if (filter == NULL) {
@@ -43,13 +43,5 @@ int gw_head_filter_start(gw_head_filter_t *hf, gw_request_t *req, const gw_head_
   hf->length = length;
   ops->pause(op);
   filter->run(filter, req, after_filter, hf);
-  return 1;
-}
-
-int gw_head_filter_upstream_done(gw_head_filter_t *hf, gw_err_t err)
-{
-  if (!hf->running) return 0;
-  hf->done_meanwhile = 1;
-  hf->done_err = err;
   return 1;
 }

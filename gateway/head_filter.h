@@ -9,6 +9,7 @@
 #define GW_HEAD_FILTER_H
 
 #include "error.h"
+#include "handler.h"
 #include "request.h"
 
 typedef struct {
@@ -31,11 +32,26 @@ typedef struct {
 /* From the upstream's on_head, once req->status and resp_headers are set:
  * runs the location's header_filter if there is one (returns 1: the ops
  * continue later), else calls ops->begin(op, length) at once (returns 0). */
-int gw_head_filter_start(gw_head_filter_t *hf, gw_request_t *req, const gw_head_filter_ops_t *ops, void *op,
-                         long long length);
+int gw_head_filter_run(gw_head_filter_t *hf, gw_request_t *req, const gw_head_filter_ops_t *ops, void *op,
+                       long long length);
+static inline int gw_head_filter_start(gw_head_filter_t *hf, gw_request_t *req, const gw_head_filter_ops_t *ops,
+                                       void *op, long long length)
+{
+  if (req->location == NULL || req->location->header_filter == NULL) { /* the common case, inline */
+    ops->begin(op, length);
+    return 0;
+  }
+  return gw_head_filter_run(hf, req, ops, op, length);
+}
 
 /* From the upstream's done callback: 1 when the filter still runs and takes
  * the outcome up when it is done (the caller returns), else 0. */
-int gw_head_filter_upstream_done(gw_head_filter_t *hf, gw_err_t err);
+static inline int gw_head_filter_upstream_done(gw_head_filter_t *hf, gw_err_t err)
+{
+  if (!hf->running) return 0;
+  hf->done_meanwhile = 1;
+  hf->done_err = err;
+  return 1;
+}
 
 #endif

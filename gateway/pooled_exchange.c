@@ -83,7 +83,7 @@ static void conn_attach(gw_px_conn_t *c, gw_px_t *x)
   x->conn = c;
   c->state = GW_PX_ACTIVE;
   if (c->pool->ops->attach) c->pool->ops->attach(c);
-  gw_pool_conn_read(&c->pc, !x->paused);
+  if (c->pc.rev_added == x->paused) gw_pool_conn_read(&c->pc, !x->paused); /* a pooled one reads already */
   if (x->paused) gw_pool_conn_timer_stop(&c->pc);
   else gw_pool_conn_timer(&c->pc, x->timeout_ms);
 }
@@ -107,7 +107,7 @@ static void conn_connected(gw_px_conn_t *c)
 static void req_free(gw_px_t *x)
 {
   gw_px_pool_t *p = x->pool;
-  event_del(&x->dev);
+  if (x->deferred) event_del(&x->dev); /* (event_del costs a lock: only when it was used) */
   if (x->body_out) {
     event_del(&x->sent_ev);
     evbuffer_free(x->body_out);
@@ -144,6 +144,7 @@ void gw_px_fail(gw_px_t *x, gw_err_t err)
   }
   conn_detach(x, 0);
   x->err = err;
+  x->deferred = 1;
   event_active(&x->dev, EV_TIMEOUT, 1);
 }
 

@@ -108,6 +108,7 @@ struct gw_px_s {
   unsigned in_cb : 1;          /* inside the protocol's on_head/on_body call */
   unsigned cancelled : 1;      /* cancelled from inside it */
   unsigned send_stopped : 1;   /* the server stopped reading the request (answered early) */
+  unsigned deferred : 1;       /* dev was made active (a failure reported from the loop) */
   /* a streamed request body */
   unsigned body_complete : 1;  /* the caller put all of it into body_src */
   unsigned body_taken : 1;     /* some of it left body_src: no retry */
