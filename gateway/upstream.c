@@ -546,6 +546,7 @@ static int conn_parse(upstream_conn_t *c, const char *data, size_t len, size_t *
  * is what was parsed: the pool buffer, or (from_stash) the connection's stash. */
 static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *data, size_t len, size_t leftover)
 {
+  if (rc == PARSE_CANCELLED) return 0; /* abandoned already: c is gone too */
   gw_client_req_t *r = req_of(c);
   switch (rc) {
   case PARSE_DONE:
@@ -554,8 +555,6 @@ static int conn_parsed(upstream_conn_t *c, int rc, int from_stash, const char *d
     return 0;
   case PARSE_ERROR:
     gw_px_fail(&r->x, r->x.err);
-    return 0;
-  case PARSE_CANCELLED: /* abandoned already */
     return 0;
   case PARSE_PAUSED:
     if (from_stash) {
