@@ -27,6 +27,7 @@ static const gw_err_t ERR_TLS_BROKEN = {GW_ERR_RESET, "upstream TLS connection f
 static const gw_err_t ERR_NOMEM = {GW_ERR_NOMEM, "out of memory"};
 
 static void conn_send(gw_px_conn_t *c);
+static void on_req_deferred(evutil_socket_t fd, short what, void *arg);
 static void req_connect(gw_px_t *x);
 
 /* ---- the pool ---- */
@@ -144,7 +145,9 @@ void gw_px_fail(gw_px_t *x, gw_err_t err)
   }
   conn_detach(x, 0);
   x->err = err;
+  if (x->deferred) return; /* reported already, from the loop */
   x->deferred = 1;
+  event_assign(&x->dev, x->pool->base, -1, 0, on_req_deferred, x); /* only now: most requests never need it */
   event_active(&x->dev, EV_TIMEOUT, 1);
 }
 
@@ -223,12 +226,6 @@ int gw_px_retry_on_eof(gw_px_conn_t *c)
   return 1;
 }
 
-void gw_px_got_bytes(gw_px_conn_t *c)
-{
-  gw_px_t *x = c->x;
-  x->got_bytes = 1;
-  if (x->read_timer) gw_pool_conn_timer(&c->pc, x->timeout_ms);
-}
 
 /* ---- sending ---- */
 
@@ -308,11 +305,6 @@ static void conn_send(gw_px_conn_t *c)
   else gw_pool_conn_write(&c->pc, 0);
 }
 
-int gw_px_all_sent(const gw_px_t *x)
-{
-  return x->wire_off == x->wire_len && !x->send_stopped &&
-         (x->body_src == NULL || (x->body_ended && evbuffer_get_length(x->body_out) == 0));
-}
 
 /* ---- connecting, and the pool's events ---- */
 
@@ -419,7 +411,6 @@ int gw_px_init(gw_px_t *x, gw_px_pool_t *p, void *arg, struct evbuffer *body_src
 {
   x->pool = p;
   x->arg = arg;
-  event_assign(&x->dev, p->base, -1, 0, on_req_deferred, x);
   if (body_src == NULL) return 0;
   x->body_out = evbuffer_new();
   if (x->body_out == NULL) return -1;

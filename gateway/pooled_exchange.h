@@ -94,7 +94,8 @@ struct gw_px_s {
   gw_pool_key_t *key;          /* the destination, held while the request lives */
   gw_px_conn_t *conn;
   void *arg;                   /* the user's, for on_body_sent */
-  struct event dev;            /* a failure found inside a start call, reported from the loop */
+  struct event dev;            /* a failure found inside a start call, reported from the loop
+                                  (assigned only then: see deferred) */
   gw_err_t err;
   int connect_timeout_ms, timeout_ms;
   unsigned idempotent : 1;     /* may be resent once after a dead pooled connection */
@@ -161,11 +162,19 @@ static inline void gw_px_enter_cb(gw_px_t *x)
 int gw_px_leave_cb(gw_px_t *x);
 
 /* A response byte arrived (restarts the read timeout when it runs per read). */
-void gw_px_got_bytes(gw_px_conn_t *c);
+static inline void gw_px_got_bytes(gw_px_conn_t *c)
+{
+  c->x->got_bytes = 1;
+  if (c->x->read_timer) gw_pool_conn_timer(&c->pc, c->x->timeout_ms);
+}
 /* The protocol's handshake is done (GW_PX_HANDSHAKE): the request goes out. */
 void gw_px_conn_ready(gw_px_conn_t *c);
 /* 1 when every byte of the request went out. */
-int gw_px_all_sent(const gw_px_t *x);
+static inline int gw_px_all_sent(const gw_px_t *x)
+{
+  return x->wire_off == x->wire_len && !x->send_stopped &&
+         (x->body_src == NULL || (x->body_ended && evbuffer_get_length(x->body_out) == 0));
+}
 
 /* The public operations of both clients. */
 void gw_px_cancel(gw_px_t *x);
