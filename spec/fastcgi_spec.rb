@@ -448,6 +448,23 @@ RSpec.describe 'fastcgi' do
       expect(f.connections).to eq(2)
     end
 
+    it 'a kept connection the server closes after each answer is replaced (pooled_exchange.c): GET twice and a POST' do
+      f = fake { |p, stdin, _| [:close_after, FakeFcgi.answer("\r\n#{p['REQUEST_METHOD']} #{stdin.bytesize}")] }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      c = connect(@port)
+      %w[GET GET].each do |m|
+        c.request(m, '/f', 'Host' => 'x')
+        r = c.read_response
+        expect([r.status, r.body]).to eq([200, "#{m} 0"])
+      end
+      # A POST is never resent once sent: it must not trust a connection whose
+      # close already arrived (the close is given time to arrive here).
+      sleep 0.1
+      r = http_request(@port, 'POST', '/f', {}, 'a' * 1000)
+      expect([r.status, r.body]).to eq([200, 'POST 1000'])
+      expect(f.connections).to eq(3)
+    end
+
     it 'streams a request body with a Content-Length as FCGI_STDIN' do
       got = Queue.new
       f = fake { |p, stdin, _| got << [p['CONTENT_LENGTH'], stdin.bytesize]; FakeFcgi.answer("\r\nok") }
