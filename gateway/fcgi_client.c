@@ -388,6 +388,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
   x->connect_timeout_ms = p->connect_timeout_ms > 0 ? p->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
   x->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms : DEFAULT_TIMEOUT_MS;
   snprintf(r->label, sizeof(r->label), "%s", p->label ? p->label : "-");
+  x->label = r->label;
   gw_fcgi_decoder_init(&r->dec, REQUEST_ID);
   gw_headers_init(&r->res.headers);
   x->wire = (const char *)r->wire;

@@ -334,7 +334,8 @@ static void req_connect(gw_px_t *x)
     gw_pool_conn_write(pc, 1);
     gw_pool_conn_timer(pc, x->connect_timeout_ms);
   } else {
-    if (rc != ECONNREFUSED) gw_log_info("%s: connect(): %s", p->ops->name, strerror(rc));
+    if (rc != ECONNREFUSED)
+      gw_log_info("%s%s%s: connect(): %s", p->ops->name, x->label ? " " : "", x->label ? x->label : "", strerror(rc));
     gw_px_fail(x, rc == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
   }
 }
@@ -361,7 +362,10 @@ static void on_conn_write(gw_pool_conn_t *pc)
   if (err == EINPROGRESS || err == EINTR) return;
   if (err != 0) {
     /* unix sockets: EAGAIN when the listen backlog is full */
-    if (err != ECONNREFUSED) gw_log_info("%s: connect: %s", c->pool->ops->name, strerror(err));
+    if (err != ECONNREFUSED) {
+      const char *label = c->x->label;
+      gw_log_info("%s%s%s: connect: %s", c->pool->ops->name, label ? " " : "", label ? label : "", strerror(err));
+    }
     gw_px_fail(c->x, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
     return;
   }

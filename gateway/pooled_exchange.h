@@ -94,6 +94,7 @@ struct gw_px_s {
   gw_pool_key_t *key;          /* the destination, held while the request lives */
   gw_px_conn_t *conn;
   void *arg;                   /* the user's, for on_body_sent */
+  const char *label;           /* the server in logs after ops->name ("unix:/run/php.sock"), or NULL */
   struct event dev;            /* a failure found inside a start call, reported from the loop
                                   (assigned only then: see deferred) */
   gw_err_t err;
