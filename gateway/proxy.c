@@ -18,6 +18,7 @@
 #include "balancer.h"
 #include "error.h"
 #include "exchange.h"
+#include "head_filter.h"
 #include "log.h"
 #include "proxy.h"
 #include "stats.h"
@@ -36,12 +37,9 @@ typedef struct {
   int tries;
   gw_client_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
-  int filtering_head;     /* a header filter runs; the upstream is paused meanwhile */
-  long long head_length;  /* ... and the length to announce once it is done */
-  int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
+  gw_head_filter_t head_filter; /* the location's header_filter on a streamed head */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
-  gw_err_t done_err;
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -178,8 +176,9 @@ static void on_client_drain(gw_request_t *req)
   gw_exchange_resume(op->client);
 }
 
-static void begin_stream(proxy_op_t *op, long long length)
+static void begin_stream(void *arg, long long length)
 {
+  proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   req->on_drain = on_client_drain;
   req->drain_arg = op;
@@ -187,8 +186,31 @@ static void begin_stream(proxy_op_t *op, long long length)
   gw_request_stream_begin(req, length);
 }
 
-static void after_streamed_head_filter(gw_request_t *req, int failed, void *arg);
 static void note_result(proxy_op_t *op, int failed);
+
+/* The header filter's side of a streamed response (head_filter.h). */
+static void pause_upstream(void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_exchange_pause(op->client);
+}
+
+static void resume_upstream(void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_exchange_resume(op->client);
+}
+
+static void release_op(void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_pending_remove(&op->pending);
+  if (op->client) cancel_op(&op->pending);
+  else op_free(op); /* the upstream is done: its result was noted */
+}
+
+static const gw_head_filter_ops_t head_filter_ops = {
+  .pause = pause_upstream, .resume = resume_upstream, .begin = begin_stream, .release = release_op};
 
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
@@ -285,42 +307,7 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
   if (req->head) req->head_length = length;
-  gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
-  if (filter) {
-    /* Nothing goes to the client, and no body is read, until it is done. */
-    op->filtering_head = 1;
-    op->head_length = length;
-    gw_exchange_pause(op->client);
-    filter->run(filter, req, after_streamed_head_filter, op);
-    return;
-  }
-  begin_stream(op, length);
-}
-
-/* The header filter of a streamed response is done: send the head (as the
- * filter left it) and let the body flow, or answer 500 if it raised. */
-static void after_streamed_head_filter(gw_request_t *req, int verdict, void *arg)
-{
-  proxy_op_t *op = arg;
-  int filter_failed = verdict == GW_STEP_FAILED;
-  op->filtering_head = 0;
-  int failed = filter_failed || (op->done_meanwhile && op->done_err.kind != GW_OK);
-  if (failed || gw_request_bodyless(req)) { /* nothing (more) to stream */
-    gw_request_pending_remove(&op->pending);
-    if (op->client) cancel_op(&op->pending);
-    else op_free(op);
-    if (failed) gw_request_simple_response(req, filter_failed ? 500 : 502, NULL);
-    gw_request_finish(req);
-    return;
-  }
-  begin_stream(op, op->head_length);
-  if (op->done_meanwhile) { /* a response without a body (HEAD/204/304) */
-    gw_request_pending_remove(&op->pending);
-    op_free(op);
-    gw_request_stream_end(req, 1);
-    return;
-  }
-  gw_exchange_resume(op->client);
+  gw_head_filter_start(&op->head_filter, req, &head_filter_ops, op, length);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -395,9 +382,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
       if (send_op(op) == 0) return;
     }
   }
-  if (op->filtering_head) { /* its header filter still runs, and takes this up */
-    op->done_meanwhile = 1;
-    op->done_err = err;
+  if (gw_head_filter_upstream_done(&op->head_filter, err)) { /* its header filter still runs, and takes this up */
     if (err.kind) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
     return;
   }
