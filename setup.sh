@@ -40,6 +40,9 @@
 #   static:     media-types (/etc/mime.types: Content-Type of static files)
 #   websocket:  python3-websockets (the real client and echo upstream of
 #               spec/websocket_proxy_spec.rb)
+#   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
+#               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
+#               with grpc_tools.protoc); nginx (grpc_pass, the bench's peer)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -63,6 +66,7 @@ packages=(
   php8.2-fpm
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
   python3-websockets
+  python3-grpcio python3-grpc-tools nginx
 )
 
 missing=()

@@ -40,6 +40,7 @@ typedef struct {
   int connect_timeout_ms;
   int timeout_ms;
   int fastcgi;           /* protocol: :fastcgi (fastcgi.c), else HTTP */
+  int h2c;               /* "h2c://" servers: HTTP/2 cleartext (h2_client.c) */
 } gw_upstream_group_t;
 
 /* Bit of server i in a tried mask (servers past the 32nd share bits). */

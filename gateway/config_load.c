@@ -396,6 +396,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     g->timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@timeout")) * 1000);
     mrb_value proto = iv(mrb, up, "@protocol");
     g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
+    g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
     mrb_value weights = iv(mrb, up, "@weights");
     mrb_value servers = iv(mrb, up, "@servers");
     g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));

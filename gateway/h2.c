@@ -98,6 +98,7 @@ struct h2_stream_s {
   int started, answered, ended_remote, closed, logged, paused, deferred, out_eof, has_host;
   size_t max_body, body_in, body_consumed;
   struct evbuffer *out;     /* response body queued for nghttp2 */
+  gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
   h2_stream_t *next, *prev;
 };
@@ -146,6 +147,10 @@ static void stream_free(h2_stream_t *s)
 {
   gw_request_dispose(&s->req);
   evbuffer_free(s->out);
+  if (s->trailers) {
+    gw_headers_dispose(s->trailers);
+    free(s->trailers);
+  }
   free(s);
 }
 
@@ -239,6 +244,8 @@ static void stream_log(h2_stream_t *s, int status)
 
 /* -- responses ------------------------------------------------------------------ */
 
+static void submit_trailers(h2_stream_t *s);
+
 static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                          nghttp2_data_source *source, void *user)
 {
@@ -251,6 +258,10 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   if (n > 0) evbuffer_remove(s->out, buf, n);
   if (n == have && s->out_eof) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (s->trailers) { /* the stream ends with their HEADERS frame instead */
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      submit_trailers(s);
+    }
   } else if (n == 0) {
     s->deferred = 1;
     return NGHTTP2_ERR_DEFERRED;
@@ -395,6 +406,46 @@ static void h2_stream_end(gw_request_t *req, int complete)
   stream_log(s, req->status ? req->status : 200);
 }
 
+/* The trailer fields of s (lower-cased names: HTTP/2), as its last frame. */
+static void submit_trailers(h2_stream_t *s)
+{
+  nghttp2_nv nv[MAX_NV];
+  char names[4096];
+  size_t n = 0, used = 0;
+  for (size_t i = 0; i < s->trailers->count && n < MAX_NV; i++) {
+    const gw_header_t *t = &s->trailers->items[i];
+    if (is_connection_specific(t->name, t->name_len) || used + t->name_len > sizeof(names)) continue;
+    char *lower = names + used;
+    for (size_t j = 0; j < t->name_len; j++) {
+      char ch = t->name[j];
+      lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    }
+    used += t->name_len;
+    nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)t->value, t->name_len, t->value_len, NGHTTP2_NV_FLAG_NONE};
+  }
+  nghttp2_submit_trailer(s->conn->session, s->id, nv, n);
+}
+
+/* The body is complete; trailer fields follow it (copied now, sent by
+ * data_read once the queued body is out). */
+static void h2_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (!s->closed && !s->conn->dead && !req->head && !gw_request_bodyless(req) && trailers->count > 0 &&
+      s->trailers == NULL) {
+    s->trailers = malloc(sizeof(*s->trailers));
+    if (s->trailers) {
+      gw_headers_init(s->trailers);
+      if (gw_headers_copy(s->trailers, trailers) != 0) {
+        gw_headers_dispose(s->trailers);
+        free(s->trailers);
+        s->trailers = NULL;
+      }
+    }
+  }
+  h2_stream_end(req, 1);
+}
+
 /* The consumer took bytes of a streamed request body: open the window. */
 static void h2_body_taken(gw_request_t *req)
 {
@@ -413,6 +464,7 @@ static const gw_protocol_t h2_protocol = {
   .stream_head = h2_stream_head,
   .stream_body = h2_stream_body,
   .stream_end = h2_stream_end,
+  .stream_trailers = h2_stream_trailers,
   .body_taken = h2_body_taken,
 };
 

@@ -282,6 +282,14 @@ void gw_request_stream_end(gw_request_t *req, int complete)
   req->proto->stream_end(req, complete);
 }
 
+void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  req->running = 0;
+  release_state(req);
+  if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  else req->proto->stream_end(req, 1);
+}
+
 int gw_request_can_stream_file(const gw_request_t *req)
 {
   return req->proto->stream_file != NULL;

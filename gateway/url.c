@@ -16,8 +16,15 @@ int gw_url_parse(const char *url, gw_url_t *u)
     snprintf(u->hostport, sizeof(u->hostport), "localhost");
     return gw_addr_from_unix(unix_path, &sun) > 0 ? 0 : -1; /* fits sun_path */
   }
-  if (strncmp(url, "http://", 7) != 0) return -1;
-  const char *h = url + 7;
+  const char *h;
+  if (strncmp(url, "http://", 7) == 0) {
+    h = url + 7;
+  } else if (strncmp(url, "h2c://", 6) == 0) {
+    h = url + 6;
+    u->h2c = 1;
+  } else {
+    return -1;
+  }
   size_t alen = strcspn(h, "/?");
   gw_hostport_t hp;
   if (gw_addr_split(h, alen, &hp, 0) < 0) return -1;
