@@ -633,6 +633,13 @@ static void go_away(gw_h2_conn_t *h, uint32_t code, const char *why)
   flush_soon(h);
 }
 
+/* Full duplex (gRPC bidirectional streaming): a response already under way
+ * while its request body still streams to the upstream that answers it. */
+static int body_still_wanted(const h2_stream_t *s)
+{
+  return s->started && s->req.running && s->req.body_streaming;
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   gw_h2_conn_t *h = user;
@@ -661,7 +668,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     }
     if (s == NULL || s->closed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
     s->ended_remote = 1;
-    if (s->answered) break;
+    if (s->answered && !body_still_wanted(s)) break;
     if (!s->started) {
       stream_start(s);
     } else if (s->req.body_streaming) {
@@ -694,7 +701,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   (void)flags;
   nghttp2_session_consume_connection(session, len); /* the connection window: at once */
   h2_stream_t *s = stream_of(session, id);
-  if (s == NULL || s->closed || s->answered || s->error_status) {
+  if (s == NULL || s->closed || (s->answered && !body_still_wanted(s)) || s->error_status) {
     nghttp2_session_consume_stream(session, id, len);
     return 0;
   }

@@ -134,7 +134,10 @@ static void call_unlink(gw_h2_call_t *call)
 {
   h2c_conn_t *c = call->conn;
   if (c == NULL) return;
-  if (call->id && c->session && !c->dead) nghttp2_session_set_stream_user_data(c->session, call->id, NULL);
+  if (call->id && c->session) nghttp2_session_set_stream_user_data(c->session, call->id, NULL);
+  if (call->unconsumed && c->session && !c->dead) /* the connection window it held */
+    nghttp2_session_consume_connection(c->session, call->unconsumed);
+  call->unconsumed = 0;
   if (call->prev) call->prev->next = call->next;
   else c->calls = call->next;
   if (call->next) call->next->prev = call->prev;
@@ -180,7 +183,8 @@ static void on_call_timer(evutil_socket_t fd, short what, void *arg)
     nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_CANCEL);
     kick(c);
   }
-  call_finish(call, gw_err(GW_ERR_TIMEOUT, c && !c->connected ? "upstream connect timed out" : "upstream timed out"));
+  if (c && !c->connected) call_finish(call, gw_err(GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"));
+  else call_finish(call, gw_err(GW_ERR_TIMEOUT, "upstream timed out"));
 }
 
 static void on_call_later(evutil_socket_t fd, short what, void *arg)
@@ -228,6 +232,7 @@ static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
       evbuffer_remove(b, buf, n);
       call->body_taken = 1;
       call->body_sent_pending = 1; /* told from kick, outside nghttp2 */
+      kick(call->conn);
     }
     if (n == have && call->body_complete) *flags |= NGHTTP2_DATA_FLAG_EOF;
   } else {
@@ -354,9 +359,17 @@ static void call_complete(gw_h2_call_t *call)
   call_finish(call, gw_err_none());
 }
 
+static int dbg_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+  (void)session; (void)user;
+  if (getenv("H2C_DEBUG")) fprintf(stderr, "h2c send type=%d sid=%d len=%zu flags=%x win=%d\n", frame->hd.type, frame->hd.stream_id, frame->hd.length, frame->hd.flags, frame->hd.type == 8 ? frame->window_update.window_size_increment : 0);
+  return 0;
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   h2c_conn_t *c = user;
+  if (getenv("H2C_DEBUG")) fprintf(stderr, "h2c recv type=%d sid=%d len=%zu flags=%x win=%d\n", frame->hd.type, frame->hd.stream_id, frame->hd.length, frame->hd.flags, frame->hd.type == 8 ? frame->window_update.window_size_increment : 0);
   switch (frame->hd.type) {
   case NGHTTP2_GOAWAY:
     c->goaway = 1; /* nghttp2 closes the streams above last_stream_id (REFUSED_STREAM): retried */
@@ -384,7 +397,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       return 0;
     }
     call->got_head = 1;
-    if (call->on_head) {
+    /* A head that ends the stream (gRPC's Trailers-Only) is the whole
+     * response: done with it, so that it leaves as one HEADERS frame too. */
+    if (call->on_head && !end) {
       call->in_user = 1;
       call->on_head(&call->res, call->arg);
       call->in_user = 0;
@@ -469,6 +484,7 @@ static int setup_callbacks(void)
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, dbg_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
   return 0;
@@ -516,6 +532,10 @@ static int conn_send(h2c_conn_t *c)
   }
   int more = evbuffer_get_length(c->out) > 0 || nghttp2_session_want_write(c->session);
   gw_pool_conn_write(&c->pc, more);
+  if (!more && !nghttp2_session_want_read(c->session)) { /* its GOAWAY is out: done */
+    conn_kill(c, gw_err(GW_ERR_BAD_RESPONSE, "invalid upstream response"));
+    return -1;
+  }
   return 0;
 }
 
@@ -546,14 +566,12 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
   (void)what;
   h2c_conn_t *c = arg;
   c->kicked = 0;
-  if (!c->dead) {
-    for (gw_h2_call_t *call = c->calls, *next; call; call = next) {
-      next = call->next;
-      if (call->body_sent_pending && call->on_body_sent && !call->cancelled) {
-        call->body_sent_pending = 0;
-        call->on_body_sent(call->arg); /* may start, cancel or feed calls: only kicks */
-      }
-    }
+  for (int n = 0; !c->dead && n < 1024; n++) { /* the callbacks may cancel calls: look again each time */
+    gw_h2_call_t *call = c->calls;
+    while (call && !(call->body_sent_pending && call->on_body_sent && !call->cancelled)) call = call->next;
+    if (call == NULL) break;
+    call->body_sent_pending = 0;
+    call->on_body_sent(call->arg);
   }
   if (!c->dead && c->connected) conn_send(c);
   if (!c->dead && c->goaway && c->ncalls == 0) conn_kill(c, gw_err(GW_ERR_CLOSED, "upstream went away"));
@@ -584,7 +602,10 @@ static void conn_on_read(gw_pool_conn_t *pc)
     }
     if ((size_t)n < sizeof(buf)) break;
   }
-  if (!c->dead) kick(c); /* SETTINGS ACK, WINDOW_UPDATE, PING answers */
+  /* nghttp2 ended the session (a connection error: it queued GOAWAY) */
+  if (!c->dead && !nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
+    conn_kill(c, gw_err(GW_ERR_BAD_RESPONSE, "invalid upstream response"));
+  if (!c->dead) kick(c); /* SETTINGS ACK, WINDOW_UPDATE, PING answers, GOAWAY */
 }
 
 static void conn_connected(h2c_conn_t *c)
@@ -823,6 +844,12 @@ gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, cons
   call->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms : 60000;
   if (params->deadline_ms > 0) call->deadline_at = gw_now_ms() + params->deadline_ms;
   call->max_body = p->max_response_body ? p->max_response_body : 64u << 20;
+  if (p->unix_path) {
+    call->addrlen = gw_addr_from_unix(p->unix_path, &call->addr);
+    if (call->addrlen == 0) call_fail_later(call, gw_err(GW_ERR_CONNECT, "cannot connect to upstream"));
+    else call_assign(call);
+    return call;
+  }
   if (p->addr) {
     call->addrlen = p->addrlen <= sizeof(call->addr) ? p->addrlen : sizeof(call->addr);
     memcpy(&call->addr, p->addr, call->addrlen);
@@ -849,7 +876,6 @@ void gw_h2_call_cancel(gw_h2_call_t *call)
   call->cancelled = 1;
   h2c_conn_t *c = call->conn;
   if (c && call->id && !c->dead) {
-    if (call->unconsumed) nghttp2_session_consume_connection(c->session, call->unconsumed);
     nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_CANCEL);
     kick(c);
   }

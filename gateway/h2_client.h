@@ -76,10 +76,4 @@ typedef struct {
 } gw_h2_client_stats_t;
 void gw_h2_client_stats(const gw_h2_client_t *cl, gw_h2_client_stats_t *out);
 
-/* Fuzzing (tools/fuzz/h2_upstream): one call on a connection whose peer's
- * bytes are `data` (split into reads at the bytes given by `cuts`), written
- * into a socketpair; runs the loop until the call ends. Returns the call's
- * error kind. */
-int gw_h2_client_feed_for_test(struct event_base *base, const uint8_t *data, size_t len);
-
 #endif
