@@ -359,17 +359,9 @@ static void call_complete(gw_h2_call_t *call)
   call_finish(call, gw_err_none());
 }
 
-static int dbg_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
-{
-  (void)session; (void)user;
-  if (getenv("H2C_DEBUG")) fprintf(stderr, "h2c send type=%d sid=%d len=%zu flags=%x win=%d\n", frame->hd.type, frame->hd.stream_id, frame->hd.length, frame->hd.flags, frame->hd.type == 8 ? frame->window_update.window_size_increment : 0);
-  return 0;
-}
-
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   h2c_conn_t *c = user;
-  if (getenv("H2C_DEBUG")) fprintf(stderr, "h2c recv type=%d sid=%d len=%zu flags=%x win=%d\n", frame->hd.type, frame->hd.stream_id, frame->hd.length, frame->hd.flags, frame->hd.type == 8 ? frame->window_update.window_size_increment : 0);
   switch (frame->hd.type) {
   case NGHTTP2_GOAWAY:
     c->goaway = 1; /* nghttp2 closes the streams above last_stream_id (REFUSED_STREAM): retried */
@@ -484,7 +476,6 @@ static int setup_callbacks(void)
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
-  nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, dbg_send);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
   return 0;
@@ -613,8 +604,10 @@ static void conn_connected(h2c_conn_t *c)
   c->connected = 1;
   gw_pool_conn_read(&c->pc, 1);
   gw_pool_conn_timer(&c->pc, c->cl->idle_timeout_ms);
-  for (gw_h2_call_t *call = c->calls; call; call = call->next)
+  for (gw_h2_call_t *call = c->calls, *next; call; call = next) {
+    next = call->next; /* a call that cannot be submitted leaves the list */
     if (call->id == 0) call_submit(call);
+  }
   kick(c);
 }
 
