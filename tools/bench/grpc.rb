@@ -4,7 +4,7 @@
 # sent by h2load (a gRPC-framed body, `content-type: application/grpc`,
 # `te: trailers`) directly to the Python gRPC server (spec/support/
 # grpc_peer.py, Debian's python3-grpcio), through the gateway (`grpc_pass:`)
-# and through nginx (`grpc_pass grpc://`), one worker each pinned to
+# and through nginx (`grpc_pass grpc://`, `keepalive 64`), one worker each pinned to
 # SERVER_CPU; the upstream and h2load share LOAD_CPU. The Python server
 # bounds the rate for all three, so the figure to compare is the proxy's CPU
 # time per call (utime + stime of its worker over the run). Writes
@@ -97,10 +97,13 @@ module GatewayBench
           end
         RUBY
       else
+        # keepalive: reused upstream connections (nginx sends one call per
+        # upstream connection at a time; without it, one connection per call)
         @run.start_nginx(name, port, <<~NGINX)
+          upstream grpc_up { server 127.0.0.1:#{up}; keepalive 64; }
           server {
               listen #{HOST}:#{port} http2;
-              location / { grpc_pass grpc://127.0.0.1:#{up}; }
+              location / { grpc_pass grpc://grpc_up; }
           }
         NGINX
       end
