@@ -519,7 +519,15 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
   const gw_limits_t *lim = &h->ctx->server->limits;
   s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
   if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  if (s->started) return 0; /* trailers: not kept */
+  if (s->started) { /* trailers: kept for a body that streams on (gRPC), else dropped */
+    gw_request_t *r = &s->req;
+    if (!r->body_streaming || frame->headers.cat != NGHTTP2_HCAT_HEADERS || namelen == 0 || name[0] == ':' ||
+        !gw_header_field_is_safe((const char *)name, namelen, (const char *)value, valuelen))
+      return 0;
+    if (r->trailers == NULL && (r->trailers = malloc(sizeof(*r->trailers))) != NULL) gw_headers_init(r->trailers);
+    if (r->trailers) gw_headers_add(r->trailers, (const char *)name, namelen, (const char *)value, valuelen);
+    return 0;
+  }
   if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
     if (!s->error_status) s->error_status = 431;
     return 0;

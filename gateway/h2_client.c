@@ -80,6 +80,7 @@ struct gw_h2_call_s {
   struct evbuffer *body_source; /* the caller's streamed body, or NULL */
   long long body_length;
   int body_complete, body_taken, body_deferred, body_sent_pending;
+  gw_headers_t *body_trailers;  /* owned: sent after the body's last byte, or NULL */
   int connect_timeout_ms, timeout_ms;
   double deadline_at;           /* gw_now_ms() time, or 0 */
   size_t max_body;
@@ -125,6 +126,10 @@ static void call_free(gw_h2_call_t *call)
   gw_headers_dispose(&call->headers);
   gw_headers_dispose(&call->res.headers);
   gw_headers_dispose(&call->trailers);
+  if (call->body_trailers) {
+    gw_headers_dispose(call->body_trailers);
+    free(call->body_trailers);
+  }
   if (call->res.body) evbuffer_free(call->res.body);
   if (call->body) evbuffer_free(call->body);
   free(call);
@@ -204,6 +209,25 @@ static void call_fail_later(gw_h2_call_t *call, gw_err_t err)
 
 /* -- the request body ------------------------------------------------------- */
 
+static int is_hop_by_hop(const char *n, size_t len);
+
+/* The request trailers of call (lower-cased names) as its last frame. */
+static void submit_body_trailers(nghttp2_session *session, gw_h2_call_t *call)
+{
+  nghttp2_nv nv[64];
+  char lower[4096];
+  size_t n = 0, used = 0;
+  for (size_t i = 0; i < call->body_trailers->count && n < 64; i++) {
+    const gw_header_t *h = &call->body_trailers->items[i];
+    if (is_hop_by_hop(h->name, h->name_len) || used + h->name_len > sizeof(lower)) continue;
+    char *l = lower + used;
+    for (size_t j = 0; j < h->name_len; j++) l[j] = h->name[j] >= 'A' && h->name[j] <= 'Z' ? (char)(h->name[j] + 32) : h->name[j];
+    used += h->name_len;
+    nv[n++] = (nghttp2_nv){(uint8_t *)l, (uint8_t *)h->value, h->name_len, h->value_len, NGHTTP2_NV_FLAG_NONE};
+  }
+  nghttp2_submit_trailer(session, call->id, nv, n);
+}
+
 static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                          nghttp2_data_source *source, void *user)
 {
@@ -234,7 +258,13 @@ static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
       call->body_sent_pending = 1; /* told from kick, outside nghttp2 */
       kick(call->conn);
     }
-    if (n == have && call->body_complete) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (n == have && call->body_complete) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (call->body_trailers && call->body_trailers->count) { /* they end the stream instead */
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        submit_body_trailers(session, call);
+      }
+    }
   } else {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
   }
@@ -902,6 +932,14 @@ void gw_h2_call_body_more(gw_h2_call_t *call, int complete)
     nghttp2_session_resume_data(c->session, call->id);
     kick(c);
   }
+}
+
+void gw_h2_call_body_trailers(gw_h2_call_t *call, const gw_headers_t *trailers)
+{
+  if (call->body_trailers || trailers == NULL || trailers->count == 0) return;
+  if ((call->body_trailers = malloc(sizeof(*call->body_trailers))) == NULL) return;
+  gw_headers_init(call->body_trailers);
+  gw_headers_copy(call->body_trailers, trailers);
 }
 
 void gw_h2_client_stats(const gw_h2_client_t *cl, gw_h2_client_stats_t *out)

@@ -67,6 +67,10 @@ void gw_h2_call_resume(gw_h2_call_t *call);
 /* A streamed request body grew, or (complete) ended. */
 void gw_h2_call_body_more(gw_h2_call_t *call, int complete);
 
+/* Trailer fields to send after the streamed request body (copied), given
+ * before gw_h2_call_body_more(call, 1). */
+void gw_h2_call_body_trailers(gw_h2_call_t *call, const gw_headers_t *trailers);
+
 /* Counters for tests and status. */
 typedef struct {
   unsigned long connections; /* opened */

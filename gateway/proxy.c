@@ -365,6 +365,7 @@ static void on_upstream_body(const char *data, size_t len, void *arg)
 static void on_client_body_more(gw_request_t *req)
 {
   proxy_op_t *op = req->body_arg;
+  if (op->h2 && !req->body_streaming && req->trailers) gw_h2_call_body_trailers(op->h2, req->trailers);
   if (op->h2) gw_h2_call_body_more(op->h2, !req->body_streaming);
   else if (op->client) gw_exchange_body_more(op->client, !req->body_streaming);
 }
@@ -471,6 +472,7 @@ static int send_op(proxy_op_t *op)
     gw_h2_client_t *h2 = worker_h2_client(req->ctx);
     gw_h2_params_t hp = {.http = op->params, .deadline_ms = op->deadline_ms, .on_trailers = on_upstream_trailers};
     op->h2 = h2 ? gw_h2_call_start(h2, req->ctx->resolver, &hp, on_upstream_done, op) : NULL;
+    if (op->h2 && req->trailers && !req->body_streaming) gw_h2_call_body_trailers(op->h2, req->trailers);
   } else {
     op->client = gw_exchange_start(req->ctx->pool, req->ctx->resolver, &op->params, on_upstream_done, op);
   }

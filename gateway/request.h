@@ -108,6 +108,9 @@ struct gw_request_s {
    * and the body keeps arriving into `body` while it runs. */
   int body_streaming;       /* more of the body is to come from the client */
   long long body_length;    /* its Content-Length, or -1: chunked */
+  /* Trailer fields an HTTP/2 client sent after a streamed body (owned;
+   * NULL: none, the usual case), set before the body's end is reported. */
+  gw_headers_t *trailers;
   /* Set by the consumer: `body` grew, or the body ended (body_streaming 0). */
   void (*on_body_more)(gw_request_t *req);
   void *body_arg;

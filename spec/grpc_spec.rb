@@ -233,6 +233,38 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     end
   end
 
+  it "passes an HTTP/2 client's request trailers on after its streamed body" do
+    port, = start_hostile('echo')
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+    out, = Open3.capture2e('timeout', '20', PY_GRPC, '-c', <<~PY)
+      import socket, h2.connection, h2.config, h2.events
+      s = socket.create_connection(("127.0.0.1", #{@port}))
+      c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+      c.initiate_connection()
+      c.send_headers(1, [(":method", "POST"), (":path", "/gwtest.Echo/Unary"), (":scheme", "http"),
+                         (":authority", "t"), ("content-type", "application/grpc"), ("te", "trailers")])
+      c.send_data(1, b"\\x00\\x00\\x00\\x00\\x00")
+      c.send_headers(1, [("x-checksum", "abc"), ("x-count", "1")], end_stream=True)
+      s.sendall(c.data_to_send())
+      body, trailers, done = b"", [], False
+      while not done:
+          data = s.recv(65536)
+          if not data:
+              break
+          for ev in c.receive_data(data):
+              if isinstance(ev, h2.events.DataReceived):
+                  body += ev.data
+                  c.acknowledge_received_data(ev.flow_controlled_length, 1)
+              elif isinstance(ev, h2.events.TrailersReceived):
+                  trailers = ev.headers
+              elif isinstance(ev, h2.events.StreamEnded):
+                  done = True
+          s.sendall(c.data_to_send())
+      print(body[7:].decode(), dict(trailers).get(b"grpc-status"))
+    PY
+    expect(out.strip).to eq("trailers:x-checksum=abc,x-count=1 b'0'")
+  end
+
   describe 'plain HTTP to an h2c upstream' do
     before(:each) do
       @port = free_port

@@ -12,6 +12,9 @@ listens on 127.0.0.1:PORT, prints "ready", and serves every connection
   goaway     connection 1: GOAWAY (last stream 0: the request was not
              processed); later ones answer as a gRPC server would
              (message "retried", grpc-status 0)
+  echo       answers each request when it ends, as a gRPC server would, with
+             the message "trailers:" + the request's trailer fields
+             (name=value, comma-separated)
 Each accepted connection is counted on stdout ("conn N").
 """
 import socket
@@ -41,6 +44,7 @@ def serve(sock, n, scenario):
     conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=False))
     conn.initiate_connection()
     sock.sendall(conn.data_to_send())
+    seen = {}
     try:
         while True:
             data = sock.recv(65536)
@@ -53,8 +57,14 @@ def serve(sock, n, scenario):
                         sock.sendall(b"\x00\x00\x04\x08\x00\x00\x00\x00\x00\x00\x00\x00\x00")
                     elif scenario == "goaway" and n == 1:
                         conn.close_connection(last_stream_id=0)
+                    elif scenario == "echo":
+                        pass  # answered when the request ends
                     else:
                         grpc_reply(conn, ev.stream_id, "retried")
+                elif isinstance(ev, h2.events.TrailersReceived):
+                    seen[ev.stream_id] = ",".join("%s=%s" % (k.decode(), v.decode()) for k, v in ev.headers)
+                elif isinstance(ev, h2.events.StreamEnded) and scenario == "echo":
+                    grpc_reply(conn, ev.stream_id, "trailers:" + seen.get(ev.stream_id, ""))
                 elif isinstance(ev, h2.events.DataReceived):
                     conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
             out = conn.data_to_send()
