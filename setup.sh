@@ -40,6 +40,9 @@
 #   static:     media-types (/etc/mime.types: Content-Type of static files)
 #   websocket:  python3-websockets (the real client and echo upstream of
 #               spec/websocket_proxy_spec.rb)
+#   HTTPS upstreams: ca-certificates (the system CAs that https:// upstreams
+#               are verified against by default); nginx (the TLS upstream of
+#               spec/https_upstream_spec.rb and rake bench:https_upstream)
 #   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
 #               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
 #               with grpc_tools.protoc); nginx (grpc_pass, the bench's peer)
@@ -66,7 +69,8 @@ packages=(
   php8.2-fpm
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
   python3-websockets
-  python3-grpcio python3-grpc-tools nginx
+  ca-certificates nginx
+  python3-grpcio python3-grpc-tools
 )
 
 missing=()

@@ -17,7 +17,8 @@ typedef struct {
   struct sockaddr_storage addr; /* host:port, parsed at load (addrlen 0: a name) */
   socklen_t addrlen;
   char *unix_path;      /* owned, or NULL */
-  char *label;          /* owned "host:port" or "unix:/path", for logs */
+  char *label;          /* owned "host:port", "https://host:port" or "unix:/path", for logs */
+  int tls;              /* "https://host:port": HTTPS (the group's tls_client settings) */
   int weight;           /* >= 1 */
   /* per worker, changed at run time (passive health, least_conn) */
   int fails;            /* consecutive failures */
@@ -40,6 +41,8 @@ typedef struct {
   int connect_timeout_ms;
   int timeout_ms;
   int fastcgi;           /* protocol: :fastcgi (fastcgi.c), else HTTP */
+  struct gw_tls_client_s *tls_client; /* owned (tls_client.h): its https servers' settings;
+                                         NULL: the location's, else the defaults */
   int h2c;               /* "h2c://" servers: HTTP/2 cleartext (h2_client.c) */
 } gw_upstream_group_t;
 

@@ -47,6 +47,8 @@ typedef struct {
   size_t seq;           /* position in the config: regex locations keep this order */
   int cpu_limit_ms;     /* CPU time its Ruby code may run between two waits
                            (the server's unless set); 0: no limit (cpu_limit.h) */
+  struct gw_tls_client_s *tls_client; /* owned (tls_client.h): https:// upstreams reached from
+                                         here (tls_* options); NULL: the config's defaults */
 } gw_location_t;
 
 #define GW_CPU_AUTO (-2)
@@ -93,6 +95,8 @@ typedef struct {
   int resolver_timeout_ms; /* 0: the resolver's default */
   int resolver_tries;
   int generation;          /* 0 at start, +1 per reload (set by the master) */
+  struct gw_tls_client_s *tls_client; /* owned: https:// upstreams where nothing else is
+                                         configured (verified against the system's CAs) */
 } gw_config_t;
 
 #endif

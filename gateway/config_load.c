@@ -38,6 +38,7 @@
 #include "shdict.h"
 #include "status.h"
 #include "tls.h"
+#include "tls_client.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -284,6 +285,32 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
   }
 }
 
+/* The tls_* options of a location or an upstream group (Gateway::TLS.client's
+ * Hash) as client settings for its https upstreams; NULL for nil. The files
+ * are read now: a bad one is reported as FILE:LINE of the call. */
+static gw_tls_client_t *read_tls_client(mrb_state *mrb, mrb_value h, const char *config_path, const char *where)
+{
+  if (!mrb_hash_p(h)) return NULL;
+  mrb_value ca = hget(mrb, h, "ca"), cert = hget(mrb, h, "cert"), key = hget(mrb, h, "key");
+  mrb_value name = hget(mrb, h, "server_name");
+  gw_tls_client_config_t tc = {.verify = mrb_test(hget(mrb, h, "verify"))};
+  char *owned[3] = {NULL, NULL, NULL};
+  if (mrb_string_p(ca)) tc.ca = owned[0] = config_relative(config_path, mrb_string_cstr(mrb, ca));
+  if (mrb_string_p(cert)) tc.cert = owned[1] = config_relative(config_path, mrb_string_cstr(mrb, cert));
+  if (mrb_string_p(key)) tc.key = owned[2] = config_relative(config_path, mrb_string_cstr(mrb, key));
+  tc.server_name = mrb_string_p(name) ? mrb_string_cstr(mrb, name) : NULL;
+  char err[512];
+  gw_tls_client_t *t = gw_tls_client_new(&tc, err, sizeof(err));
+  for (int i = 0; i < 3; i++) free(owned[i]);
+  if (t == NULL) {
+    mrb_value line = hget(mrb, h, "line");
+    int l = mrb_integer_p(line) ? (int)mrb_integer(line) : 0;
+    struct RClass *e = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+    mrb_raisef(mrb, e, "%s:%d: %s: %s", config_path, l, where, err);
+  }
+  return t;
+}
+
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
 static mrb_value read_config(mrb_state *mrb, void *ud)
 {
@@ -338,6 +365,9 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
       l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
       mrb_value tunnel_timeout = iv(mrb, loc, "@tunnel_timeout"); /* WebSocket proxying: checked by the DSL */
       if (!mrb_nil_p(tunnel_timeout)) l->tunnel_timeout_ms = (int)(mrb_as_float(mrb, tunnel_timeout) * 1000.0 + 0.5);
+      char where[300];
+      snprintf(where, sizeof(where), "location %s", l->path);
+      l->tls_client = read_tls_client(mrb, iv(mrb, loc, "@tls_client"), cfg->path, where);
       mrb_value via = iv(mrb, loc, "@via");
       if (mrb_string_p(via)) {
         size_t n = (size_t)RSTRING_LEN(via) + 5;
@@ -365,6 +395,11 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
   }
 
   gw_settings_read(mrb, current, &cfg->settings);
+
+  /* https:// upstreams without tls_* options: verified against the system's CAs */
+  char err[512];
+  cfg->tls_client = gw_tls_client_new(&(gw_tls_client_config_t){.verify = 1}, err, sizeof(err));
+  if (cfg->tls_client == NULL) mrb_raisef(mrb, E_RUNTIME_ERROR, "%s", err);
 
   mrb_value limit = iv(mrb, current, "@vm_memory_limit");
   if (!mrb_nil_p(limit)) gw_vm_set_memory_limit(mrb, (size_t)mrb_as_float(mrb, limit));
@@ -397,16 +432,23 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value proto = iv(mrb, up, "@protocol");
     g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
     g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
+    char where[300];
+    snprintf(where, sizeof(where), "upstream %s", g->name);
+    g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), cfg->path, where);
     mrb_value weights = iv(mrb, up, "@weights");
     mrb_value servers = iv(mrb, up, "@servers");
     g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));
     if (g->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
     for (mrb_int j = 0; j < RARRAY_LEN(servers); j++) {
-      /* Validated by the DSL: "unix:/path" or "IP:port" (Gateway::Upstream). */
+      /* Validated by the DSL: "unix:/path", "host:port" or "https://host:port" (Gateway::Upstream). */
       const char *addr = mrb_string_cstr(mrb, mrb_ary_ref(mrb, servers, j));
       gw_upstream_server_t *us = &g->servers[j];
       g->nservers++;
       us->label = strdup(addr);
+      if (strncmp(addr, "https://", 8) == 0) {
+        us->tls = 1;
+        addr += 8;
+      }
       us->weight = (int)mrb_integer(mrb_ary_ref(mrb, weights, j));
       gw_hostport_t hp;
       if (gw_addr_unix_path(addr)) {
@@ -583,6 +625,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       free(l->path);
       free(l->via);
       gw_regex_unref(l->regex);
+      gw_tls_client_free(l->tls_client);
       if (l->handler) l->handler->dispose(l->handler);
       gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
       for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)
@@ -602,10 +645,12 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(g->servers);
     free(g->name);
+    gw_tls_client_free(g->tls_client);
   }
   free(cfg->groups);
   gw_settings_dispose(&cfg->settings);
   free(cfg->resolver_servers);
+  gw_tls_client_free(cfg->tls_client);
   if (cfg->mrb) gw_vm_close(cfg->mrb);
   free(cfg->path);
   free(cfg);

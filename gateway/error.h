@@ -23,6 +23,8 @@ typedef enum {
   GW_ERR_DNS_FAILURE,     /* "DNS server failure", "DNS lookup failed" */
   GW_ERR_BAD_NAME,        /* "invalid host name", "invalid port" */
   GW_ERR_NOMEM,           /* "out of memory" */
+  GW_ERR_TLS,             /* "upstream TLS handshake failed" (the reason is logged where
+                             it happened: certificate verification, protocol, ...) */
   GW_ERR_KIND_COUNT
 } gw_err_kind_t;
 
@@ -45,11 +47,11 @@ static inline gw_err_t gw_err_none(void)
 }
 
 /* Nothing of the request reached the upstream (refused, connect timeout,
- * cannot connect, host not found): trying another server is safe. */
+ * cannot connect, host not found, the TLS handshake failed): trying another server is safe. */
 static inline int gw_err_is_connect_failure(gw_err_kind_t kind)
 {
   return kind == GW_ERR_CONNECT_REFUSED || kind == GW_ERR_CONNECT_TIMEOUT || kind == GW_ERR_CONNECT ||
-         kind == GW_ERR_DNS_NOT_FOUND;
+         kind == GW_ERR_DNS_NOT_FOUND || kind == GW_ERR_TLS;
 }
 
 /* Something did not answer in time (connecting, the exchange, DNS). */
@@ -85,6 +87,7 @@ static inline const char *gw_err_name(gw_err_kind_t kind)
   case GW_ERR_DNS_FAILURE: return "DNS_FAILURE";
   case GW_ERR_BAD_NAME: return "BAD_NAME";
   case GW_ERR_NOMEM: return "NOMEM";
+  case GW_ERR_TLS: return "TLS";
   case GW_ERR_KIND_COUNT: break;
   }
   return "?";

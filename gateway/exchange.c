@@ -123,6 +123,7 @@ gw_exchange_t *gw_exchange_start(gw_upstream_pool_t *pool, gw_resolver_t *resolv
   int oom = !x->host || !x->method || !x->target || (p->body_len && !x->body);
   if (!oom && p->body_len) memcpy(x->body, p->body, p->body_len);
   if (!oom) oom = gw_headers_copy(&x->headers, p->headers) != 0;
+  x->params.host = x->host; /* the name: in logs, and the TLS server name of https */
   x->params.method = x->method;
   x->params.target = x->target;
   x->params.body = x->body;

@@ -164,6 +164,8 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fastcgi_han
     add_std_s(b, h, "SERVER_NAME", req->server ? req->server->host : "");
   }
   add_std_s(b, h, "REDIRECT_STATUS", "200"); /* php-fpm's cgi.force_redirect */
+  add_std_s(b, h, "REQUEST_SCHEME", req->tls ? "https" : "http");
+  if (req->tls) add_std_s(b, h, "HTTPS", "on"); /* nginx: $https if_not_empty */
   const gw_header_t *ct = gw_headers_find(&req->headers, "content-type");
   add_std(b, h, "CONTENT_TYPE", ct ? ct->value : "", ct ? ct->value_len : 0);
   if (content_length > 0 || ct) snprintf(num, sizeof(num), "%lld", content_length);

@@ -585,7 +585,8 @@ static void on_conn_timeout(gw_pool_conn_t *pc)
 
 gw_fcgi_pool_t *gw_fcgi_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
 {
-  static const gw_pool_conn_ops_t ops = {on_conn_read, on_conn_write, on_conn_timeout, on_conn_free};
+  static const gw_pool_conn_ops_t ops = {
+    .on_read = on_conn_read, .on_write = on_conn_write, .on_timeout = on_conn_timeout, .on_free = on_conn_free};
   gw_fcgi_pool_t *pool = calloc(1, sizeof(*pool));
   if (pool == NULL) return NULL;
   pool->base = base;
@@ -684,7 +685,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
     return r;
   }
   memcpy(&addr, p->addr, p->addrlen);
-  r->key = gw_pool_key_get(pool->conns, &addr, p->addrlen);
+  r->key = gw_pool_key_get(pool->conns, &addr, p->addrlen, NULL, NULL);
   if (r->key == NULL) {
     if (r->body_out) evbuffer_free(r->body_out);
     free(r);

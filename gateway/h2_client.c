@@ -746,7 +746,7 @@ static void call_assign(gw_h2_call_t *call)
   call->got_head = 0;
   call->in_trailers = 0;
   gw_headers_clear(&call->res.headers);
-  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen);
+  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen, NULL, NULL); /* plain: h2c */
   if (key == NULL) {
     call_fail_later(call, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;

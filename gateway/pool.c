@@ -22,6 +22,8 @@ struct gw_pool_key_s {
   unsigned refs;               /* user references + connections */
   socklen_t addrlen;
   gw_sockaddr_t addr;          /* zero-padded, compared with memcmp */
+  const void *tls;             /* TLS settings, or NULL for plain */
+  char *name;                  /* owned TLS server name, "" for plain */
   gw_pool_conn_t *idle_head;   /* most recently parked first */
   gw_pool_conn_t *idle_tail;
   int idle_count;
@@ -78,26 +80,37 @@ void gw_pool_conn_timer_stop(gw_pool_conn_t *c)
 
 /* ---- keys ---- */
 
-static unsigned addr_hash(const gw_sockaddr_t *a, socklen_t len)
+static unsigned bytes_hash(unsigned h, const void *bytes, size_t len)
 {
-  const unsigned char *p = (const unsigned char *)a;
-  unsigned h = 2166136261u;
-  for (socklen_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+  const unsigned char *p = bytes;
+  for (size_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
   return h;
 }
 
-gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len)
+gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len, const void *tls,
+                               const char *name)
 {
-  unsigned h = addr_hash(addr, len);
+  if (tls == NULL || name == NULL) name = "";
+  unsigned h = bytes_hash(2166136261u, addr, len);
+  if (tls != NULL) {
+    h = bytes_hash(h, &tls, sizeof(tls));
+    h = bytes_hash(h, name, strlen(name));
+  }
   gw_pool_key_t **slot = &pool->buckets[h % GW_POOL_KEY_BUCKETS];
   for (gw_pool_key_t *k = *slot; k != NULL; k = k->next) {
-    if (k->hash == h && k->addrlen == len && memcmp(&k->addr, addr, len) == 0) {
+    if (k->hash == h && k->addrlen == len && memcmp(&k->addr, addr, len) == 0 && k->tls == tls &&
+        strcmp(k->name, name) == 0) {
       k->refs++;
       return k;
     }
   }
   gw_pool_key_t *k = calloc(1, sizeof(*k));
   if (k == NULL) return NULL;
+  if ((k->name = strdup(name)) == NULL) {
+    free(k);
+    return NULL;
+  }
+  k->tls = tls;
   k->hash = h;
   k->refs = 1;
   k->addrlen = len;
@@ -113,8 +126,19 @@ void gw_pool_key_put(gw_pool_t *pool, gw_pool_key_t *k)
   gw_pool_key_t **slot = &pool->buckets[k->hash % GW_POOL_KEY_BUCKETS];
   while (*slot != k) slot = &(*slot)->next;
   *slot = k->next;
+  free(k->name);
   free(k);
 }
+
+const gw_sockaddr_t *gw_pool_key_addr(const gw_pool_key_t *k, socklen_t *len)
+{
+  *len = k->addrlen;
+  return &k->addr;
+}
+
+const void *gw_pool_key_tls(const gw_pool_key_t *k) { return k->tls; }
+
+const char *gw_pool_key_name(const gw_pool_key_t *k) { return k->name; }
 
 /* ---- connections ---- */
 
@@ -136,8 +160,8 @@ void gw_pool_close(gw_pool_conn_t *c)
   if (c->rev_added) event_del(&c->rev);
   if (c->wev_added) event_del(&c->wev);
   event_del(&c->tev);
+  if (pool->ops.on_free) pool->ops.on_free(c); /* before the close: TLS may say goodbye */
   if (c->fd >= 0) close(c->fd); /* -1: the socket was taken (gw_client_detach) */
-  if (pool->ops.on_free) pool->ops.on_free(c);
   gw_pool_key_put(pool, c->key);
   free(c);
 }
@@ -204,6 +228,7 @@ int gw_pool_conn_is_stale(gw_pool_conn_t *c)
 {
   char b;
   ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+  if (n > 0 && c->pool->ops.idle_check) return !c->pool->ops.idle_check(c);
   return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR));
 }
 
@@ -227,6 +252,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   char b;
   ssize_t n = recv(fd, &b, 1, MSG_PEEK);
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
+  if (n > 0 && c->pool->ops.idle_check && c->pool->ops.idle_check(c)) return;
   gw_pool_close(c);
 }
 

@@ -10,8 +10,10 @@
  * (any readiness means EOF, an error or stray bytes: the connection is
  * closed; so is one idle for idle_timeout_ms, or past keepalive_max per key).
  *
- * Keys (the binary sockaddr, so "::1" and "0::1" share one) are counted
- * references: a key lives while some user request or connection holds it. */
+ * Keys (the binary sockaddr, so "::1" and "0::1" share one, plus the TLS
+ * settings and server name of an HTTPS upstream, so a TLS connection is never
+ * handed to a plain request or to another name) are counted references: a
+ * key lives while some user request or connection holds it. */
 #ifndef GW_POOL_H
 #define GW_POOL_H
 
@@ -43,8 +45,12 @@ typedef struct {
   void (*on_write)(gw_pool_conn_t *c);   /* writable; while connecting: connect finished or failed */
   void (*on_timeout)(gw_pool_conn_t *c); /* the timer of gw_pool_conn_timer expired */
   void (*on_free)(gw_pool_conn_t *c);    /* optional: the connection is being freed (by
-                                            gw_pool_close, or by the pool when idle); release
-                                            what the user struct holds, not the struct itself */
+                                            gw_pool_close, or by the pool when idle), its
+                                            socket still open; release what the user struct
+                                            holds, not the struct itself */
+  int (*idle_check)(gw_pool_conn_t *c);  /* optional: an idle connection's socket has bytes;
+                                            1 if they were the transport's own (a TLS session
+                                            ticket) and it is still good, 0 to drop it */
 } gw_pool_conn_ops_t;
 
 /* One per worker. keepalive_max: idle connections kept per key (0: none,
@@ -62,9 +68,16 @@ int gw_pool_keepalive_max(const gw_pool_t *pool);
 /* Idle connections right now. */
 unsigned long gw_pool_idle_count(const gw_pool_t *pool);
 
-/* The key of addr (len bytes, at most sizeof(gw_sockaddr_t)), with one more
- * reference; NULL when out of memory. Give it back with gw_pool_key_put. */
-gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len);
+/* The key of addr (len bytes, at most sizeof(gw_sockaddr_t)) and, for a TLS
+ * upstream, its settings (tls, compared as a pointer) and server name (copied;
+ * NULL for plain), with one more reference; NULL when out of memory. Give it
+ * back with gw_pool_key_put. */
+gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len, const void *tls,
+                               const char *name);
+/* What the key was made with. */
+const gw_sockaddr_t *gw_pool_key_addr(const gw_pool_key_t *k, socklen_t *len);
+const void *gw_pool_key_tls(const gw_pool_key_t *k);
+const char *gw_pool_key_name(const gw_pool_key_t *k); /* "" for plain */
 void gw_pool_key_put(gw_pool_t *pool, gw_pool_key_t *k);
 
 /* The most recently parked idle connection to k, now in use (its read event
@@ -101,7 +114,8 @@ void gw_pool_conn_timer_stop(gw_pool_conn_t *c);
 void gw_pool_conn_kick_read(gw_pool_conn_t *c);
 
 /* 1 if an idle connection just taken visibly died (EOF, error or stray
- * bytes) without the loop having noticed yet. One syscall. */
+ * bytes; idle_check decides about bytes) without the loop having noticed
+ * yet. One syscall when nothing is there. */
 int gw_pool_conn_is_stale(gw_pool_conn_t *c);
 
 #endif

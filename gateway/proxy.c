@@ -52,6 +52,7 @@ typedef struct {
   long long head_length;  /* ... and the length to announce once it is done */
   int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
+  int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
   gw_err_t done_err;
   char *target;
   gw_headers_t headers;
@@ -182,6 +183,15 @@ static void cancel_op(gw_pending_t *p)
 }
 
 static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg);
+
+/* HTTPS settings: the group's tls_* options, else the location's, else the
+ * defaults (the system's CAs). */
+static struct gw_tls_client_s *tls_settings(const gw_request_t *req, const gw_upstream_group_t *group)
+{
+  if (group && group->tls_client) return group->tls_client;
+  if (req->location && req->location->tls_client) return req->location->tls_client;
+  return req->ctx->config->tls_client;
+}
 
 /* The upstream's status and headers become the response's, minus hop-by-hop. */
 static void take_head(gw_request_t *req, gw_client_response_t *res)
@@ -463,6 +473,7 @@ static int send_op(proxy_op_t *op)
     op->params.port = s->port;
     op->params.addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL;
     op->params.addrlen = s->addrlen;
+    op->params.tls = s->tls || op->https ? tls_settings(req, op->group) : NULL;
     s->active++;
     copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
   }
@@ -643,6 +654,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     return;
   }
   op->req = req;
+  op->https = u->tls;
   gw_headers_init(&op->headers);
   op->h2c = u->h2c;
   if (u->unix_path) {
@@ -667,6 +679,12 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     op->grpc = is_grpc(req);
     op->deadline_ms = op->grpc ? grpc_timeout_ms(req) : 0;
   }
+  if (op->upgrade && (u->tls || (op->server && op->server->tls))) {
+    gw_log_error("proxy_pass %s: WebSocket to an https:// upstream is not supported", url);
+    op_free(op);
+    fail_now(req, 502);
+    return;
+  }
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
                    req->location && req->location->pass_host, op->upgrade);
   size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
@@ -676,6 +694,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .port = u->port,
     .addr = u->addrlen ? (const struct sockaddr *)&u->addr : NULL,
     .addrlen = u->addrlen,
+    .tls = u->tls ? tls_settings(req, NULL) : NULL,
     .method = req->method,
     .target = op->target,
     .headers = &op->headers,
@@ -721,7 +740,7 @@ void gw_proxy_start(gw_request_t *req, const char *url, const char *key)
 {
   gw_url_t u;
   if (gw_url_parse(url, &u) < 0) {
-    gw_log_error("proxy_pass %s: not a valid http:// URL", url);
+    gw_log_error("proxy_pass %s: not a valid http:// or https:// URL", url);
     fail_now(req, 502);
     return;
   }

@@ -30,6 +30,8 @@ const gw_stats_field_t gw_stats_fields[] = {
   COUNTER(upstream_reused, "upstream requests sent on a pooled keep-alive connection"),
   COUNTER(upstream_retried, "upstream requests retried after a stale pooled connection"),
   COUNTER(upstream_failures, "proxied requests that failed (502/504)"),
+  COUNTER(upstream_tls_handshakes, "TLS handshakes completed with HTTPS upstreams"),
+  COUNTER(upstream_tls_resumed, "... of which resumed a session"),
   COUNTER(dns_lookups, "DNS lookups"),
   COUNTER(dns_cache_hits, "DNS answers served from the cache"),
   COUNTER(dns_failures, "DNS lookups that failed"),

@@ -22,6 +22,7 @@ typedef struct {
   uint64_t responses[6]; /* 1xx..5xx, [0]: other */
   uint64_t subrequests;
   uint64_t upstream_opened, upstream_reused, upstream_retried, upstream_failures;
+  uint64_t upstream_tls_handshakes, upstream_tls_resumed; /* HTTPS upstreams */
   uint64_t dns_lookups, dns_cache_hits, dns_failures;
   uint64_t restarts, stalls; /* carried over from the workers this one replaced */
   /* gauges */

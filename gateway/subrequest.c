@@ -205,9 +205,14 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     gw_headers_init(&hs);
     gw_headers_copy(&hs, p->headers);
     if (gw_headers_find(&hs, "host") == NULL) gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
+    /* https: the parent location's tls_* settings, else the defaults */
+    const gw_location_t *loc = parent->location;
     gw_client_params_t cp = {
       .host = u.host,
       .port = u.port,
+      .addr = u.addrlen ? (const struct sockaddr *)&u.addr : NULL,
+      .addrlen = u.addrlen,
+      .tls = !u.tls ? NULL : loc && loc->tls_client ? loc->tls_client : parent->ctx->config->tls_client,
       .method = p->method,
       .target = *u.path ? u.path : "/",
       .headers = &hs,

@@ -59,6 +59,7 @@
 #include "headers.h"
 #include "log.h"
 #include "pool.h"
+#include "tls_client.h"
 #include "upstream.h"
 
 #define GW_UPSTREAM_READ_SIZE (64 * 1024)
@@ -75,6 +76,9 @@ static const gw_err_t ERR_REFUSED = {GW_ERR_CONNECT_REFUSED, "connection refused
 static const gw_err_t ERR_RESET = {GW_ERR_RESET, "connection reset by upstream"};
 static const gw_err_t ERR_PREMATURE = {GW_ERR_CLOSED, "upstream closed connection prematurely"};
 static const gw_err_t ERR_CONNECT_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"};
+static const gw_err_t ERR_HANDSHAKE_TIMEOUT = {GW_ERR_CONNECT_TIMEOUT, "upstream TLS handshake timed out"};
+static const gw_err_t ERR_TLS = {GW_ERR_TLS, "upstream TLS handshake failed"};
+static const gw_err_t ERR_TLS_BROKEN = {GW_ERR_RESET, "upstream TLS connection failed"};
 static const gw_err_t ERR_TIMEOUT = {GW_ERR_TIMEOUT, "upstream timed out"};
 static const gw_err_t ERR_INVALID = {GW_ERR_BAD_RESPONSE, "invalid upstream response"};
 static const gw_err_t ERR_TOO_LARGE = {GW_ERR_TOO_LARGE, "upstream response too large"};
@@ -84,12 +88,13 @@ static const gw_err_t ERR_NONE = {GW_OK, NULL};
 
 typedef struct upstream_conn_s upstream_conn_t;
 
-typedef enum { CONN_CONNECTING, CONN_ACTIVE, CONN_IDLE } conn_state_t;
+typedef enum { CONN_CONNECTING, CONN_HANDSHAKE, CONN_ACTIVE, CONN_IDLE } conn_state_t;
 
 struct upstream_conn_s {
   gw_pool_conn_t pc;           /* first: the socket, its events, its key (pool.c) */
   gw_upstream_pool_t *pool;
-  gw_client_req_t *req;        /* set while CONNECTING / ACTIVE */
+  gw_client_req_t *req;        /* set while CONNECTING / HANDSHAKE / ACTIVE */
+  gw_tls_client_conn_t *tls;   /* owned; an HTTPS upstream (the key has TLS settings) */
   conn_state_t state;
   unsigned served : 1;         /* has completed a request: a reused connection */
   unsigned kick : 1;           /* streaming, paused mid-read: parse the stash (maybe
@@ -189,6 +194,48 @@ static void on_conn_free(gw_pool_conn_t *pc)
   upstream_conn_t *c = (upstream_conn_t *)pc;
   gw_buf_dispose(&c->field);
   free(c->stash);
+  if (c->tls != NULL) {
+    if (pc->fd < 0) gw_tls_client_conn_forget_fd(c->tls); /* detached: not ours to write to */
+    gw_tls_client_conn_free(c->tls); /* close_notify on the still open socket */
+  }
+}
+
+/* An idle HTTPS connection got bytes: a session ticket is fine, anything
+ * else (close_notify, data) drops it. Plain connections never have any. */
+static int on_conn_idle_check(gw_pool_conn_t *pc)
+{
+  upstream_conn_t *c = (upstream_conn_t *)pc;
+  return c->tls != NULL && gw_tls_client_idle_ok(c->tls);
+}
+
+/* The socket I/O, through TLS for an HTTPS upstream: as recv(2)/send(2). */
+static ssize_t conn_recv(upstream_conn_t *c, void *buf, size_t n)
+{
+  if (c->tls != NULL) return gw_tls_client_read(c->tls, buf, n);
+  return recv(c->pc.fd, buf, n, 0);
+}
+
+static ssize_t conn_write(upstream_conn_t *c, const void *buf, size_t n)
+{
+  if (c->tls != NULL) return gw_tls_client_write(c->tls, buf, n);
+  return send(c->pc.fd, buf, n, MSG_NOSIGNAL);
+}
+
+/* As evbuffer_write(), for the streamed request body. TLS takes up to one
+ * record's worth at a time (16 KiB, one write(2)). */
+static int conn_write_buffer(upstream_conn_t *c, struct evbuffer *out)
+{
+  if (c->tls == NULL) return evbuffer_write(out, c->pc.fd);
+  size_t len = evbuffer_get_length(out);
+  if (len > 16384) len = 16384;
+  unsigned char *p = evbuffer_pullup(out, (ssize_t)len);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  ssize_t n = gw_tls_client_write(c->tls, p, len);
+  if (n > 0) evbuffer_drain(out, (size_t)n);
+  return (int)n;
 }
 
 /* Streaming back-pressure: stop/start watching the socket for the response. */
@@ -318,6 +365,7 @@ static gw_err_t errno_error(int e)
   case ECONNREFUSED: return ERR_REFUSED;
   case ECONNRESET:
   case EPIPE: return ERR_RESET;
+  case EPROTO: return ERR_TLS_BROKEN; /* a TLS error after the handshake: something may have been sent */
   default: return ERR_CONNECT;
   }
 }
@@ -365,13 +413,68 @@ static void conn_attach(upstream_conn_t *c, gw_client_req_t *r)
   else conn_set_timer(c, r->timeout_ms);
 }
 
-static void conn_connected(upstream_conn_t *c)
+static void conn_ready(upstream_conn_t *c)
 {
-  c->pool->stats.opened++;
   conn_want_write(c, 0);
   if (!c->req->paused) conn_read_on(c);
   conn_attach(c, c->req);
   conn_send(c);
+}
+
+/* "name@address": whose sessions a TLS connection offers and keeps. */
+static void session_key(const gw_pool_key_t *k, char *buf, size_t size)
+{
+  socklen_t len;
+  const gw_sockaddr_t *a = gw_pool_key_addr(k, &len);
+  char addr[128];
+  gw_addr_format(&a->sa, len, addr, sizeof(addr));
+  snprintf(buf, size, "%s@%s", gw_pool_key_name(k), addr);
+}
+
+/* Drives the TLS handshake of a new HTTPS connection; the connect timer
+ * keeps running until it is done. */
+static void conn_handshake(upstream_conn_t *c)
+{
+  char reason[256];
+  int rc = gw_tls_client_handshake(c->tls, reason, sizeof(reason));
+  if (rc == GW_TLS_WANT_READ || rc == GW_TLS_WANT_WRITE) {
+    gw_pool_conn_read(&c->pc, 1);
+    conn_want_write(c, rc == GW_TLS_WANT_WRITE);
+    return;
+  }
+  if (rc == GW_TLS_FAILED) {
+    char key[400];
+    session_key(c->pc.key, key, sizeof(key));
+    gw_log_error("upstream %s: TLS handshake failed: %s", key, reason);
+    req_fail(c->req, ERR_TLS);
+    return;
+  }
+  c->pool->stats.tls_handshakes++;
+  if (gw_tls_client_resumed(c->tls)) c->pool->stats.tls_resumed++;
+  c->state = CONN_ACTIVE;
+  conn_ready(c);
+}
+
+static void conn_connected(upstream_conn_t *c)
+{
+  c->pool->stats.opened++;
+  gw_tls_client_t *tls = (gw_tls_client_t *)gw_pool_key_tls(c->pc.key);
+  if (tls == NULL) {
+    conn_ready(c);
+    return;
+  }
+  char key[400];
+  session_key(c->pc.key, key, sizeof(key));
+  c->tls = gw_tls_client_conn_new(tls, c->pc.fd, gw_pool_key_name(c->pc.key), key);
+  if (c->tls == NULL) {
+    req_fail(c->req, ERR_NOMEM);
+    return;
+  }
+  c->state = CONN_HANDSHAKE;
+  /* The handshake is part of connecting: the connect timer (running unless
+   * connect(2) succeeded at once) covers both. */
+  if (!event_pending(&c->pc.tev, EV_TIMEOUT, NULL)) conn_set_timer(c, c->req->connect_timeout_ms);
+  conn_handshake(c);
 }
 
 static const llhttp_settings_t parser_settings;
@@ -444,7 +547,7 @@ static void body_send(upstream_conn_t *c)
   for (int i = 0; i < 64; i++) {
     if (evbuffer_get_length(r->body_out) == 0 && !r->body_ended) body_take(r);
     if (evbuffer_get_length(r->body_out) == 0) break;
-    int n = evbuffer_write(r->body_out, c->pc.fd);
+    int n = conn_write_buffer(c, r->body_out);
     if (n > 0) {
       if (!r->paused) conn_set_timer(c, r->timeout_ms); /* progress: a send timeout */
       continue;
@@ -478,7 +581,7 @@ static void conn_send(upstream_conn_t *c)
     return;
   }
   for (int i = 0; i < 64 && r->wire_off < r->wire_len; i++) {
-    ssize_t n = send(c->pc.fd, r->wire + r->wire_off, r->wire_len - r->wire_off, MSG_NOSIGNAL);
+    ssize_t n = conn_write(c, r->wire + r->wire_off, r->wire_len - r->wire_off);
     if (n > 0) {
       r->wire_off += (size_t)n;
       continue;
@@ -799,14 +902,14 @@ static void conn_readable(upstream_conn_t *c)
   }
   char *buf = c->pool->rbuf;
   for (int i = 0; i < GW_UPSTREAM_READS_PER_EVENT; i++) {
-    ssize_t n = recv(c->pc.fd, buf, GW_UPSTREAM_READ_SIZE, 0);
+    ssize_t n = conn_recv(c, buf, GW_UPSTREAM_READ_SIZE);
     if (n > 0) {
       size_t leftover = 0;
       r->got_bytes = 1;
       if (r->on_head != NULL) conn_set_timer(c, r->timeout_ms); /* a read timeout */
       int rc = conn_parse(c, buf, (size_t)n, &leftover);
       if (!conn_parsed(c, rc, 0, buf, (size_t)n, leftover)) return;
-      if ((size_t)n < GW_UPSTREAM_READ_SIZE) return;
+      if ((size_t)n < GW_UPSTREAM_READ_SIZE) break;
       continue;
     }
     if (n == 0) {
@@ -818,18 +921,29 @@ static void conn_readable(upstream_conn_t *c)
     conn_io_failed(c, errno);
     return;
   }
+  /* TLS may hold decrypted bytes (or an end) that no socket event announces */
+  if (c->tls != NULL && gw_tls_client_pending(c->tls)) gw_pool_conn_kick_read(&c->pc);
 }
 
 /* ---- libevent callbacks ---- */
 
 static void on_conn_read(gw_pool_conn_t *pc)
 {
-  conn_readable((upstream_conn_t *)pc); /* never idle here: pool.c handles those */
+  upstream_conn_t *c = (upstream_conn_t *)pc;
+  if (c->state == CONN_HANDSHAKE) {
+    conn_handshake(c);
+    return;
+  }
+  conn_readable(c); /* never idle here: pool.c handles those */
 }
 
 static void on_conn_write(gw_pool_conn_t *pc)
 {
   upstream_conn_t *c = (upstream_conn_t *)pc;
+  if (c->state == CONN_HANDSHAKE) {
+    conn_handshake(c);
+    return;
+  }
   if (c->state == CONN_ACTIVE) {
     conn_send(c);
     return;
@@ -851,6 +965,13 @@ static void on_conn_timeout(gw_pool_conn_t *pc)
   case CONN_CONNECTING:
     req_fail(c->req, ERR_CONNECT_TIMEOUT);
     break;
+  case CONN_HANDSHAKE: {
+    char key[400];
+    session_key(c->pc.key, key, sizeof(key));
+    gw_log_error("upstream %s: TLS handshake timed out", key);
+    req_fail(c->req, ERR_HANDSHAKE_TIMEOUT);
+    break;
+  }
   case CONN_ACTIVE:
     req_fail(c->req, ERR_TIMEOUT);
     break;
@@ -863,7 +984,11 @@ static void on_conn_timeout(gw_pool_conn_t *pc)
 
 gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
 {
-  static const gw_pool_conn_ops_t ops = {on_conn_read, on_conn_write, on_conn_timeout, on_conn_free};
+  static const gw_pool_conn_ops_t ops = {.on_read = on_conn_read,
+                                         .on_write = on_conn_write,
+                                         .on_timeout = on_conn_timeout,
+                                         .on_free = on_conn_free,
+                                         .idle_check = on_conn_idle_check};
   gw_upstream_pool_t *pool = calloc(1, sizeof(*pool));
   if (pool == NULL) return NULL;
   pool->base = base;
@@ -921,6 +1046,16 @@ static socklen_t params_sockaddr(const gw_client_params_t *p, gw_sockaddr_t *add
   if (len > sizeof(*addr)) return 0;
   memcpy(addr, &ss, len);
   return len;
+}
+
+/* The name an HTTPS connection is made for (SNI, certificate check, pool
+ * key): the settings' server_name, else the host. */
+static const char *tls_name(const gw_client_params_t *p)
+{
+  if (p->tls == NULL) return NULL;
+  const char *n = gw_tls_client_server_name(p->tls);
+  if (n == NULL) n = p->host;
+  return n ? n : "";
 }
 
 static int header_is(const gw_header_t *h, const char *name)
@@ -1032,7 +1167,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     r->on_body_sent = params->on_body_sent;
     event_assign(&r->sent_ev, pool->base, -1, 0, on_body_taken, r);
   }
-  if (bad == NULL && (!streamed || r->body_out != NULL)) r->key = gw_pool_key_get(pool->conns, &addr, addrlen);
+  if (bad == NULL && (!streamed || r->body_out != NULL)) r->key = gw_pool_key_get(pool->conns, &addr, addrlen, params->tls, tls_name(params));
   if (bad == NULL && r->key == NULL) {
     if (r->body_out != NULL) evbuffer_free(r->body_out);
     evbuffer_free(r->res.body);
@@ -1105,6 +1240,7 @@ void gw_client_cancel(gw_client_req_t *r)
 int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest)
 {
   if (r == NULL || !r->in_cb || r->cancelled || !r->upgrade || r->res.status != 101 || r->conn == NULL) return -1;
+  if (r->conn->tls != NULL) return -1; /* the tunnel relays plain sockets only */
   r->cancelled = 1; /* conn_parse() abandons it once on_head returned */
   if (r->rest_len > 0 && evbuffer_add(rest, r->rest, r->rest_len) < 0) return -1;
   upstream_conn_t *c = r->conn;
@@ -1145,6 +1281,6 @@ void gw_client_resume(gw_client_req_t *r)
   conn_read_on(c);
   conn_set_timer(c, r->timeout_ms);
   /* Inside on_head/on_body conn_parse() just goes on; otherwise parse what
-   * was kept from the loop, never from inside this call. */
-  if (c->kick && !r->in_cb) gw_pool_conn_kick_read(&c->pc);
+   * was kept (or what TLS holds) from the loop, never from inside this call. */
+  if ((c->kick || (c->tls != NULL && gw_tls_client_pending(c->tls))) && !r->in_cb) gw_pool_conn_kick_read(&c->pc);
 }

@@ -26,6 +26,7 @@
 #define GW_DEFAULT_KEEPALIVE 128
 
 typedef struct gw_upstream_pool_s gw_upstream_pool_t;
+struct gw_tls_client_s;
 typedef struct gw_client_req_s gw_client_req_t;
 
 typedef struct {
@@ -69,6 +70,11 @@ typedef struct {
                                   address, which is used instead; host is then only named in logs */
   socklen_t addrlen;
   const char *unix_path;  /* non-NULL: connect to this unix socket instead of host:port */
+  /* HTTPS: TLS with these settings (tls_client.h; they outlive the request),
+   * for host as the server name (SNI and the certificate check) unless the
+   * settings name a server_name themselves. NULL: plain HTTP. Connections
+   * are pooled apart per settings and name. */
+  struct gw_tls_client_s *tls;
   const char *method;     /* "GET", ... */
   const char *target;     /* request-target, e.g. "/mruby?x=1" */
   const gw_headers_t *headers; /* sent as given (the caller sets Host; the client adds
@@ -155,6 +161,8 @@ typedef struct {
   unsigned long reused;   /* requests sent on a pooled connection */
   unsigned long idle;     /* idle connections right now */
   unsigned long retried;  /* requests retried once after a stale pooled connection */
+  unsigned long tls_handshakes; /* TLS handshakes completed (HTTPS upstreams) */
+  unsigned long tls_resumed;    /* ... of which resumed a session */
 } gw_upstream_stats_t;
 void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out);
 

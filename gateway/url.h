@@ -1,6 +1,7 @@
-/* url.h - the upstream URLs the gateway understands: "http://host[:port][/path]"
- * (host a name or an IP literal, "[v6]" bracketed), "h2c://host[:port][/path]"
- * (HTTP/2 cleartext, prior knowledge: h2_client.c) and "unix:/path.sock".
+/* url.h - the upstream URLs the gateway understands: "http://host[:port][/path]",
+ * "https://host[:port][/path]" (host a name or an IP literal, "[v6]"
+ * bracketed), "h2c://host[:port][/path]" (HTTP/2 cleartext, prior knowledge:
+ * h2_client.c) and "unix:/path.sock".
  * Split once (a location's proxy_pass at load, a sub-request's target when it
  * starts). Pure: built on addr.c only. */
 #ifndef GW_URL_H
@@ -10,9 +11,10 @@
 
 typedef struct {
   char host[256];     /* without brackets for IPv6; "" for a unix URL */
-  int port;           /* 80 when the URL has none */
+  int port;           /* 80 (https: 443) when the URL has none */
+  int tls;            /* https:// */
   const char *path;   /* points into the URL: "/x?y", "?y", or "" when it has none */
-  char hostport[300]; /* for the Host header: host, or host:port unless 80 (IPv6 unbracketed,
+  char hostport[300]; /* for the Host header: host, or host:port unless the scheme's default port (IPv6 unbracketed,
                          as it always was); "localhost" for unix */
   struct sockaddr_storage addr; /* host:port when host is an IP literal */
   socklen_t addrlen;  /* 0: host is a name (an upstream group, or resolved at run time) */

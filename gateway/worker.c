@@ -55,6 +55,8 @@ static void publish_stats(gw_context_t *w)
   st->upstream_opened = us.opened;
   st->upstream_reused = us.reused;
   st->upstream_retried = us.retried;
+  st->upstream_tls_handshakes = us.tls_handshakes;
+  st->upstream_tls_resumed = us.tls_resumed;
   st->upstream_idle = (uint32_t)us.idle;
   if (w->resolver) {
     gw_resolver_stats_t rs;

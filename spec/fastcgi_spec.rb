@@ -8,6 +8,7 @@
 require_relative 'spec_helper'
 require 'digest'
 require 'json'
+require 'open3'
 
 PHP_FPM = '/usr/sbin/php-fpm8.2'
 
@@ -252,6 +253,8 @@ RSpec.describe 'fastcgi' do
       expect(s['SERVER_PORT']).to eq(@port.to_s)
       expect(s['SERVER_NAME']).to eq('example.test')
       expect(s['REDIRECT_STATUS']).to eq('200')
+      expect(s['REQUEST_SCHEME']).to eq('http')
+      expect(s).not_to have_key('HTTPS')
       expect(s['HTTP_X_CUSTOM_THING']).to eq('v1')
       expect(s['HTTP_HOST']).to eq('example.test:8080')
       expect(s).not_to have_key('HTTP_PROXY')
@@ -333,6 +336,24 @@ RSpec.describe 'fastcgi' do
         expect(c.read_response.body).to eq('hi')
       end
       expect(f.connections).to eq(1)
+    end
+
+    it 'sends HTTPS=on and REQUEST_SCHEME=https for a request on a TLS listener (neither HTTPS on plain)' do
+      f = fake { |p, _, _| FakeFcgi.answer("\r\n#{p['REQUEST_SCHEME']} #{p.fetch('HTTPS', '-')}") }
+      cert = File.join(spec_dir, 'site.pem')
+      out, st = Open3.capture2e('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+                                '-keyout', File.join(spec_dir, 'site.key'), '-out', cert, '-days', '2', '-subj', '/CN=localhost')
+      raise out unless st.success?
+      tls_port = free_port
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"), <<~RUBY)
+        server listen: "127.0.0.1:#{tls_port}", tls: { cert: "site.pem", key: "site.key" } do
+          location "/f", fastcgi: "127.0.0.1:#{f.port}"
+        end
+      RUBY
+      expect(http_get(@port, '/f').body).to eq('http -')
+      out, st = Open3.capture2e('curl', '-sS', '-k', "https://127.0.0.1:#{tls_port}/f")
+      expect(st).to be_success, out
+      expect(out).to eq('https on')
     end
 
     it 'works over a unix socket responder' do

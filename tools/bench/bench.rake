@@ -66,6 +66,10 @@ namespace :bench do
        'writes build/bench/ws.{md,json}'
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
 
+  desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \
+       'proxy_ssl_session_reuse), server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=3); writes build/bench/https_upstream.{md,json}'
+  GatewayBenchTasks.define(:https_upstream, 'https_upstream', :HTTPSUpstream)
+
   desc 'Runaway neighbour: W2 hello on / (wrk -t1 -c100) with and without a `loop {}` request a second under ' \
        'cpu_limit (CPU_LIMIT=0.1, ROUNDS=3, DURATION=5); writes build/bench/runaway.{md,json}'
   GatewayBenchTasks.define(:runaway, 'runaway', :Runaway)

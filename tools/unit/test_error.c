@@ -11,6 +11,7 @@ int main(void)
   CHECK(gw_err_is_connect_failure(GW_ERR_CONNECT_TIMEOUT));
   CHECK(gw_err_is_connect_failure(GW_ERR_CONNECT));
   CHECK(gw_err_is_connect_failure(GW_ERR_DNS_NOT_FOUND));
+  CHECK(gw_err_is_connect_failure(GW_ERR_TLS)); /* a failed handshake sent no request */
   CHECK(!gw_err_is_connect_failure(GW_OK));
   CHECK(!gw_err_is_connect_failure(GW_ERR_RESET));
   CHECK(!gw_err_is_connect_failure(GW_ERR_CLOSED));
@@ -37,6 +38,8 @@ int main(void)
   CHECK(gw_err_status(GW_ERR_DNS_TIMEOUT) == 504);
   CHECK(gw_err_status(GW_ERR_DNS_NOT_FOUND) == 502);
   CHECK_STR(gw_err_name(GW_ERR_RESET), "RESET");
+  CHECK_STR(gw_err_name(GW_ERR_TLS), "TLS");
+  CHECK(gw_err_status(GW_ERR_TLS) == 502);
   CHECK_STR(gw_err_name(GW_ERR_KIND_COUNT), "?");
 
   gw_err_t e = gw_err(GW_ERR_TIMEOUT, "upstream timed out");

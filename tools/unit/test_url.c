@@ -80,7 +80,20 @@ static void test_unix(void)
 static void test_bad(void)
 {
   gw_url_t u;
-  CHECK(gw_url_parse("https://h/", &u) == -1);
+  /* https: port 443 unless given; the Host value omits only 443 */
+  CHECK(gw_url_parse("https://h/", &u) == 0);
+  CHECK(u.tls == 1 && u.port == 443);
+  CHECK_STR(u.hostport, "h");
+  CHECK_STR(u.path, "/");
+  CHECK(gw_url_parse("https://127.0.0.1:8443/a", &u) == 0);
+  CHECK(u.tls == 1 && u.port == 8443 && u.addrlen > 0);
+  CHECK_STR(u.hostport, "127.0.0.1:8443");
+  CHECK(gw_url_parse("https://h:80/", &u) == 0);
+  CHECK_STR(u.hostport, "h:80");
+  CHECK(gw_url_parse("http://h/", &u) == 0);
+  CHECK(u.tls == 0 && u.port == 80);
+  CHECK(gw_url_parse("https:///x", &u) == -1);
+  CHECK(gw_url_parse("httpsx://h/", &u) == -1);
   CHECK(gw_url_parse("ftp://h/", &u) == -1);
   CHECK(gw_url_parse("HTTP://h/", &u) == -1);
   CHECK(gw_url_parse("h:80/", &u) == -1);

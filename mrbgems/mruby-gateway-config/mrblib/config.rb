@@ -80,6 +80,7 @@ module Gateway
                 :no_regex, :fastcgi, :params, :script_filename,
                 :static, :cpu_limit
     attr_accessor :tunnel_timeout # proxy_pass: a WebSocket tunnel idle this long (seconds) closes; nil: 60
+    attr_accessor :tls_client # https upstreams: Gateway::TLS.client's Hash, or nil (the defaults)
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
                    request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, log: nil,
@@ -323,11 +324,16 @@ module Gateway
     #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:) answers through a FastCGI
     #   server: see the README's FastCGI section
+    # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
+    #   https:// upstreams this location talks to (proxy_pass:, req.proxy_pass,
+    #   sub-requests): see Gateway::TLS.client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
-                 cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, grpc_pass: nil, **static_opts, &handler)
+                 cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, tls_verify: nil, tls_ca: nil,
+                 tls_server_name: nil, tls_cert: nil, tls_key: nil, grpc_pass: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
+      tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
       unless grpc_pass.nil?
         raise ArgumentError, "#{where}: give grpc_pass: or proxy_pass:, not both" if proxy_pass
         if grpc_pass.is_a?(String) && grpc_pass.start_with?("grpcs://")
@@ -374,6 +380,7 @@ module Gateway
                          allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
                          static: static, cpu_limit: cpu_limit)
       loc.tunnel_timeout = tunnel_timeout
+      loc.tls_client = tls_client
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -420,6 +427,7 @@ module Gateway
   class Upstream
     attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout,
                 :protocol
+    attr_accessor :tls_client # its https:// servers: Gateway::TLS.client's Hash, or nil (the defaults)
 
     BALANCE = [:round_robin, :least_conn, :hash]
     PROTOCOLS = [:http, :fastcgi, :h2c]
@@ -453,8 +461,12 @@ module Gateway
           raise ArgumentError, "upstream #{name}: weight must be an Integer from 1 to 100, got #{weight.inspect}"
         end
         @weights << weight
-        unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.host_port?(addr))
-          raise ArgumentError, "upstream #{name}: server must be \"host:port\" or \"unix:/path\", got #{s.inspect}"
+        https = addr.is_a?(String) && addr.start_with?("https://")
+        unless addr.is_a?(String) && (addr.start_with?("unix:/") || Upstream.host_port?(https ? addr[8..-1] : addr))
+          raise ArgumentError, "upstream #{name}: server must be \"host:port\", \"https://host:port\" or \"unix:/path\", got #{s.inspect}"
+        end
+        if https && protocol == :fastcgi
+          raise ArgumentError, "upstream #{name}: a FastCGI server cannot be https://, got #{s.inspect}"
         end
         if protocol == :fastcgi && !Gateway._fastcgi_target?(addr)
           raise ArgumentError, "upstream #{name}: a FastCGI server must be \"IP:port\" or \"unix:/path\" (no host names), got #{s.inspect}"
@@ -533,10 +545,14 @@ end
 # given to req.proxy_pass). A server that fails max_fails times (connect
 # errors, timeouts) is skipped for fail_timeout seconds.
 # protocol: :fastcgi makes it a group of FastCGI servers (location fastcgi:).
+# servers: "https://host:port" speak HTTPS (TLS), checked with tls_verify:,
+# tls_ca:, tls_server_name:, tls_cert:, tls_key: (Gateway::TLS.client).
 def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
-             connect_timeout: 5, timeout: 60, protocol: :http)
+             connect_timeout: 5, timeout: 60, protocol: :http, tls_verify: nil, tls_ca: nil, tls_server_name: nil,
+             tls_cert: nil, tls_key: nil)
   up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout,
                              protocol: protocol)
+  up.tls_client = Gateway::TLS.client("upstream #{up.name}", tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
   cfg.upstreams[up.name] = up

@@ -65,6 +65,28 @@ module Gateway
       v.nil? ? !tls.nil? : v
     end
 
+    # HTTPS upstreams (proxy_pass: "https://...", "https://" servers of an
+    # upstream group, req.proxy_pass and sub-requests to https:// URLs): the
+    # tls_* options of a location or an upstream group. nil when none is
+    # given (the defaults: verified against the system's CAs, for the URL's
+    # host); else { verify:, ca:, server_name:, cert:, key:, line: } (the
+    # files are loaded by the core, relative to the config file).
+    def self.client(where, verify, ca, server_name, cert, key)
+      return nil if verify.nil? && ca.nil? && server_name.nil? && cert.nil? && key.nil?
+      unless verify.nil? || verify == true || verify == false
+        raise ArgumentError, "#{where}: tls_verify must be true or false, got #{verify.inspect}"
+      end
+      { tls_ca: ca, tls_cert: cert, tls_key: key }.each do |k, v|
+        next if v.nil? || (v.is_a?(String) && !v.empty? && !v.include?("\0"))
+        raise ArgumentError, "#{where}: #{k} must be a file path (PEM), got #{v.inspect}"
+      end
+      unless server_name.nil? || (server_name.is_a?(String) && !server_name.empty? && server_name.bytes.all? { |b| b > 32 && b < 127 })
+        raise ArgumentError, "#{where}: tls_server_name must be a host name like \"api.example\", got #{server_name.inspect}"
+      end
+      raise ArgumentError, "#{where}: tls_cert and tls_key go together (a client certificate and its key)" if cert.nil? != key.nil?
+      { verify: verify.nil? ? true : verify, ca: ca, server_name: server_name, cert: cert, key: key, line: caller_line }
+    end
+
     # The config file's line of the `server` call being evaluated.
     def self.caller_line
       raise "where"

@@ -103,6 +103,31 @@ assert('Gateway::CPULimitExceeded is an Exception, not a StandardError') do
   assert_false Gateway::CPULimitExceeded.ancestors.include?(StandardError)
 end
 
+assert('tls_* options of a location: nil without them, checked and defaulted with them') do
+  s = Gateway::Server.new(1, 1, {})
+  assert_nil s.location("/a", proxy_pass: "https://127.0.0.1:8443/").tls_client
+  t = s.location("/b", proxy_pass: "https://127.0.0.1:8443/", tls_ca: "ca.pem").tls_client
+  assert_true t[:verify]
+  assert_equal "ca.pem", t[:ca]
+  assert_nil t[:server_name]
+  assert_false s.location("/c", proxy_pass: "https://h/", tls_verify: false).tls_client[:verify]
+  assert_nil s.location("/d") { "x" }.tls_client
+  assert_equal "api.example", s.location("/e", tls_server_name: "api.example") { "x" }.tls_client[:server_name]
+  assert_raise(ArgumentError) { s.location("/f", proxy_pass: "https://h/", tls_verify: "no") }
+  assert_raise(ArgumentError) { s.location("/g", proxy_pass: "https://h/", tls_ca: "") }
+  assert_raise(ArgumentError) { s.location("/h", proxy_pass: "https://h/", tls_cert: "c.pem") } # without tls_key
+  assert_raise(ArgumentError) { s.location("/i", proxy_pass: "https://h/", tls_server_name: "a b") }
+end
+
+assert('upstream groups take https:// servers and tls_* options; not for FastCGI') do
+  up = Gateway::Upstream.new("tls", ["https://127.0.0.1:8443", "10.0.0.1:80"], 8)
+  assert_equal ["https://127.0.0.1:8443", "10.0.0.1:80"], up.servers
+  assert_raise(ArgumentError) { Gateway::Upstream.new("bad", ["https://"], 8) }
+  assert_raise(ArgumentError) { Gateway::Upstream.new("bad", ["https://h"], 8) } # a port is required
+  assert_raise(ArgumentError) { Gateway::Upstream.new("bad", ["ftp://h:1"], 8) }
+  assert_raise(ArgumentError) { Gateway::Upstream.new("f", ["https://127.0.0.1:9000"], 8, protocol: :fastcgi) }
+end
+
 assert('grpc_pass: "host:port" is proxy_pass to h2c://host:port') do
   s = Gateway::Server.new(1, 1, {})
   assert_equal "h2c://127.0.0.1:50051", s.location("/a.B/", grpc_pass: "127.0.0.1:50051").proxy_pass

@@ -239,7 +239,7 @@ static mrb_value req_proxy_pass(mrb_state *mrb, mrb_value self)
   gw_request_t *r = REQ(self);
   gw_url_t u;
   if (gw_url_parse(url, &u) < 0)
-    mrb_raisef(mrb, E_ARGUMENT_ERROR, "proxy_pass: need an http:// URL (\"http://127.0.0.1:8080/path\" or \"http://GROUP/\"), got %s", url);
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "proxy_pass: need an http:// or https:// URL (\"http://127.0.0.1:8080/path\" or \"http://GROUP/\"), got %s", url);
   gw_mrb_set_proxy_pass(mrb, r, url, key);
   return mrb_nil_value();
 }
