@@ -89,6 +89,7 @@ struct gw_h2_call_s {
   gw_headers_t trailers;
   size_t header_bytes;
   int got_head, in_trailers, paused, finished, cancelled, in_user, retries;
+  int complete;                 /* the whole response came (END_STREAM) */
   size_t unconsumed;            /* DATA bytes delivered while paused: window not given back yet */
   struct event timer;           /* inactivity / deadline */
   struct event later;           /* a failure found before any connection (reported from the loop) */
@@ -139,7 +140,18 @@ static void call_unlink(gw_h2_call_t *call)
 {
   h2c_conn_t *c = call->conn;
   if (c == NULL) return;
-  if (call->id && c->session) nghttp2_session_set_stream_user_data(c->session, call->id, NULL);
+  if (call->id && c->session) {
+    nghttp2_session_set_stream_user_data(c->session, call->id, NULL);
+    /* Cancelled or failed before the response ended: the upstream may stop
+     * (CANCEL). Complete while the request still streams: it needs no more
+     * of it (NO_ERROR, as gRPC servers expect). */
+    if (!c->dead && nghttp2_session_find_stream(c->session, call->id)) {
+      if (!call->complete)
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_CANCEL);
+      else if (!nghttp2_session_get_stream_local_close(c->session, call->id))
+        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_NO_ERROR);
+    }
+  }
   if (call->unconsumed && c->session && !c->dead) /* the connection window it held */
     nghttp2_session_consume_connection(c->session, call->unconsumed);
   call->unconsumed = 0;
@@ -183,11 +195,7 @@ static void on_call_timer(evutil_socket_t fd, short what, void *arg)
   gw_h2_call_t *call = arg;
   int deadline = call->deadline_at > 0 && gw_now_ms() >= call->deadline_at - 1;
   if (call->paused && !deadline) return; /* waiting for our client, not the upstream */
-  h2c_conn_t *c = call->conn;
-  if (c && call->id && !c->dead) {
-    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_CANCEL);
-    kick(c);
-  }
+  h2c_conn_t *c = call->conn; /* call_finish resets its stream (CANCEL) */
   if (c && !c->connected) call_finish(call, gw_err(GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"));
   else call_finish(call, gw_err(GW_ERR_TIMEOUT, "upstream timed out"));
 }
@@ -231,10 +239,12 @@ static void submit_body_trailers(nghttp2_session *session, gw_h2_call_t *call)
 static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                          nghttp2_data_source *source, void *user)
 {
-  (void)session;
-  (void)id;
   (void)user;
-  gw_h2_call_t *call = source->ptr;
+  (void)source;
+  /* By the stream's user data, not source->ptr: a call that ended while its
+   * body still streamed is gone (its stream is being reset). */
+  gw_h2_call_t *call = nghttp2_session_get_stream_user_data(session, id);
+  if (call == NULL) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
   struct evbuffer *b = call->body ? call->body : call->body_source;
   size_t n = 0;
   if (call->body) { /* kept whole for a retry: copy out from body_off */
@@ -385,6 +395,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 /* The call's response is complete (END_STREAM): trailers, then done. */
 static void call_complete(gw_h2_call_t *call)
 {
+  call->complete = 1;
   if (call->on_trailers && call->trailers.count && !call->cancelled) call->on_trailers(&call->trailers, call->arg);
   call_finish(call, gw_err_none());
 }
@@ -414,7 +425,6 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   if (frame->hd.type == NGHTTP2_HEADERS && !call->in_trailers && !call->got_head) {
     if (call->res.status >= 100 && call->res.status < 200) return 0; /* interim: the real head follows */
     if (call->res.status < 200 || call->res.status > 999) {
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_PROTOCOL_ERROR);
       call_finish(call, gw_err(GW_ERR_BAD_RESPONSE, "invalid upstream response"));
       return 0;
     }
@@ -454,7 +464,6 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     }
   } else {
     if (evbuffer_get_length(call->res.body) + len > call->max_body) {
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
       call_finish(call, gw_err(GW_ERR_TOO_LARGE, "upstream response too large"));
       nghttp2_session_consume(session, id, len);
       return 0;
@@ -897,12 +906,7 @@ void gw_h2_call_cancel(gw_h2_call_t *call)
 {
   if (call == NULL || call->finished) return;
   call->cancelled = 1;
-  h2c_conn_t *c = call->conn;
-  if (c && call->id && !c->dead) {
-    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, call->id, NGHTTP2_CANCEL);
-    kick(c);
-  }
-  if (call->in_user) return; /* freed when its callback returns */
+  if (call->in_user) return; /* freed (and its stream reset) when its callback returns */
   call_finish(call, gw_err_none());
 }
 

@@ -121,6 +121,19 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
                       'stream_same' => true)
     end
 
+    it 'ends a call the server finished while the client still streams (full duplex)' do
+      expect(call('early_end')).to eq('texts' => ['M0'], 'code' => 'OK')
+      expect(call('unary')['text']).to eq('hi|http')
+    end
+
+    it 'does not let a slow reader of one call stall the other calls on its upstream connection' do
+      r = call('slow_reader')
+      expect(r['slow_still_running']).to be(true) # the unary calls ran while it was stalled
+      expect(r['slow_got']).to eq(40)
+      expect(r['worst_ms']).to be < 1000
+      expect(r['peers']).to eq(1)
+    end
+
     it 'runs 100 concurrent calls over one upstream connection' do
       r = call('concurrent')
       expect(r).to eq('ok' => 100, 'distinct' => 100, 'peers' => 1)

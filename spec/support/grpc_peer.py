@@ -68,6 +68,8 @@ class Echo(pbg.EchoServicer):
     def Bidi(self, it, context):
         self._seen(context)
         for m in it:
+            if m.text == "stop":  # ends the call while the client still sends
+                return
             yield pb.Msg(text=m.text.upper())
 
 
@@ -134,6 +136,41 @@ def scenario(stub, name):
         texts = sorted(f.result().text.split("|")[0] for f in fs)
         peers = stub.Unary(pb.Msg(text="peers"), timeout=10).count
         return {"ok": len(texts), "distinct": len(set(texts)), "peers": peers}
+    if name == "early_end":
+        # the server ends the call (OK) after "stop" while this side keeps sending
+        def gen():
+            yield pb.Msg(text="m0")
+            yield pb.Msg(text="stop")
+            for i in range(20):
+                time.sleep(0.02)
+                yield pb.Msg(text="late%d" % i)
+
+        return {"texts": [m.text for m in stub.Bidi(gen(), timeout=10)], "code": "OK"}
+    if name == "slow_reader":
+        # one call reads 10 MB slowly; unary calls on another client connection
+        # (the same upstream connection) must not wait for it
+        other = channel(TARGET, CA)
+        ostub = pbg.EchoStub(other)
+        got = []
+
+        def slow():
+            for m in stub.ServerStream(pb.Msg(count=40, data=b"s" * (256 * 1024)), timeout=60):
+                got.append(len(m.data))
+                time.sleep(0.05)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        time.sleep(0.5)  # the slow call is under way, its window full
+        worst = 0.0
+        for i in range(20):
+            t0 = time.monotonic()
+            ostub.Unary(pb.Msg(text="q%d" % i), timeout=10)
+            worst = max(worst, time.monotonic() - t0)
+        busy = t.is_alive()
+        t.join()
+        other.close()
+        peers = stub.Unary(pb.Msg(text="peers"), timeout=10).count
+        return {"worst_ms": round(worst * 1000), "slow_still_running": busy, "slow_got": len(got), "peers": peers}
     if name == "killed":
         got = []
         for m in stub.ServerStream(pb.Msg(count=5, data=b"z" * 10, die=True), timeout=10):
@@ -142,7 +179,12 @@ def scenario(stub, name):
     raise SystemExit("unknown scenario " + name)
 
 
+TARGET = CA = None
+
+
 def client(target, name, ca):
+    global TARGET, CA
+    TARGET, CA = target, ca
     with channel(target, ca) as ch:
         stub = pbg.EchoStub(ch)
         try:
