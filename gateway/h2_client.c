@@ -51,6 +51,9 @@ struct h2c_conn_s {
   gw_h2_call_t *calls;      /* every call assigned here, submitted or waiting to connect */
   size_t ncalls;
   int connected, goaway, dead, in_callback, kicked;
+  int ready;                /* the server's first SETTINGS came: calls are submitted up to its limit */
+  int ncalls_cap;           /* set while its overflow is placed elsewhere */
+  int dispatch;             /* ... and the calls waiting for it are to be placed (from kick) */
   int ping_out;             /* a PING was sent and not answered yet */
   double idle_since_ms;
   gw_err_t fail;            /* why it died: the calls still on it fail with this */
@@ -412,6 +415,13 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   case NGHTTP2_PING:
     if (frame->hd.flags & NGHTTP2_FLAG_ACK) c->ping_out = 0;
     return 0;
+  case NGHTTP2_SETTINGS:
+    if (!(frame->hd.flags & NGHTTP2_FLAG_ACK) && !c->ready) { /* now its limit is known */
+      c->ready = 1;
+      c->dispatch = 1;
+      kick(c);
+    }
+    return 0;
   case NGHTTP2_HEADERS:
   case NGHTTP2_DATA:
     break;
@@ -589,6 +599,40 @@ static void conn_on_free(gw_pool_conn_t *pc)
   c->out = NULL;
 }
 
+static int conn_has_room(h2c_conn_t *c);
+
+/* The server's first SETTINGS came: the calls that waited for it are
+ * submitted up to its SETTINGS_MAX_CONCURRENT_STREAMS; the others go to
+ * another connection (one with room, or a new one). */
+static void dispatch_waiting(h2c_conn_t *c)
+{
+  c->dispatch = 0;
+  uint32_t max = nghttp2_session_get_remote_settings(c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+  size_t submitted = 0;
+  for (gw_h2_call_t *call = c->calls; call; call = call->next) submitted += call->id != 0;
+  gw_h2_call_t *waiting[256];
+  size_t n = 0;
+  for (gw_h2_call_t *call = c->calls; call && n < 256; call = call->next)
+    if (call->id == 0) waiting[n++] = call;
+  /* c->calls is newest first: the oldest waiting calls go first */
+  for (size_t i = n; i-- > 0 && !c->dead;) {
+    gw_h2_call_t *call = waiting[i];
+    if (submitted < max) {
+      call_submit(call);
+      submitted++;
+    } else {
+      call_unlink(call);
+      c->ncalls_cap = 1; /* full: call_assign must not pick it again */
+      call_assign(call);
+    }
+  }
+  c->ncalls_cap = 0;
+  if (n == 256) { /* more waited: the next round */
+    c->dispatch = 1;
+    kick(c);
+  }
+}
+
 /* From the loop: tell streamed-body producers, send, or fail and free. */
 static void on_kick(evutil_socket_t fd, short what, void *arg)
 {
@@ -603,6 +647,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
     call->body_sent_pending = 0;
     call->on_body_sent(call->arg);
   }
+  if (!c->dead && c->dispatch) dispatch_waiting(c);
   if (!c->dead && c->connected) conn_send(c);
   if (!c->dead && c->goaway && c->ncalls == 0) conn_kill(c, gw_err(GW_ERR_CLOSED, "upstream went away"));
   if (!c->dead) return;
@@ -643,11 +688,7 @@ static void conn_connected(h2c_conn_t *c)
   c->connected = 1;
   gw_pool_conn_read(&c->pc, 1);
   gw_pool_conn_timer(&c->pc, c->cl->idle_timeout_ms);
-  for (gw_h2_call_t *call = c->calls, *next; call; call = next) {
-    next = call->next; /* a call that cannot be submitted leaves the list */
-    if (call->id == 0) call_submit(call);
-  }
-  kick(c);
+  kick(c); /* its calls are submitted once the server's SETTINGS came */
 }
 
 static void conn_on_write(gw_pool_conn_t *pc)
@@ -742,7 +783,7 @@ static h2c_conn_t *conn_open(gw_h2_client_t *cl, gw_pool_key_t *key, int connect
 /* Room for one more stream under the peer's limit. */
 static int conn_has_room(h2c_conn_t *c)
 {
-  if (c->dead || c->goaway) return 0;
+  if (c->dead || c->goaway || c->ncalls_cap) return 0;
   uint32_t max = nghttp2_session_get_remote_settings(c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
   return c->ncalls < max;
 }
@@ -774,7 +815,7 @@ static void call_assign(gw_h2_call_t *call)
   c->calls = call;
   c->ncalls++;
   call_timer(call);
-  if (c->connected && !c->dead) call_submit(call);
+  if (c->ready && !c->dead) call_submit(call);
 }
 
 static void on_resolved(gw_err_t err, const struct sockaddr *addr, socklen_t addrlen, void *arg)

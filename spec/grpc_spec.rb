@@ -49,9 +49,9 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     [pid, r]
   end
 
-  def start_upstream
+  def start_upstream(max_streams: nil)
     port = free_port
-    pid, = spawn_peer(File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'server', @stubs, port.to_s)
+    pid, = spawn_peer(File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'server', @stubs, port.to_s, *[max_streams&.to_s].compact)
     [port, pid]
   end
 
@@ -153,6 +153,14 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
       expect(call('unary')['code']).to eq('UNAVAILABLE') # nothing listens there any more
       expect_alive
     end
+  end
+
+  it "opens another upstream connection when one is full (the server's SETTINGS_MAX_CONCURRENT_STREAMS)" do
+    @up, = start_upstream(max_streams: 10)
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
+    r = call('concurrent_slow')
+    expect(r['ok']).to eq(100)
+    expect(r['peers']).to be_between(10, 12) # 100 calls at once, 10 per connection (+ the first, before SETTINGS)
   end
 
   it 'answers UNAVAILABLE (HTTP 200, grpc-status 14) when the upstream is down; 502 for non-gRPC requests' do
@@ -303,6 +311,9 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     it 'forwards HTTP/2 and HTTP/1.1 clients over HTTP/2, bodies both ways' do
       expect(curl('--http2-prior-knowledge', '-H', 'x-a: 1', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 GET 1 0')
       expect(curl('-H', 'x-a: 2', '--data-binary', 'abc', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 POST 2 3')
+      File.binwrite("#{spec_dir}/up.bin", 'u' * 300_000)
+      expect(curl('-H', 'Transfer-Encoding: chunked', '--data-binary', "@#{spec_dir}/up.bin", "http://127.0.0.1:#{@port}/v"))
+        .to eq('HTTP/2.0 POST  300000') # an HTTP/1.1 chunked body, streamed upstream
       expect(curl('--http2-prior-knowledge', "http://127.0.0.1:#{@port}/big").bytesize).to eq(1_000_000)
       expect(curl('-o', '/dev/null', '-w', '%{http_code}', "http://127.0.0.1:#{@port}/missing")).to eq('404')
     end
