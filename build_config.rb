@@ -14,6 +14,7 @@ Gateway::Build.configure do |conf|
   conf.gem 'mrbgems/mruby-gateway-shdict'    # Gateway::SharedDict (shared_dict)
   conf.gem 'mrbgems/mruby-gateway-redis'     # Async::Redis (hiredis's reader)
   conf.gem 'mrbgems/mruby-gateway-tarantool' # Async::Tarantool (iproto, msgpack-c)
+  conf.gem 'mrbgems/mruby-gateway-websocket' # Gateway::WebSocket (websocket: locations)
 
   conf.cflags  = %w[-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-strict-aliasing]
   conf.ldflags = %w[]

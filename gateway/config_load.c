@@ -31,6 +31,7 @@
 #include "listener.h"
 #include "log.h"
 #include "mruby_handler.h"
+#include "ws_handler.h"
 #include "proxy.h"
 #include "regex.h"
 #include "router.h"
@@ -160,13 +161,34 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
   return h;
 }
 
+/* A websocket: location: the Ruby block runs (in an mruby handler) once the
+ * handshake is done; the options were checked by the DSL. */
+static gw_handler_t *websocket_handler(mrb_state *mrb, mrb_value loc, const gw_location_t *l, mrb_value runner)
+{
+  mrb_value max = iv(mrb, loc, "@websocket_max_message");
+  mrb_value timeout = iv(mrb, loc, "@tunnel_timeout");
+  mrb_value protocols = iv(mrb, loc, "@websocket_protocols");
+  const char *names[32];
+  mrb_int n = mrb_array_p(protocols) ? RARRAY_LEN(protocols) : 0;
+  if (n > 32) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: websocket_protocols: at most 32", l->path);
+  for (mrb_int i = 0; i < n; i++) names[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, protocols, i));
+  gw_handler_t *script = need(mrb, gw_mruby_handler_new(mrb, runner));
+  return need(mrb, gw_ws_handler_new(script, mrb_nil_p(max) ? 0 : (size_t)mrb_integer(max),
+                                     mrb_nil_p(timeout) ? 0 : (int)(mrb_as_float(mrb, timeout) * 1000.0 + 0.5), names,
+                                     (size_t)n));
+}
+
 /* The location's handler object, by kind, and its filters (handler.h). */
 static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
 {
   mrb_value proxy_pass = iv(mrb, loc, "@proxy_pass");
   mrb_value allow = iv(mrb, loc, "@allow");
   mrb_value st = iv(mrb, loc, "@static");
-  if (mrb_hash_p(st)) {
+  mrb_value websocket = iv(mrb, loc, "@websocket");
+  if (!mrb_nil_p(websocket)) {
+    l->handler = websocket_handler(mrb, loc, l, websocket);
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  } else if (mrb_hash_p(st)) {
     l->handler = read_static(mrb, st, s, l);
   } else if (mrb_test(iv(mrb, loc, "@status"))) {
     l->handler = need(mrb, gw_status_handler_new());

@@ -1099,22 +1099,21 @@ static void http1_stream_file(gw_request_t *req, int fd, long long offset, long 
   response_done(c, c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
 }
 
-/* -- protocol upgrades (a proxied WebSocket): the socket leaves for tunnel.c -- */
+/* -- protocol upgrades (a WebSocket): the socket and its TLS state leave for
+ * tunnel.c or websocket.c -- */
 
 static int http1_can_upgrade(const gw_request_t *req)
 {
   const gw_conn_t *c = req->proto_ctx;
-  return !c->dead && !c->tls && !req->body_streaming && req->http_minor == 1;
+  return !c->dead && !req->body_streaming && req->http_minor == 1;
 }
 
-static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client)
+static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
+                         gw_tls_conn_t **tls)
 {
   gw_conn_t *c = req->proto_ctx;
+  *tls = NULL;
   if (c->dead) return -1;
-  if (c->tls) {
-    conn_close(c);
-    return -1;
-  }
   size_t head = evbuffer_get_length(to_client);
   evbuffer_prepend_buffer(to_client, c->a->out);
   if (c->len > c->pos) evbuffer_add(from_client, c->buf + c->pos, c->len - c->pos);
@@ -1129,6 +1128,11 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   event_del(&c->read_ev);
   if (c->a->write_owner == c) event_del(&c->a->write_ev);
   c->fd = -1;
+  if (c->tls) { /* as take_h2() does: the state goes with the socket */
+    *tls = conn_tls(c);
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
   c->pos = c->len = 0;
   if (c->buf == shared_buf) c->buf = NULL;
   event_del(&c->timer_ev);

@@ -1,12 +1,14 @@
 /* gw_mruby.h - the bridge: what the gems in mrbgems/ may use of the core.
  *
  * Gems see requests, the current worker's loop and the fiber protocol
- * through this header (implemented by mruby_handler.c and vm.c), plus the
+ * through this header (implemented by mruby_handler.c, vm.c and
+ * data_clients.c), plus the
  * request API it includes (request.h: reading a request, the pending
  * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
  * subrequest.h for Async::HTTP; shdict.h for Gateway::SharedDict; redis.h,
  * the clients layer's Redis client, for Async::Redis; tarantool.h and
- * iproto.h for Async::Tarantool). Gems never touch a request's fields that
+ * iproto.h for Async::Tarantool; ws_handler.h and websocket.h, a scripted
+ * WebSocket's connection, for Gateway::WebSocket). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
  * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
@@ -25,6 +27,7 @@
 #include "subrequest.h"
 #include "trace.h"
 #include "version.h"
+#include "ws_handler.h"
 
 /* A VM with every gem of build_config.rb loaded, its memory capped at
  * GW_VM_MEMORY_LIMIT until gw_vm_set_memory_limit(). NULL with err set on
@@ -54,10 +57,43 @@ struct event_base *gw_mrb_event_base(void);
  * address and credentials, shared by every Ruby object naming them), by a
  * key the gem builds ("redis\naddr\n..."): the client put under key, or
  * NULL. They live as long as the process; a forked worker starts from the
- * master's (empty) registry. */
+ * master's (empty) registry. (data_clients.c) */
 void *gw_mrb_client_get(const char *key);
 /* Registers client under key; -1 when out of memory (the caller keeps it). */
 int gw_mrb_client_put(const char *key, void *client);
+
+/* A data client object's servers (the C side of an Async::Redis or
+ * Async::Tarantool): the addresses it was given, each turned on first use
+ * into this worker's client of that address and credentials (the registry
+ * above), used in turn; and its timeout. Part of the gem's DATA struct,
+ * disposed of by its dfree. */
+typedef struct {
+  int n;          /* addresses */
+  char **addrs;
+  void **clients; /* per address: NULL until first used */
+  unsigned rr;
+  char *creds;    /* the registry key's tail: what else makes a pool differ */
+  int timeout_ms; /* 0: none */
+} gw_mrb_servers_t;
+/* How a gem makes a client: NULL with err when addr is not one it can use. */
+typedef struct {
+  const char *kind; /* "redis": the registry key's head, and error messages */
+  void *(*make)(struct event_base *base, const char *addr, const void *params, char *err, size_t errlen);
+  void (*destroy)(void *client);
+} gw_mrb_client_maker_t;
+/* s from an Array of address Strings, the credentials key tail (copied) and
+ * a timeout in seconds (<= 0: none). Raises; what s holds by then is freed
+ * by gw_mrb_servers_dispose. */
+void gw_mrb_servers_init(mrb_state *mrb, gw_mrb_servers_t *s, mrb_value addrs, const char *creds, mrb_float timeout);
+void gw_mrb_servers_dispose(gw_mrb_servers_t *s);
+/* The next address's client (round robin), made by m with params on first
+ * use. Raises outside a worker (what: the class, for the message), and an
+ * ArgumentError with make's error. */
+void *gw_mrb_servers_next(mrb_state *mrb, gw_mrb_servers_t *s, const char *what, const gw_mrb_client_maker_t *m,
+                          const void *params);
+/* A copy of a String argument, NULL for nil; raises when out of memory. */
+char *gw_mrb_strdup_or_null(mrb_state *mrb, mrb_value s);
+
 /* Refreshes this worker's gauges in the shared stats table (no-op outside a worker). */
 void gw_mrb_publish_stats(void);
 

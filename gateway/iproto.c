@@ -118,39 +118,155 @@ int gw_iproto_frame(const char *buf, size_t len, size_t *prefix, size_t *plen)
   return 1;
 }
 
-static int get_uint(const msgpack_object *o, uint64_t *v)
+static uint32_t be32(const unsigned char *p, int n)
 {
-  if (o->type != MSGPACK_OBJECT_POSITIVE_INTEGER) return -1;
-  *v = o->via.u64;
-  return 0;
+  return (uint32_t)be(p, n);
+}
+
+void gw_mp_next(const char **pp, gw_mp_t *t)
+{
+  const unsigned char *p = (const unsigned char *)*pp;
+  unsigned c = *p++;
+  t->ptr = NULL;
+  t->len = 0;
+  if (c <= 0x7f) {
+    t->type = GW_MP_UINT;
+    t->v.u = c;
+  } else if (c >= 0xe0) {
+    t->type = GW_MP_INT;
+    t->v.i = (int8_t)c;
+  } else if (c <= 0x8f) {
+    t->type = GW_MP_MAP;
+    t->len = c & 0x0f;
+  } else if (c <= 0x9f) {
+    t->type = GW_MP_ARRAY;
+    t->len = c & 0x0f;
+  } else if (c <= 0xbf) {
+    t->type = GW_MP_STR;
+    t->len = c & 0x1f;
+  } else if (c == 0xc0) {
+    t->type = GW_MP_NIL;
+  } else if (c == 0xc2 || c == 0xc3) {
+    t->type = GW_MP_BOOL;
+    t->v.b = c == 0xc3;
+  } else if (c >= 0xc4 && c <= 0xc6) {
+    int n = 1 << (c - 0xc4);
+    t->type = GW_MP_BIN;
+    t->len = be32(p, n);
+    p += n;
+  } else if (c >= 0xc7 && c <= 0xc9) {
+    int n = 1 << (c - 0xc7);
+    t->type = GW_MP_EXT;
+    t->len = be32(p, n);
+    p += n + 1; /* and the ext type */
+  } else if (c == 0xca) {
+    uint32_t u = be32(p, 4);
+    float f;
+    memcpy(&f, &u, 4);
+    t->type = GW_MP_FLOAT;
+    t->v.f = f;
+    p += 4;
+  } else if (c == 0xcb) {
+    uint64_t u = be(p, 8);
+    memcpy(&t->v.f, &u, 8);
+    t->type = GW_MP_FLOAT;
+    p += 8;
+  } else if (c >= 0xcc && c <= 0xcf) {
+    int n = 1 << (c - 0xcc);
+    t->type = GW_MP_UINT;
+    t->v.u = be(p, n);
+    p += n;
+  } else if (c >= 0xd0 && c <= 0xd3) {
+    int n = 1 << (c - 0xd0);
+    uint64_t u = be(p, n);
+    int64_t v = n == 1 ? (int8_t)u : n == 2 ? (int16_t)u : n == 4 ? (int32_t)u : (int64_t)u;
+    p += n;
+    if (v >= 0) {
+      t->type = GW_MP_UINT;
+      t->v.u = (uint64_t)v;
+    } else {
+      t->type = GW_MP_INT;
+      t->v.i = v;
+    }
+  } else if (c >= 0xd4 && c <= 0xd8) {
+    t->type = GW_MP_EXT;
+    t->len = 1u << (c - 0xd4);
+    p += 1;
+  } else if (c >= 0xd9 && c <= 0xdb) {
+    int n = 1 << (c - 0xd9);
+    t->type = GW_MP_STR;
+    t->len = be32(p, n);
+    p += n;
+  } else { /* 0xdc..0xdf (0xc1 never passes the check) */
+    int n = c & 1 ? 4 : 2;
+    t->type = c >= 0xde ? GW_MP_MAP : GW_MP_ARRAY;
+    t->len = be32(p, n);
+    p += n;
+  }
+  if (t->type == GW_MP_STR || t->type == GW_MP_BIN || t->type == GW_MP_EXT) {
+    t->ptr = (const char *)p;
+    p += t->len;
+  }
+  *pp = (const char *)p;
 }
 
 int gw_iproto_parse(const char *pkt, size_t len, gw_iproto_reply_t *out)
 {
   size_t hlen = gw_iproto_check(pkt, len);
   if (hlen == 0) return -1;
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  size_t off = 0;
-  int rc = -1;
-  if (msgpack_unpack_next(&u, pkt, hlen, &off) != MSGPACK_UNPACK_SUCCESS || u.data.type != MSGPACK_OBJECT_MAP)
-    goto done;
+  const char *p = pkt, *end = pkt + hlen;
+  gw_mp_t m;
+  gw_mp_next(&p, &m);
+  if (m.type != GW_MP_MAP) return -1;
   int have_code = 0, have_sync = 0;
-  for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-    const msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-    uint64_t key;
-    if (get_uint(&kv->key, &key) < 0) continue;
-    if (key == GW_IPROTO_KEY_CODE) have_code = get_uint(&kv->val, &out->code) == 0;
-    else if (key == GW_IPROTO_KEY_SYNC) have_sync = get_uint(&kv->val, &out->sync) == 0;
+  for (uint32_t i = 0; i < m.len; i++) {
+    gw_mp_t k, v;
+    const char *key = p;
+    gw_mp_next(&p, &k);
+    if (k.type != GW_MP_UINT || (k.v.u != GW_IPROTO_KEY_CODE && k.v.u != GW_IPROTO_KEY_SYNC)) {
+      p = key + gw_iproto_check(key, (size_t)(end - key)); /* the key and */
+      p += gw_iproto_check(p, (size_t)(end - p));          /* its value, skipped */
+      continue;
+    }
+    const char *val = p;
+    gw_mp_next(&p, &v);
+    p = val + gw_iproto_check(val, (size_t)(end - val));
+    if (v.type != GW_MP_UINT) continue;
+    if (k.v.u == GW_IPROTO_KEY_CODE) {
+      out->code = v.v.u;
+      have_code = 1;
+    } else {
+      out->sync = v.v.u;
+      have_sync = 1;
+    }
   }
-  if (!have_code || !have_sync) goto done;
+  if (!have_code || !have_sync) return -1;
   out->body = pkt + hlen;
   out->body_len = len - hlen;
-  if (out->body_len > 0 && gw_iproto_check(out->body, out->body_len) != out->body_len) goto done;
-  rc = 0;
-done:
-  msgpack_unpacked_destroy(&u);
-  return rc;
+  if (out->body_len > 0 && gw_iproto_check(out->body, out->body_len) != out->body_len) return -1;
+  return 0;
+}
+
+int gw_iproto_body_find(const char *body, size_t len, uint64_t key, const char **val, size_t *vlen)
+{
+  if (len == 0) return 0;
+  const char *p = body, *end = body + len;
+  gw_mp_t m, k;
+  gw_mp_next(&p, &m);
+  if (m.type != GW_MP_MAP) return 0;
+  for (uint32_t i = 0; i < m.len; i++) {
+    const char *kp = p;
+    p = kp + gw_iproto_check(kp, (size_t)(end - kp));
+    size_t n = gw_iproto_check(p, (size_t)(end - p));
+    gw_mp_next(&kp, &k);
+    if (k.type == GW_MP_UINT && k.v.u == key) {
+      *val = p;
+      *vlen = n;
+      return 1;
+    }
+    p += n;
+  }
+  return 0;
 }
 
 int gw_iproto_buf_write(void *data, const char *buf, size_t len)

@@ -1,7 +1,9 @@
 /* iproto.h - Tarantool's binary protocol (iproto), the parts that need no
  * socket: the greeting and its salt, the chap-sha1 scramble, request framing
- * and the reply's framing and header, with msgpack checked before msgpack-c
- * unpacks it (so a hostile server cannot make it allocate without limit).
+ * and the reply's framing and header, with msgpack checked (so a hostile
+ * server cannot make a reader run past its bytes or allocate without limit)
+ * and then read token by token in place (gw_mp_next: no unpacking into a
+ * zone of objects).
  * Used by tarantool.c; exposed for the unit test and the fuzz target. */
 #ifndef GW_IPROTO_H
 #define GW_IPROTO_H
@@ -27,13 +29,20 @@ enum {
   GW_IPROTO_EVAL = 8,
   GW_IPROTO_UPSERT = 9,
   GW_IPROTO_CALL = 10,
+  GW_IPROTO_EXECUTE = 11,
   GW_IPROTO_PING = 64,
   GW_IPROTO_KEY_CODE = 0x00,
   GW_IPROTO_KEY_SYNC = 0x01,
   GW_IPROTO_KEY_USER_NAME = 0x23,
   GW_IPROTO_KEY_TUPLE = 0x21,
+  GW_IPROTO_KEY_FUNCTION = 0x22,
+  GW_IPROTO_KEY_EXPR = 0x27,
   GW_IPROTO_KEY_DATA = 0x30,
   GW_IPROTO_KEY_ERROR = 0x31,
+  GW_IPROTO_KEY_METADATA = 0x32,
+  GW_IPROTO_KEY_SQL_TEXT = 0x40,
+  GW_IPROTO_KEY_SQL_BIND = 0x41,
+  GW_IPROTO_KEY_SQL_INFO = 0x42,
   GW_IPROTO_ERROR_FLAG = 0x8000
 };
 
@@ -50,6 +59,28 @@ void gw_iproto_scramble(const unsigned char *salt, const char *password, size_t 
  * least one); 0 when it is not (or is cut short). */
 size_t gw_iproto_check(const char *p, size_t len);
 
+/* One msgpack token of a checked object (gw_iproto_check accepted it, so
+ * no bound is tested here): its type and scalar value, a string's bytes, or
+ * a container's element count (map: pairs) whose elements follow. */
+typedef enum {
+  GW_MP_NIL, GW_MP_BOOL, GW_MP_UINT, GW_MP_INT, GW_MP_FLOAT,
+  GW_MP_STR, GW_MP_BIN, GW_MP_EXT, GW_MP_ARRAY, GW_MP_MAP
+} gw_mp_type_t;
+typedef struct {
+  gw_mp_type_t type;
+  union {
+    uint64_t u;
+    int64_t i; /* negative integers only (msgpack's int family holding a value >= 0 reads as UINT) */
+    double f;
+    int b;
+  } v;
+  const char *ptr; /* STR, BIN, EXT: the data (EXT: after its type byte) */
+  uint32_t len;    /* STR, BIN, EXT: bytes; ARRAY: elements; MAP: pairs */
+} gw_mp_t;
+/* Reads the token at *p into t and moves *p past it (past a string's bytes,
+ * before a container's elements). */
+void gw_mp_next(const char **p, gw_mp_t *t);
+
 /* A packet at the start of buf: 1 with *prefix (the length prefix's bytes)
  * and *plen (the packet's), 0 when more bytes are needed, -1 when the prefix
  * is not a msgpack unsigned integer or plen exceeds GW_IPROTO_MAX_PACKET. */
@@ -64,6 +95,10 @@ typedef struct {
   size_t body_len;
 } gw_iproto_reply_t;
 int gw_iproto_parse(const char *pkt, size_t len, gw_iproto_reply_t *out);
+
+/* The value under the unsigned key in a body (a checked map): 1 with
+ * [*val, *val + *vlen) its bytes, 0 when there is none. */
+int gw_iproto_body_find(const char *body, size_t len, uint64_t key, const char **val, size_t *vlen);
 
 /* Appends a request: the 5-byte length prefix, the header {code, sync} and
  * body (body_len bytes of one msgpack map). -1 when out of memory. */

@@ -763,34 +763,6 @@ struct event_base *gw_mrb_event_base(void)
   return rt.ctx ? rt.ctx->base : NULL;
 }
 
-typedef struct data_client_s {
-  struct data_client_s *next;
-  char *key;
-  void *client;
-} data_client_t;
-
-static data_client_t *data_clients;
-
-void *gw_mrb_client_get(const char *key)
-{
-  for (data_client_t *c = data_clients; c; c = c->next)
-    if (strcmp(c->key, key) == 0) return c->client;
-  return NULL;
-}
-
-int gw_mrb_client_put(const char *key, void *client)
-{
-  data_client_t *c = calloc(1, sizeof(*c));
-  if (c == NULL || (c->key = strdup(key)) == NULL) {
-    free(c);
-    return -1;
-  }
-  c->client = client;
-  c->next = data_clients;
-  data_clients = c;
-  return 0;
-}
-
 void gw_mrb_publish_stats(void)
 {
   if (rt.ctx) rt.ctx->publish_stats(rt.ctx);

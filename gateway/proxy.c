@@ -29,6 +29,7 @@
 #include "log.h"
 #include "proxy.h"
 #include "stats.h"
+#include "tls.h"
 #include "trace.h"
 #include "tunnel.h"
 
@@ -255,7 +256,7 @@ static int has_token(const gw_header_t *h, const char *tok)
 }
 
 /* GET with Connection: upgrade and Upgrade: websocket, on a connection that
- * can hand its socket over (HTTP/1.1 without TLS). */
+ * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
   return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
@@ -304,9 +305,12 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after */
     int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
     struct event_base *base = req->ctx->base;
-    int cfd = gw_request_upgrade(req, to_client, to_upstream); /* req is gone */
+    char peer[64];
+    snprintf(peer, sizeof(peer), "%s", req->remote_addr ? req->remote_addr : "-");
+    gw_tls_conn_t *tls = NULL;
+    int cfd = gw_request_upgrade(req, to_client, to_upstream, &tls); /* req is gone */
     if (cfd < 0) close(ufd);
-    else gw_tunnel_new(base, cfd, to_client, ufd, to_upstream, timeout); /* owns both sockets */
+    else gw_tunnel_new_tls(base, cfd, tls, peer, to_client, ufd, to_upstream, timeout); /* owns both sockets */
   }
   if (to_client) evbuffer_free(to_client);
   if (to_upstream) evbuffer_free(to_upstream);

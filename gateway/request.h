@@ -23,6 +23,8 @@
 #include "headers.h"
 #include "http_status.h"
 
+struct gw_tls_conn_s; /* tls.h: a connection's TLS state, handed over by an upgrade */
+
 typedef struct gw_request_s gw_request_t;
 
 /* Something a request waits for. Embedded in the operation's own struct. */
@@ -66,13 +68,15 @@ typedef struct {
    * response early: the connection closes. */
   void (*stream_file)(gw_request_t *req, int fd, long long offset, long long len);
   /* Optional (NULL: no protocol upgrades; can_upgrade may say no for one
-   * connection, e.g. TLS). upgrade ends the request (logged with req->status,
-   * 101) and gives the connection up: its socket is returned (the caller
-   * owns it now), the bytes queued for the client are moved to the front of
-   * `to_client`, and those read past the request to `from_client`. -1: it
-   * could not (the connection is closed). req must not be touched after. */
+   * connection, e.g. HTTP/1.0). upgrade ends the request (logged with
+   * req->status, 101) and gives the connection up: its socket is returned
+   * and its TLS state (tls.h) put in *tls, NULL over plain TCP (the caller
+   * owns both now), the bytes queued for the client are moved to the front
+   * of `to_client`, and those read past the request to `from_client`. -1:
+   * it could not (the connection is closed). req must not be touched after. */
   int (*can_upgrade)(const gw_request_t *req);
-  int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client);
+  int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
+                 struct gw_tls_conn_s **tls);
 } gw_protocol_t;
 
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
@@ -213,7 +217,8 @@ void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long lo
 
 /* Upgrades (a proxied WebSocket): see gw_protocol_t.upgrade. */
 int gw_request_can_upgrade(const gw_request_t *req);
-int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client);
+int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
+                       struct gw_tls_conn_s **tls);
 
 /* A streamed request body: the consumer took bytes out of req->body, so the
  * connection may read more (back-pressure). */

@@ -48,6 +48,7 @@ const gw_stats_field_t gw_stats_fields[] = {
   GAUGE(dns_cache_entries, "names in the DNS cache"),
   GAUGE(loop_lag_ms, "how late the event loop ran a timer (ms, worst of the last second)"),
   GAUGE(tunnels_active, "proxied WebSocket tunnels open (not counted in connections_active)"),
+  GAUGE(websockets_active, "WebSockets of websocket: locations open (not counted in connections_active)"),
 };
 const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
 

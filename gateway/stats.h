@@ -31,6 +31,7 @@ typedef struct {
   uint32_t upstream_idle, dns_cache_entries;
   uint32_t loop_lag_ms;  /* how late the loop ran a 20 ms timer, worst of the last second */
   uint32_t tunnels_active; /* proxied WebSockets after their 101 (tunnel.c) */
+  uint32_t websockets_active; /* scripted WebSockets (websocket: locations, websocket.c) */
   /* Response times of client requests, from the head read to the response
    * queued: bucket b counts those under 2^b * 64 µs (the last: the rest).
    * Recorded only by servers with a dashboard (its percentiles). */

@@ -2,9 +2,11 @@
  * and user on the worker's loop, requests pipelined by sync id.
  *
  * A request goes to the pool's connection with the fewest requests in
- * flight; a new connection is opened (up to pool:) only when every one is
- * busy, so a quiet worker keeps one connection and a loaded one spreads its
- * pipelines. A connection reads the greeting, sends AUTH (chap-sha1 on the
+ * flight; a new connection is opened (up to pool:) only when every one has
+ * PIPELINE_DEPTH in flight, so requests share few connections: the requests
+ * made in one loop iteration leave in one send (flush_soon), Tarantool reads
+ * them in one read and its replies come back in few (issue #16 measured
+ * this against one connection per concurrent request). A connection reads the greeting, sends AUTH (chap-sha1 on the
  * greeting's salt) when a user is set and holds its requests until AUTH is
  * answered. A failed connect marks the address down for a pause that doubles
  * from 100 ms to 2 s; requests fail at once meanwhile.
@@ -28,7 +30,6 @@
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
-#include <msgpack.h>
 
 #include "addr.h"
 #include "buf.h"
@@ -39,6 +40,10 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 2000
 #define READ_CHUNK 16384
+/* Requests in flight on a connection before another is opened: Tarantool
+ * serves a connection's requests concurrently (net_msg_max 768), and one
+ * connection lets it read a whole batch per read and answer in one write. */
+#define PIPELINE_DEPTH 64
 
 enum { ST_CONNECTING, ST_GREETING, ST_AUTH, ST_READY };
 
@@ -47,6 +52,8 @@ typedef struct conn_s {
   struct conn_s *next, *prev; /* every connection of t */
   int fd;
   struct event rev, wev;
+  struct event flush_ev;      /* the write of every request queued in this loop iteration */
+  int flush_queued;
   int state;
   int retired;                /* takes no new request; closed when nops is 0 */
   int busy, doomed;           /* inside on_read; closed when it returns */
@@ -55,7 +62,8 @@ typedef struct conn_s {
   gw_buf_t out;               /* to write, out_off already written */
   size_t out_off;
   gw_buf_t held;              /* requests waiting for the greeting / AUTH */
-  gw_tnt_op_t *ops;           /* requests whose replies are awaited */
+  gw_tnt_op_t *ops, *ops_tail; /* requests whose replies are awaited, oldest first
+                                 (Tarantool mostly answers in order: the match is near the head) */
   int nops;
   unsigned stale;             /* replies coming that nobody awaits */
   uint64_t sync, auth_sync;
@@ -100,6 +108,7 @@ static void op_detach(gw_tnt_op_t *op)
   if (op->prev) op->prev->next = op->next;
   else c->ops = op->next;
   if (op->next) op->next->prev = op->prev;
+  else c->ops_tail = op->prev;
   op->next = op->prev = NULL;
   op->conn = NULL;
   c->nops--;
@@ -151,6 +160,7 @@ static void conn_destroy(conn_t *c)
   if (!c->retired) t->nconns--;
   event_del(&c->rev);
   event_del(&c->wev);
+  event_del(&c->flush_ev);
   close(c->fd);
   gw_buf_dispose(&c->in);
   gw_buf_dispose(&c->out);
@@ -196,14 +206,13 @@ static void conn_fail(conn_t *c, gw_err_t err)
   conn_close(c);
 }
 
-/* Writes what c has; a send error is reported only when now_ok (from the
- * loop), else the write event reports it. */
-static void flush(conn_t *c, int now_ok)
+/* Writes what c has (called from loop events only: a send error fails c). */
+static void flush(conn_t *c)
 {
   while (c->out_off < c->out.len) {
     ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || !now_ok)) {
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       event_add(&c->wev, NULL);
       return;
     }
@@ -227,10 +236,28 @@ static void become_ready(conn_t *c)
     }
     gw_buf_dispose(&c->held);
   }
-  flush(c, 1);
+  flush(c);
 }
 
 static void on_read(evutil_socket_t fd, short what, void *arg);
+
+static void on_flush(evutil_socket_t fd, short what, void *arg)
+{
+  conn_t *c = arg;
+  (void)fd;
+  (void)what;
+  c->flush_queued = 0;
+  flush(c);
+}
+
+/* Requests made by the handlers run in this loop iteration go out in one
+ * send: the event runs after the events already active (issue #16). */
+static void flush_soon(conn_t *c)
+{
+  if (c->flush_queued || event_pending(&c->wev, EV_WRITE, NULL)) return;
+  c->flush_queued = 1;
+  event_active(&c->flush_ev, EV_TIMEOUT, 0);
+}
 
 static void on_write(evutil_socket_t fd, short what, void *arg)
 {
@@ -251,7 +278,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     event_del(&c->wev);
     return;
   }
-  flush(c, 1);
+  flush(c);
 }
 
 static conn_t *conn_open(gw_tnt_t *t, gw_err_t *err)
@@ -282,6 +309,7 @@ static conn_t *conn_open(gw_tnt_t *t, gw_err_t *err)
   }
   event_assign(&c->rev, t->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
   event_assign(&c->wev, t->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
+  event_assign(&c->flush_ev, t->base, -1, 0, on_flush, c);
   event_add(&c->wev, NULL); /* connected: then the greeting is read */
   c->state = ST_CONNECTING;
   c->next = t->conns;
@@ -294,20 +322,14 @@ static conn_t *conn_open(gw_tnt_t *t, gw_err_t *err)
 /* The message of an error reply's body, for the log. */
 static void error_message(const char *body, size_t len, char *msg, size_t size)
 {
+  const char *v;
+  size_t vlen;
+  gw_mp_t t;
   snprintf(msg, size, "unknown error");
-  msgpack_unpacked u;
-  msgpack_unpacked_init(&u);
-  size_t off = 0;
-  if (len > 0 && msgpack_unpack_next(&u, body, len, &off) == MSGPACK_UNPACK_SUCCESS &&
-      u.data.type == MSGPACK_OBJECT_MAP) {
-    for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-      msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-      if (kv->key.type == MSGPACK_OBJECT_POSITIVE_INTEGER && kv->key.via.u64 == GW_IPROTO_KEY_ERROR &&
-          kv->val.type == MSGPACK_OBJECT_STR)
-        snprintf(msg, size, "%.*s", (int)kv->val.via.str.size, kv->val.via.str.ptr);
-    }
+  if (gw_iproto_body_find(body, len, GW_IPROTO_KEY_ERROR, &v, &vlen) == 1) {
+    gw_mp_next(&v, &t);
+    if (t.type == GW_MP_STR) snprintf(msg, size, "%.*s", (int)t.len, t.ptr);
   }
-  msgpack_unpacked_destroy(&u);
 }
 
 /* One step of reading: 1 consumed something, 0 needs more bytes, -1 c failed. */
@@ -343,7 +365,7 @@ static int read_one(conn_t *c)
       return -1;
     }
     c->state = ST_AUTH;
-    flush(c, 1);
+    flush(c);
     return c->doomed ? -1 : 1;
   }
   size_t prefix, plen;
@@ -452,7 +474,7 @@ static conn_t *pick(gw_tnt_t *t, gw_err_t *err)
   conn_t *best = NULL;
   for (conn_t *c = t->conns; c; c = c->next)
     if (!c->retired && (best == NULL || c->nops < best->nops)) best = c;
-  if (best && (best->nops == 0 || t->nconns >= t->pool)) return best;
+  if (best && (best->nops < PIPELINE_DEPTH || t->nconns >= t->pool)) return best;
   if (now_ms() < t->down_until_ms) {
     *err = gw_err(GW_ERR_CONNECT, "tarantool is down (reconnecting with backoff)");
     return best;
@@ -487,11 +509,12 @@ gw_tnt_op_t *gw_tnt_exec(gw_tnt_t *t, uint32_t type, const char *body, size_t bo
     return op;
   }
   op->conn = c;
-  op->next = c->ops;
-  if (c->ops) c->ops->prev = op;
-  c->ops = op;
+  op->prev = c->ops_tail;
+  if (c->ops_tail) c->ops_tail->next = op;
+  else c->ops = op;
+  c->ops_tail = op;
   c->nops++;
-  if (c->state == ST_READY) flush(c, 0);
+  if (c->state == ST_READY) flush_soon(c);
   return op;
 }
 

@@ -2,12 +2,14 @@
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <event2/event_struct.h>
 
+#include "tls.h"
 #include "tunnel.h"
 
 #define READ_SIZE (64 * 1024)
@@ -15,6 +17,7 @@
 
 typedef struct {
   int fd;
+  gw_tls_conn_t *tls;       /* owned: this side's TLS, or NULL (plain) */
   struct event rev, wev;
   struct evbuffer *out;     /* owned: read from the other side, not yet written here */
   unsigned reading : 1;     /* rev is added */
@@ -29,6 +32,7 @@ struct gw_tunnel_s {
   int timeout_ms;
   int64_t last;             /* CLOCK_MONOTONIC_COARSE ms of the last byte moved */
   gw_tunnel_t *next, *prev; /* all tunnels, for gw_tunnel_close_all */
+  char *peer;               /* owned: side a's address for TLS's logs; NULL when plain */
 };
 
 static gw_tunnel_t *tunnels;
@@ -51,8 +55,11 @@ static void tunnel_free(gw_tunnel_t *t)
     evbuffer_free(s->out);
   }
   event_del(&t->tev);
+  for (int i = 0; i < 2; i++)
+    if (t->s[i].tls) gw_tls_conn_free(t->s[i].tls); /* close_notify while the socket is open */
   close(t->s[0].fd);
   close(t->s[1].fd);
+  free(t->peer);
   if (t->prev) t->prev->next = t->next;
   else tunnels = t->next;
   if (t->next) t->next->prev = t->prev;
@@ -81,6 +88,8 @@ static void update_reading(gw_tunnel_t *t, int i)
   side_t *s = &t->s[i];
   size_t queued = evbuffer_get_length(t->s[1 - i].out);
   set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
+  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
+  if (s->tls && s->reading && gw_tls_pending(s->tls)) event_active(&s->rev, EV_READ, 0);
 }
 
 static int finished(const gw_tunnel_t *t)
@@ -95,7 +104,7 @@ static int flush_side(gw_tunnel_t *t, int j)
 {
   side_t *s = &t->s[j];
   while (evbuffer_get_length(s->out) > 0) {
-    int n = evbuffer_write(s->out, s->fd);
+    int n = s->tls ? gw_tls_write(s->tls, s->out) : evbuffer_write(s->out, s->fd);
     if (n > 0) {
       t->last = now_ms();
       continue;
@@ -108,6 +117,7 @@ static int flush_side(gw_tunnel_t *t, int j)
   int more = evbuffer_get_length(s->out) > 0;
   set_writing(s, more);
   if (!more && t->s[1 - j].rd_eof && !s->wr_shut) { /* half-close passed on, after the data */
+    if (s->tls) gw_tls_shutdown(s->tls);
     shutdown(s->fd, SHUT_WR);
     s->wr_shut = 1;
   }
@@ -119,6 +129,20 @@ static int flush_side(gw_tunnel_t *t, int j)
   return 0;
 }
 
+/* A TLS side's read, as evbuffer_read() does it for a plain one. */
+static int tls_read(gw_tls_conn_t *tls, struct evbuffer *into)
+{
+  struct evbuffer_iovec v;
+  if (evbuffer_reserve_space(into, READ_SIZE, &v, 1) < 1) {
+    errno = ENOMEM;
+    return -1;
+  }
+  ssize_t n = gw_tls_read(tls, v.iov_base, v.iov_len < READ_SIZE ? v.iov_len : READ_SIZE);
+  v.iov_len = n > 0 ? (size_t)n : 0;
+  evbuffer_commit_space(into, &v, 1);
+  return (int)n;
+}
+
 /* Reads side i into the other side's queue, then writes it there. */
 static void on_readable(gw_tunnel_t *t, int i)
 {
@@ -126,7 +150,7 @@ static void on_readable(gw_tunnel_t *t, int i)
   side_t *peer = &t->s[1 - i];
   for (int k = 0; k < READS_PER_EVENT; k++) {
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
-    int n = evbuffer_read(peer->out, s->fd, READ_SIZE);
+    int n = s->tls ? tls_read(s->tls, peer->out) : evbuffer_read(peer->out, s->fd, READ_SIZE);
     if (n > 0) {
       t->last = now_ms();
       if (n < READ_SIZE) break;
@@ -196,13 +220,26 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms)
 {
+  return gw_tunnel_new_tls(base, fd_a, NULL, NULL, to_a, fd_b, to_b, idle_timeout_ms);
+}
+
+gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t *tls_a, const char *peer_a,
+                               struct evbuffer *to_a, int fd_b, struct evbuffer *to_b, int idle_timeout_ms)
+{
   gw_tunnel_t *t = calloc(1, sizeof(*t));
-  if (t == NULL) {
+  char *peer = tls_a ? strdup(peer_a ? peer_a : "-") : NULL;
+  if (t == NULL || (tls_a && peer == NULL)) {
+    free(t);
+    free(peer);
+    if (tls_a) gw_tls_conn_free(tls_a);
     close(fd_a);
     close(fd_b);
     return NULL;
   }
   t->s[0].fd = fd_a;
+  t->s[0].tls = tls_a;
+  t->peer = peer;
+  if (tls_a) gw_tls_conn_set_peer(tls_a, peer);
   t->s[1].fd = fd_b;
   t->next = tunnels;
   if (tunnels) tunnels->prev = t;
@@ -228,7 +265,7 @@ gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *t
   t->last = now_ms();
   arm_timer(t, t->timeout_ms);
   if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
-  update_reading(t, 0);
+  update_reading(t, 0); /* and what OpenSSL decrypted past the handshake */
   update_reading(t, 1);
   return t;
 }

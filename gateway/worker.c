@@ -30,6 +30,8 @@
 #include "timeutil.h"
 #include "upstream.h"
 #include "tunnel.h"
+#include "websocket.h"
+#include "ws_handler.h"
 #include "worker.h"
 
 #define ACCEPT_BURST 64
@@ -49,6 +51,7 @@ static void publish_stats(gw_context_t *w)
   st->connections_reading = reading;
   st->connections_writing = writing;
   st->tunnels_active = (uint32_t)gw_tunnel_count();
+  st->websockets_active = (uint32_t)gw_ws_count();
   st->fibers_parked = gw_mruby_parked_fibers();
   gw_upstream_stats_t us;
   gw_upstream_pool_stats(w->pool, &us);
@@ -330,6 +333,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   }
   gw_h2_shutdown_all(0);
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
+  gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
+  gw_ws_close_all();     /* ... and connections */
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);

@@ -2,12 +2,25 @@
 # An example's fixed ports are replaced textually by free ones (mruby has no
 # ENV): every port named in `listen:` (Integer or "host:port") and every
 # other mention of that number in the file.
+require 'open3'
 require_relative 'spec_helper'
 
 RSpec.describe 'examples/' do
   # name => block run in the example (after the gateway is up) with
   # `ports`: the example's own port numbers => the free ports used instead.
   exercises = {
+    'chat.rb' => lambda do |ports|
+      port = ports.fetch(8090)
+      r = http_get(port, '/')
+      expect([r.status, r['content-type']]).to eq([200, 'text/html; charset=utf-8'])
+      expect(r.body).to include('new WebSocket(')
+      py = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-websockets
+      out, = Open3.capture2e('timeout', '30', py, File.join(__dir__, 'support', 'ws_script_client.py'),
+                             "ws://127.0.0.1:#{port}/chat", 'chat_pair')
+      expect(out).to include('ok chat'), out
+      expect(out).to match(/^b saw guest\d+: hi from a$/)
+      expect(out).to match(/^a saw guest\d+: hi from b$/)
+    end,
     'hello.rb' => lambda do |ports|
       port = ports.fetch(8080)
       r = http_get(port, '/hello')

@@ -5,13 +5,30 @@ require_relative 'spec_helper'
 RSpec.describe 'handler results' do
   before(:each) do
     @port = free_port
-    start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
+    @gw = start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
       server listen: "127.0.0.1:PORT" do
         location "/string" do
           "a string body"
         end
         location "/rack" do
           [201, {"x-custom" => "yes", "content-type" => "application/json"}, ["{\"a\":", "1}"]]
+        end
+        location "/rack_each" do
+          body = Object.new
+          def body.each
+            yield "from "
+            yield "each"
+          end
+          [202, [["x-pair", "1"], ["x-pair", "2"]], body]
+        end
+        location "/rack_bare" do
+          [204, nil, nil]
+        end
+        location "/rack_bad" do
+          [200, {}]
+        end
+        location "/rack_bad_header" do
+          [200, {"bad name" => "v"}, ["x"]]
         end
         location "/rputs" do
           Nginx.rputs "a"
@@ -62,6 +79,23 @@ RSpec.describe 'handler results' do
     expect(r['content-type']).to eq('application/json')
     expect(r.body).to eq('{"a":1}')
     expect(r['content-length']).to eq('7')
+  end
+
+  it 'a triple whose headers are pairs and whose body answers #each; nil headers and body' do
+    r = http_get(@port, '/rack_each')
+    expect(r.status).to eq(202)
+    expect(r.headers.to_a.select { |k, _| k == 'x-pair' }.map(&:last)).to eq(%w[1 2]).or eq(['1, 2'])
+    expect(r.body).to eq('from each')
+    r = http_get(@port, '/rack_bare')
+    expect(r.status).to eq(204)
+    expect(r.body).to eq('')
+  end
+
+  it 'an Array that is not a triple, or a bad header name, is a 500 with the reason logged' do
+    expect(http_get(@port, '/rack_bad').status).to eq(500)
+    expect(@gw.log).to include('must return [status, headers, body], got [200, {}]')
+    expect(http_get(@port, '/rack_bad_header').status).to eq(500)
+    expect(@gw.log).to include('refused response header "bad name"')
   end
 
   it 'Nginx.rputs twice sends both strings in order' do

@@ -6,8 +6,10 @@
 # init_worker, and a Redis-backed limit shared by two gateways.
 require_relative 'spec_helper'
 require_relative 'redis_helper'
+require_relative 'restart_helper'
 
 RSpec.describe 'Async::Redis' do
+  include RestartTraffic
   before(:all) { @redis = RedisServer.new }
   after(:all) { @redis&.destroy }
   before(:each) { @redis.cmd('FLUSHALL') }
@@ -206,6 +208,14 @@ RSpec.describe 'Async::Redis' do
     other.start
     GatewaySpec.poll('the gateway to reconnect', timeout: 5) { get('/i').body == '1' }
     expect(get('/i').body).to eq('2')
+  ensure
+    other&.destroy
+  end
+
+  it 'a restart mid-traffic: commands during it fail clearly or succeed, none hangs, all succeed once it is back' do
+    other = RedisServer.new
+    check_restart_mid_traffic(other, %(redis :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0),
+                              %(Async::Redis[:other].call('ECHO', req.query)), /redis 127.0.0.1:\d+/) # timeout: 1.0 bounds each call
   ensure
     other&.destroy
   end

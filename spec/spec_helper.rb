@@ -7,6 +7,7 @@
 #   GATEWAY_BIN      binary under test (default build/gateway)
 #   GATEWAY_VARIANT  "asan" for the sanitizer build: sets ASAN_OPTIONS and
 #                    UBSAN_OPTIONS for the gateway, and stretches time bounds
+#                    (implied by a GATEWAY_BIN under build/asan/)
 #
 # Only 127.0.0.1; every wait is bounded; only PIDs started here (and the
 # process group they lead) are ever signalled.
@@ -17,7 +18,8 @@ require 'fileutils'
 module GatewaySpec
   ROOT = File.expand_path('..', __dir__)
   BIN = File.expand_path(ENV.fetch('GATEWAY_BIN', 'build/gateway'), ROOT)
-  ASAN = ENV['GATEWAY_VARIANT'] == 'asan'
+  # A standalone run of the ASan binary gets the same options as `rake test:asan`.
+  ASAN = ENV['GATEWAY_VARIANT'] == 'asan' || BIN.include?('/build/asan/')
   # Bounds (never sleeps) are stretched for the slower sanitizer build.
   SLACK = ASAN ? 3.0 : 1.0
   SANITIZER_REPORT = /AddressSanitizer|LeakSanitizer|runtime error:/

@@ -7,8 +7,10 @@
 require_relative 'spec_helper'
 require_relative 'redis_helper' # FakeRedis: a scripted TCP server
 require_relative 'tarantool_helper'
+require_relative 'restart_helper'
 
 RSpec.describe 'Async::Tarantool' do
+  include RestartTraffic
   before(:all) { @tnt = TarantoolServer.new }
   after(:all) { @tnt&.destroy }
 
@@ -210,6 +212,95 @@ RSpec.describe 'Async::Tarantool' do
       expect(fake.accepted).to eq(2)
     ensure
       fake&.stop
+    end
+  end
+  it 'a restart mid-traffic: calls during it fail clearly or succeed, none hangs, all succeed once it is back' do
+    other = TarantoolServer.new
+    check_restart_mid_traffic(other, %(tarantool :other, servers: ["#{other.addr}"], pool: 4, timeout: 1.0),
+                              %(Async::Tarantool[:other].call('echo', [req.query]).first), /tarantool 127.0.0.1:\d+/) # timeout: 1.0 bounds each call
+  ensure
+    other&.destroy
+  end
+
+  it 'many concurrent calls share few connections (one send per loop iteration) and each gets its own reply' do
+    start(<<~RUBY, prelude: %(tarantool :tnt, servers: ["#{@tnt.addr}"], pool: 8, timeout: 2.0))
+      location "/e" do |req| Async::Tarantool[:tnt].call("echo", [req.query]).first end
+      location "/counts" do Async::Tarantool[:tnt].call("conn_counts").inspect end
+    RUBY
+    before = eval(get('/counts').body)
+    bodies = 16.times.map do |i|
+      Thread.new { 10.times.map { |j| get("/e?#{i}-#{j}").body } }
+    end.map(&:value)
+    expect(bodies).to eq(16.times.map { |i| 10.times.map { |j| "#{i}-#{j}" } })
+    after = eval(get('/counts').body)
+    expect(after[0] - before[0]).to be <= 1 # connects: 16 concurrent callers, under 64 in flight each
+  end
+
+  it 'a reply nested deeper than 32 levels: Gateway::UpstreamError, the connection stays usable' do
+    start(<<~RUBY)
+      location "/deep" do
+        t = Async::Tarantool.new("#{@tnt.addr}", pool: 1)
+        begin
+          t.eval("local v = 1 for i = 1, 40 do v = {v} end return v")
+          "no error"
+        rescue Gateway::UpstreamError => e
+          "\#{e.message} / \#{t.eval('return 1').inspect} / \#{t.eval('local v = 1 for i = 1, 20 do v = {v} end return v').flatten.inspect}"
+        end
+      end
+    RUBY
+    expect(get('/deep').body).to eq('tarantool sent a reply nested too deeply / [1] / [1]')
+  end
+
+  describe 'SQL: execute' do
+    before(:each) do
+      start(<<~RUBY)
+        location "/sql" do
+          t = Async::Tarantool.new("#{@tnt.addr}", timeout: 2.0)
+          out = []
+          t.execute("DROP TABLE IF EXISTS people")
+          r = t.execute("CREATE TABLE people (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, age INTEGER)")
+          out << [r.row_count, r.rows, r.columns]
+          r = t.execute("INSERT INTO people (name, age) VALUES (?, ?), (?, ?)", ["ann", 31, "bob", nil])
+          out << [r.row_count, r.autoincrement_ids]
+          r = t.execute("SELECT id, name, age FROM people WHERE id = ?", [1])
+          out << [r.columns, r.metadata, r.rows, r.row_count, r.size, r.to_h_rows]
+          r = t.execute("SELECT name FROM people WHERE age IS NULL OR name = :n ORDER BY id", { n: "ann" })
+          out << r.map(&:first)
+          r = t.execute("UPDATE people SET age = age + 1 WHERE name = ?", ["ann"])
+          out << r.row_count
+          out << t.execute("SELECT COUNT(*) AS n FROM people").rows
+          out.inspect
+        end
+        location "/sqlerr" do
+          t = Async::Tarantool.new("#{@tnt.addr}")
+          begin
+            t.execute("SELEKT 1")
+          rescue Async::Tarantool::Error => e
+            "\#{e.class} \#{e.code} \#{e.message}"
+          end
+        end
+        location "/sqlarg" do
+          begin
+            Async::Tarantool.new("#{@tnt.addr}").execute("SELECT 1", 5)
+          rescue ArgumentError => e
+            e.message
+          end
+        end
+      RUBY
+    end
+
+    it 'DDL, DML with ? and :named binds, SELECT rows with column names and types' do
+      r = get('/sql')
+      expect(r.status).to eq(200), @gw.log_tail
+      expect(r.body).to eq('[[1, [], []], [2, [1, 2]], ' \
+                           '[["ID", "NAME", "AGE"], [{"name"=>"ID", "type"=>"integer"}, {"name"=>"NAME", "type"=>"string"}, ' \
+                           '{"name"=>"AGE", "type"=>"integer"}], [[1, "ann", 31]], nil, 1, ' \
+                           '[{"ID"=>1, "NAME"=>"ann", "AGE"=>31}]], ["ann", "bob"], 1, [[2]]]')
+    end
+
+    it 'an SQL error raises Async::Tarantool::Error with the message and code; bad binds an ArgumentError' do
+      expect(get('/sqlerr').body).to match(/\AAsync::Tarantool::Error \d+ Syntax error .*SELEKT/)
+      expect(get('/sqlarg').body).to eq('Async::Tarantool#execute: binds must be an Array or a Hash')
     end
   end
 end

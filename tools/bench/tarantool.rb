@@ -12,8 +12,12 @@
 # The HTTP backend is nginx answering `return 200 "body"` with `x-a: 1`
 # (what process_request answers); Debian's tarantool has no HTTP server.
 # Rows: wrk -t1 -c1, -t2 -c2, -t4 -c4, -t4 -c8, -t8 -c8, -t8 -c16; per cell a
-# 1 s warm-up then DURATION (3) s measured; req/s and the front server's CPU
-# µs per request. Writes build/bench/tarantool.md.
+# 1 s warm-up then DURATION (3) s measured; req/s, the front server's CPU µs
+# per request and the backend's (tarantool, or the HTTP backend: they share
+# the load core with wrk, so a cheaper backend leaves wrk more). ROUNDS (3)
+# rounds, the fronts taking turns in each row; medians reported. BASE=binary
+# adds its two gateway columns (another build, same run) for before/after.
+# Writes build/bench/tarantool.md.
 require_relative 'common'
 require 'tmpdir'
 
@@ -27,6 +31,8 @@ module GatewayBench
       @root = root
       @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
       @duration = env_int(env, 'DURATION', 3)
+      @rounds = env_int(env, 'ROUNDS', 3)
+      @base = env['BASE'] && File.expand_path(env['BASE'], root)
       @run = Runner.new(root: root, env: env, tag: 'tarantool')
     end
 
@@ -111,15 +117,19 @@ module GatewayBench
       NGINX
     end
 
-    def cell(url, args, pids)
+    # pids: the front's; backend: the upstream's (tarantool, or the HTTP backend).
+    def cell(url, args, pids, backend)
       @run.run_wrk(args, url, 1)
       t0 = pids.sum { |p| ticks(p) || 0 }
+      b0 = backend.sum { |p| ticks(p) || 0 }
       r = @run.run_wrk(args, url, @duration)
       t1 = pids.sum { |p| ticks(p) || 0 }
+      b1 = backend.sum { |p| ticks(p) || 0 }
       w = Runner.parse_wrk(r[:out])
       raise Error, "wrk #{args.join(' ')} #{url} failed:\n#{r[:out]}" unless w[:requests]&.positive?
 
-      { rps: w[:rps], us: (t1 - t0).to_f / clk_tck * 1e6 / w[:requests], errors: w[:errors] }
+      per = ->(t) { t.to_f / clk_tck * 1e6 / w[:requests] }
+      { rps: w[:rps], us: per.(t1 - t0), backend_us: per.(b1 - b0), errors: w[:errors] }
     end
 
     def run
@@ -133,20 +143,31 @@ module GatewayBench
         gw = @run.start_gateway('gateway', @bin, gateway_conf(gport), gport)
         @nginx_port = free_port
         ngx = @run.start_nginx('nginx', @nginx_port, nginx_conf(@nginx_port))
-        fronts = [['gateway iproto', "http://#{HOST}:#{gport}/tnt", gw],
-                  ['gateway proxy_pass', "http://#{HOST}:#{gport}/http", gw],
-                  ['nginx proxy_pass', "http://#{HOST}:#{@nginx_port}/http", ngx]]
+        fronts = [['gateway iproto', "http://#{HOST}:#{gport}/tnt", gw, :tnt],
+                  ['gateway proxy_pass', "http://#{HOST}:#{gport}/http", gw, :http],
+                  ['nginx proxy_pass', "http://#{HOST}:#{@nginx_port}/http", ngx, :http]]
+        if @base
+          bport = free_port
+          base = @run.start_gateway('base', @base, gateway_conf(bport), bport)
+          fronts += [['base iproto', "http://#{HOST}:#{bport}/tnt", base, :tnt],
+                     ['base proxy_pass', "http://#{HOST}:#{bport}/http", base, :http]]
+        end
         fronts.each do |name, url, _|
           body = Net::HTTP.get(URI(url))
           raise Error, "#{name}: #{url} answered #{body.inspect}" unless body == 'body'
         end
+        backends = { tnt: [@tnt_pid], http: [@be_pid] + descendants(@be_pid) }
         ROWS.each do |args|
-          fronts.each do |name, url, srv|
-            res = cell(url, args, [srv.pid] + descendants(srv.pid))
-            log format('%-8s %-20s %9.0f req/s %6.1f µs/req errors %d', args.join(' '), name, res[:rps], res[:us], res[:errors])
-            results[[args.join(' '), name]] = res
+          @rounds.times do |round|
+            fronts.each do |name, url, srv, kind|
+              res = cell(url, args, [srv.pid] + descendants(srv.pid), backends[kind])
+              log format('%-8s round %d %-20s %9.0f req/s %6.1f µs/req, backend %5.1f µs/req, errors %d', args.join(' '),
+                         round + 1, name, res[:rps], res[:us], res[:backend_us], res[:errors])
+              (results[[args.join(' '), name]] ||= []) << res
+            end
           end
         end
+        @names = fronts.map(&:first)
       ensure
         @run.stop_all
         stop_backend
@@ -156,18 +177,23 @@ module GatewayBench
     end
 
     def report(results)
-      names = ['gateway iproto', 'gateway proxy_pass', 'nginx proxy_pass']
-      md = +"# bench:tarantool (wrk, #{@duration} s per cell; req/s, front server CPU µs/req)\n\n"
-      md << "| wrk | #{names.join(' | ')} | iproto / gw proxy_pass | iproto / nginx |\n|---|--:|--:|--:|--:|--:|\n"
+      names = @names
+      med = results.transform_values { |runs| %i[rps us backend_us errors].to_h { |k| [k, median(runs.map { |r| r[k] })] } }
+      md = +"# bench:tarantool (wrk, #{@duration} s per cell, median of #{@rounds} rounds; " \
+            "req/s (front CPU µs/req, backend CPU µs/req))\n\n"
+      ratios = ['iproto / gw proxy_pass', 'iproto / nginx']
+      ratios << 'base iproto / base proxy_pass' if @base
+      md << "| wrk | #{names.join(' | ')} | #{ratios.join(' | ')} |\n|---|#{'--:|' * (names.size + ratios.size)}\n"
       ROWS.each do |args|
         row = args.join(' ')
-        c = names.map { |n| results[[row, n]] }
-        md << format("| %s | %s | %.2f× | %.2f× |\n", row,
-                     c.map { |x| format('%.0f (%.1f µs)', x[:rps], x[:us]) }.join(' | '),
-                     c[0][:rps] / c[1][:rps], c[0][:rps] / c[2][:rps])
+        c = names.to_h { |n| [n, med[[row, n]]] }
+        r = [c['gateway iproto'][:rps] / c['gateway proxy_pass'][:rps], c['gateway iproto'][:rps] / c['nginx proxy_pass'][:rps]]
+        r << c['base iproto'][:rps] / c['base proxy_pass'][:rps] if @base
+        md << format("| %s | %s | %s |\n", row,
+                     names.map { |n| format('%.0f (%.1f, %.1f)', c[n][:rps], c[n][:us], c[n][:backend_us]) }.join(' | '),
+                     r.map { |x| format('%.2f×', x) }.join(' | '))
       end
-      File.write(File.join(@run.out_dir, 'tarantool.md'), md)
-      puts md
+      @run.write_report('tarantool', md, results.map { |(row, name), runs| { row: row, front: name, runs: runs } })
     end
   end
 end

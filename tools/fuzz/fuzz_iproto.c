@@ -9,7 +9,10 @@
  *     object it accepts is unpacked by msgpack-c to exactly that length
  *     (or refused for nesting deeper than msgpack-c's stack), never found
  *     "cut short": the two agree on where an object ends;
- *   - a parsed packet's body is one checked object or empty, within the packet;
+ *   - gw_mp_next, walking a checked object token by token, ends exactly
+ *     where the check says it does;
+ *   - a parsed packet's body is one checked object or empty, within the
+ *     packet, and a value found in it by key is one object within the body;
  *   - a greeting's salt is at least a scramble's length;
  *   - no leak (LSan), no memory error (ASan/UBSan). */
 #define FUZZ_NAME "fuzz_iproto"
@@ -21,11 +24,26 @@
 #include "fuzz_common.h"
 #include "iproto.h"
 
+/* Walks one checked object with gw_mp_next: where it ends. */
+static const char *walk(const char *p)
+{
+  uint64_t need = 1;
+  while (need > 0) {
+    gw_mp_t t;
+    gw_mp_next(&p, &t);
+    need--;
+    if (t.type == GW_MP_ARRAY) need += t.len;
+    else if (t.type == GW_MP_MAP) need += 2 * (uint64_t)t.len;
+  }
+  return p;
+}
+
 static void agree(const char *p, size_t len)
 {
   size_t n = gw_iproto_check(p, len);
   if (n > len) FAIL("check claims %zu of %zu bytes", n, len);
   if (n == 0) return;
+  if (walk(p) != p + n) FAIL("the reader and the check disagree on an object of %zu bytes", n);
   msgpack_unpacked u;
   msgpack_unpacked_init(&u);
   size_t off = 0;
@@ -65,6 +83,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (r.body < pkt || r.body + r.body_len != pkt + plen) FAIL("body outside its packet");
     if (r.body_len > 0 && gw_iproto_check(r.body, r.body_len) != r.body_len) FAIL("body not one checked object");
     agree(r.body, r.body_len);
+    const char *v;
+    size_t vlen;
+    if (gw_iproto_body_find(r.body, r.body_len, GW_IPROTO_KEY_DATA, &v, &vlen) == 1 &&
+        (v < r.body || v + vlen > r.body + r.body_len || walk(v) != v + vlen))
+      FAIL("a body's value outside the body, or not one object");
     off += prefix + plen;
   }
   return 0;

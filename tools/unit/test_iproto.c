@@ -69,6 +69,57 @@ int main(void)
   CHECK(gw_iproto_frame("\xa1x", 2, &prefix, &plen) == -1);                 /* not an unsigned int */
   CHECK(gw_iproto_frame("\x05", 1, &prefix, &plen) == 1 && prefix == 1 && plen == 5);
 
+  /* The reader: every family, values and where it stops. */
+  {
+    static const char obj[] = "\x9c\x05\xff\xcd\x01\x00\xd0\x85\xd1\x00\x07\xc0\xc3"
+                              "\xa2hi\xc4\x01z\xd6\x02\x01\x02\x03\x04\xcb\x40\x09\x21\xfb\x54\x44\x2d\x18"
+                              "\x81\x01\x90";
+    const char *p = obj;
+    gw_mp_t t;
+    CHECK_EQ_UINT(gw_iproto_check(obj, sizeof(obj) - 1), sizeof(obj) - 1);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_ARRAY && t.len == 12);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_UINT && t.v.u == 5);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_INT && t.v.i == -1);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_UINT && t.v.u == 256);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_INT && t.v.i == -123);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_UINT && t.v.u == 7); /* int 16 holding 7 */
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_NIL);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_BOOL && t.v.b == 1);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_STR && t.len == 2 && memcmp(t.ptr, "hi", 2) == 0);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_BIN && t.len == 1 && t.ptr[0] == 'z');
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_EXT && t.len == 4 && t.ptr[0] == 1); /* fixext 4: data after the type byte */
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_FLOAT && t.v.f > 3.14159 && t.v.f < 3.1416);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_MAP && t.len == 1);
+    gw_mp_next(&p, &t);
+    gw_mp_next(&p, &t);
+    CHECK(t.type == GW_MP_ARRAY && t.len == 0);
+    CHECK(p == obj + sizeof(obj) - 1);
+
+    /* A body's value by key; other keys (even containers) skipped. */
+    static const char body[] = "\x83\x92\x01\x02\xa1x\x31\xa3" "err\x30\x91\x07";
+    const char *v;
+    size_t vlen;
+    CHECK(gw_iproto_body_find(body, sizeof(body) - 1, GW_IPROTO_KEY_DATA, &v, &vlen) == 1);
+    CHECK(vlen == 2 && memcmp(v, "\x91\x07", 2) == 0);
+    CHECK(gw_iproto_body_find(body, sizeof(body) - 1, GW_IPROTO_KEY_ERROR, &v, &vlen) == 1 && vlen == 4);
+    CHECK(gw_iproto_body_find(body, sizeof(body) - 1, 0x32, &v, &vlen) == 0);
+    CHECK(gw_iproto_body_find("\x91\x30", 2, GW_IPROTO_KEY_DATA, &v, &vlen) == 0); /* not a map */
+    CHECK(gw_iproto_body_find("", 0, GW_IPROTO_KEY_DATA, &v, &vlen) == 0);
+  }
+
   b.len = 0;
   CHECK(gw_iproto_auth_body(&b, "gw", out) == 0);
   CHECK_EQ_UINT(gw_iproto_check(b.data, b.len), b.len);

@@ -72,6 +72,22 @@ module Gateway
   end
 
   class Location
+    # websocket: and its options; other content with it is an error.
+    def self.check_websocket(where, websocket, max_message, protocols, other_content)
+      if websocket.nil?
+        raise ArgumentError, "#{where}: websocket_max_message:/websocket_protocols: need websocket:" if max_message || protocols
+        return
+      end
+      raise ArgumentError, "#{where}: websocket: must be a Proc taking (ws, req), got #{websocket.inspect}" unless websocket.respond_to?(:call)
+      raise ArgumentError, "#{where}: websocket: is the location's content: no block, content:, proxy_pass:, root: or other content with it" if other_content
+      unless max_message.nil? || (max_message.is_a?(Integer) && max_message > 0 && max_message <= 1 << 30)
+        raise ArgumentError, "#{where}: websocket_max_message: must be a number of bytes from 1 to 1 GiB, got #{max_message.inspect}"
+      end
+      return if protocols.nil?
+      ok = protocols.is_a?(Array) && protocols.all? { |p| p.is_a?(String) && !p.empty? && p.bytes.all? { |b| b > 32 && b < 127 && !",;\"()<>@:/[]?={}\\".include?(b.chr) } }
+      raise ArgumentError, "#{where}: websocket_protocols: must be an Array of tokens (e.g. [\"chat\"]), got #{protocols.inspect}" unless ok
+    end
+
     # A Via pseudonym or host[:port] (RFC 9110 §7.6.3): token bytes, ':' and brackets.
     VIA_NAME_BYTES = "!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ:[]"
 
@@ -80,6 +96,9 @@ module Gateway
                 :no_regex, :fastcgi, :params, :script_filename,
                 :static, :cpu_limit
     attr_accessor :tunnel_timeout # proxy_pass: a WebSocket tunnel idle this long (seconds) closes; nil: 60
+    # websocket: a Gateway::WebSocket::Runner around the block; its message
+    # size limit (bytes, nil: 1 MiB) and subprotocols (Strings, nil: none)
+    attr_accessor :websocket, :websocket_max_message, :websocket_protocols
     attr_accessor :tls_client # https upstreams: Gateway::TLS.client's Hash, or nil (the defaults)
 
     def initialize(path, handler, proxy_pass, body_filter, status, pass_host = false, max_body: nil,
@@ -324,15 +343,21 @@ module Gateway
     #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:) answers through a FastCGI
     #   server: see the README's FastCGI section
+    # websocket: ->(ws, req) { ... } speaks WebSocket itself (Gateway::WebSocket;
+    #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
+    #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
     #   https:// upstreams this location talks to (proxy_pass:, req.proxy_pass,
     #   sub-requests): see Gateway::TLS.client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
-                 cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, tls_verify: nil, tls_ca: nil,
+                 cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, websocket: nil,
+                 websocket_max_message: nil, websocket_protocols: nil, tls_verify: nil, tls_ca: nil,
                  tls_server_name: nil, tls_cert: nil, tls_key: nil, grpc_pass: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
+      Location.check_websocket(where, websocket, websocket_max_message, websocket_protocols,
+                               handler || content || proxy_pass || status || dashboard || fastcgi || !static_opts.empty?)
       tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
       unless grpc_pass.nil?
         raise ArgumentError, "#{where}: give grpc_pass: or proxy_pass:, not both" if proxy_pass
@@ -364,6 +389,7 @@ module Gateway
         ph[k] = v || nil
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
+      ph[:content] = Gateway::WebSocket::Runner.new(websocket) if websocket # the block, once the handshake is done
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)
@@ -371,7 +397,7 @@ module Gateway
       end
       # Only phases before the content (a rewrite that redirects, an access
       # check): when they let the request through, nothing is there (404).
-      if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi || static) && (ph[:rewrite] || ph[:access])
+      if ph[:content].nil? && !(proxy_pass || status || dashboard || fastcgi || static || websocket) && (ph[:rewrite] || ph[:access])
         ph[:content] = NOT_FOUND
       end
       loc = Location.new(path, ph[:content], proxy_pass, ph[:body_filter], status, pass_host, max_body: max_body,
@@ -380,6 +406,11 @@ module Gateway
                          allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
                          static: static, cpu_limit: cpu_limit)
       loc.tunnel_timeout = tunnel_timeout
+      if websocket
+        loc.websocket = ph[:content]
+        loc.websocket_max_message = websocket_max_message
+        loc.websocket_protocols = websocket_protocols
+      end
       loc.tls_client = tls_client
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"

@@ -21,45 +21,34 @@
 #include "log.h"
 #include "redis.h"
 
-/* -- this worker's clients (the core's registry, gw_mrb_client_get) ---------- */
+/* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
-static gw_redis_t *client_for(mrb_state *mrb, const char *addr, int db, const char *password, int pool)
-{
-  struct event_base *base = gw_mrb_event_base();
-  if (base == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: commands run only in a worker (a handler or init_worker)");
-  char key[1024];
-  snprintf(key, sizeof(key), "redis\n%s\n%d\n%s", addr, db, password ? password : "");
-  gw_redis_t *r = gw_mrb_client_get(key);
-  if (r) return r;
-  char err[256];
-  gw_redis_params_t p = {addr, db, password, pool};
-  r = gw_redis_new(base, &p, err, sizeof(err));
-  if (r == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
-  if (gw_mrb_client_put(key, r) < 0) {
-    gw_redis_free(r);
-    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
-  return r;
-}
-
-/* An Async::Redis object's C side: its servers, resolved to clients on first use. */
 typedef struct {
-  int n;
-  char **addrs;
-  gw_redis_t **rs;
-  unsigned rr;
-  int db, pool, timeout_ms;
+  gw_mrb_servers_t servers;
+  int db, pool;
   char *password;
 } handle_t;
+
+static void *make_client(struct event_base *base, const char *addr, const void *params, char *err, size_t errlen)
+{
+  const handle_t *h = params;
+  gw_redis_params_t p = {addr, h->db, h->password, h->pool};
+  return gw_redis_new(base, &p, err, errlen);
+}
+
+static void destroy_client(void *r)
+{
+  gw_redis_free(r);
+}
+
+static const gw_mrb_client_maker_t maker = {"redis", make_client, destroy_client};
 
 static void handle_free(mrb_state *mrb, void *p)
 {
   handle_t *h = p;
   (void)mrb;
   if (h == NULL) return;
-  for (int i = 0; i < h->n; i++) free(h->addrs[i]);
-  free(h->addrs);
-  free(h->rs);
+  gw_mrb_servers_dispose(&h->servers);
   free(h->password);
   free(h);
 }
@@ -73,36 +62,23 @@ static mrb_value redis_init(mrb_state *mrb, mrb_value self)
   mrb_int db, pool;
   mrb_float timeout;
   mrb_get_args(mrb, "Aioif", &addrs, &db, &password, &pool, &timeout);
-  mrb_int n = RARRAY_LEN(addrs);
   handle_t *h = calloc(1, sizeof(*h));
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   DATA_TYPE(self) = &handle_type;
   DATA_PTR(self) = h;
-  h->addrs = calloc((size_t)n, sizeof(char *));
-  h->rs = calloc((size_t)n, sizeof(gw_redis_t *));
-  if (h->addrs == NULL || h->rs == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  for (mrb_int i = 0; i < n; i++) {
-    h->addrs[i] = strdup(mrb_string_cstr(mrb, mrb_ary_ref(mrb, addrs, i)));
-    if (h->addrs[i] == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-    h->n++;
-  }
   h->db = (int)db;
   h->pool = (int)pool;
-  h->timeout_ms = timeout > 0 ? (int)(timeout * 1000.0 + 0.5) : 0;
-  if (h->timeout_ms == 0 && timeout > 0) h->timeout_ms = 1;
-  if (!mrb_nil_p(password)) {
-    h->password = strdup(mrb_string_cstr(mrb, password));
-    if (h->password == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
+  h->password = gw_mrb_strdup_or_null(mrb, password);
+  char creds[600];
+  snprintf(creds, sizeof(creds), "%d\n%s", h->db, h->password ? h->password : "");
+  gw_mrb_servers_init(mrb, &h->servers, addrs, creds, timeout);
   return self;
 }
 
 /* The next server's client (round robin over the servers). */
 static gw_redis_t *pick(mrb_state *mrb, handle_t *h)
 {
-  int i = (int)(h->rr++ % (unsigned)h->n);
-  if (h->rs[i] == NULL) h->rs[i] = client_for(mrb, h->addrs[i], h->db, h->password, h->pool);
-  return h->rs[i];
+  return gw_mrb_servers_next(mrb, &h->servers, "Async::Redis", &maker, h);
 }
 
 /* -- encoding ------------------------------------------------------------------ */
@@ -246,9 +222,9 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
   if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   c->req = req;
   c->mode = (int)mode;
-  c->timeout_ms = h->timeout_ms;
+  c->timeout_ms = h->servers.timeout_ms;
   c->r = r;
-  c->op = gw_redis_exec(r, b.data, b.len, nreplies, h->timeout_ms, on_done, c);
+  c->op = gw_redis_exec(r, b.data, b.len, nreplies, h->servers.timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b); /* keep a small one only */
   if (c->op == NULL) {
     free(c);

@@ -147,19 +147,15 @@ module Gateway
       h ? h.split(":").first : nil
     end
 
-    # Turns a Rack-style [status, headers, body] into the response.
-    def _rack(result)
-      unless result.size == 3 && result[0].is_a?(Integer)
-        raise TypeError, "a handler returning an Array must return [status, headers, body], got #{result.inspect[0, 80]}"
-      end
-      status, hdrs, body = result
-      self.status = status
-      hdrs.each { |k, v| headers_out.add(k, v) } if hdrs
-      if body.is_a?(String)
-        write(body)
-      elsif body
-        body.each { |part| write(part) }
-      end
+    # A Rack-style [status, headers, body] becomes the response in the
+    # native _rack (src/request.c); headers other than a Hash and bodies
+    # other than a String or an Array come here, through their #each.
+    def _rack_headers(hdrs)
+      hdrs.each { |k, v| headers_out.add(k, v) }
+    end
+
+    def _rack_body(body)
+      body.each { |part| write(part) }
     end
   end
 

@@ -140,6 +140,39 @@ static mrb_value req_set_status(mrb_state *mrb, mrb_value self)
   return mrb_fixnum_value(status);
 }
 
+static int rack_header(mrb_state *mrb, mrb_value name, mrb_value value, void *req)
+{
+  gw_mrb_set_header(mrb, req, name, value);
+  return 0;
+}
+
+/* _rack([status, headers, body]): a handler's Rack-style triple as the
+ * response. Natively for a Hash of headers and a String or Array body (what
+ * handlers return; in Ruby this was a third of a small handler's cost),
+ * other shapes through their #each (_rack_headers, _rack_body in mrblib). */
+static mrb_value req_rack(mrb_state *mrb, mrb_value self)
+{
+  mrb_value r = mrb_get_arg1(mrb);
+  if (!mrb_array_p(r) || RARRAY_LEN(r) != 3 || !mrb_integer_p(RARRAY_PTR(r)[0])) {
+    mrb_value s = mrb_inspect(mrb, r);
+    if (RSTRING_LEN(s) > 80) s = mrb_str_substr(mrb, s, 0, 80);
+    mrb_raisef(mrb, E_TYPE_ERROR, "a handler returning an Array must return [status, headers, body], got %v", s);
+  }
+  gw_request_t *req = REQ(self);
+  mrb_value hdrs = RARRAY_PTR(r)[1], body = RARRAY_PTR(r)[2];
+  gw_mrb_set_status(mrb, req, mrb_integer(RARRAY_PTR(r)[0]));
+  if (mrb_hash_p(hdrs)) mrb_hash_foreach(mrb, mrb_hash_ptr(hdrs), rack_header, req);
+  else if (mrb_test(hdrs)) mrb_funcall(mrb, self, "_rack_headers", 1, hdrs);
+  if (mrb_string_p(body)) {
+    gw_mrb_write(mrb, req, body);
+  } else if (mrb_array_p(body)) {
+    for (mrb_int i = 0; i < RARRAY_LEN(body); i++) gw_mrb_write(mrb, req, RARRAY_PTR(body)[i]);
+  } else if (mrb_test(body)) {
+    mrb_funcall(mrb, self, "_rack_body", 1, body);
+  }
+  return mrb_nil_value();
+}
+
 static mrb_value req_status(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
@@ -344,6 +377,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "write", req_write, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "status=", req_set_status, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "status", req_status, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_rack", req_rack, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_set_header", req_set_header, MRB_ARGS_REQ(2));
   mrb_define_method(mrb, req, "_get_header", req_get_header, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, req, "_delete_header", req_delete_header, MRB_ARGS_REQ(1));

@@ -1,9 +1,8 @@
 /* tarantool.c - Async::Tarantool's natives over the core's Tarantool client
- * (gateway/tarantool.c): the per-worker clients (one pool per
- * address, user and password, shared by every Async::Tarantool object naming
- * them), Ruby values packed into msgpack request bodies, replies unpacked by
- * msgpack-c into Ruby objects, the pending operation registered on the
- * request. */
+ * (gateway/tarantool.c): an object's servers (the bridge's per-worker
+ * clients, one pool per address, user and password), Ruby values packed
+ * into msgpack request bodies, replies read in place (iproto.c's reader)
+ * into Ruby objects, the pending operation registered on the request. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,61 +21,42 @@
 #include "iproto.h"
 #include "tarantool.h"
 
-#define MAX_DEPTH 32 /* nesting of packed Ruby values (msgpack-c's own limit on unpacking) */
+#define MAX_DEPTH 32 /* nesting of packed Ruby values and of decoded replies (the C stack is the limit) */
 
-/* -- this worker's clients (the core's registry, gw_mrb_client_get) ----------- */
-
-static gw_tnt_t *client_for(mrb_state *mrb, const char *addr, const char *user, const char *password, int pool)
-{
-  struct event_base *base = gw_mrb_event_base();
-  if (base == NULL)
-    mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: requests run only in a worker (a handler or init_worker)");
-  char key[1024];
-  snprintf(key, sizeof(key), "tarantool\n%s\n%s\n%s", addr, user ? user : "", password ? password : "");
-  gw_tnt_t *t = gw_mrb_client_get(key);
-  if (t) return t;
-  char err[256];
-  gw_tnt_params_t p = {addr, user, password, pool};
-  t = gw_tnt_new(base, &p, err, sizeof(err));
-  if (t == NULL) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
-  if (gw_mrb_client_put(key, t) < 0) {
-    gw_tnt_free(t);
-    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
-  return t;
-}
+/* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
 typedef struct {
-  int n;
-  char **addrs;
-  gw_tnt_t **ts;
-  unsigned rr;
-  int pool, timeout_ms;
+  gw_mrb_servers_t servers;
   char *user, *password;
+  int pool;
 } handle_t;
+
+static void *make_client(struct event_base *base, const char *addr, const void *params, char *err, size_t errlen)
+{
+  const handle_t *h = params;
+  gw_tnt_params_t p = {addr, h->user, h->password, h->pool};
+  return gw_tnt_new(base, &p, err, errlen);
+}
+
+static void destroy_client(void *t)
+{
+  gw_tnt_free(t);
+}
+
+static const gw_mrb_client_maker_t maker = {"tarantool", make_client, destroy_client};
 
 static void handle_free(mrb_state *mrb, void *p)
 {
   handle_t *h = p;
   (void)mrb;
   if (h == NULL) return;
-  for (int i = 0; i < h->n; i++) free(h->addrs[i]);
-  free(h->addrs);
-  free(h->ts);
+  gw_mrb_servers_dispose(&h->servers);
   free(h->user);
   free(h->password);
   free(h);
 }
 
 static const struct mrb_data_type handle_type = {"Async::Tarantool", handle_free};
-
-static char *dup_or_null(mrb_state *mrb, mrb_value s)
-{
-  if (mrb_nil_p(s)) return NULL;
-  char *d = strdup(mrb_string_cstr(mrb, s));
-  if (d == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  return d;
-}
 
 /* _gw_init(addrs, user, password, pool, timeout) */
 static mrb_value tnt_init(mrb_state *mrb, mrb_value self)
@@ -85,23 +65,16 @@ static mrb_value tnt_init(mrb_state *mrb, mrb_value self)
   mrb_int pool;
   mrb_float timeout;
   mrb_get_args(mrb, "Aooif", &addrs, &user, &password, &pool, &timeout);
-  mrb_int n = RARRAY_LEN(addrs);
   handle_t *h = calloc(1, sizeof(*h));
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   DATA_TYPE(self) = &handle_type;
   DATA_PTR(self) = h;
-  h->addrs = calloc((size_t)n, sizeof(char *));
-  h->ts = calloc((size_t)n, sizeof(gw_tnt_t *));
-  if (h->addrs == NULL || h->ts == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  for (mrb_int i = 0; i < n; i++) {
-    h->addrs[i] = dup_or_null(mrb, mrb_ary_ref(mrb, addrs, i));
-    h->n++;
-  }
   h->pool = (int)pool;
-  h->timeout_ms = timeout > 0 ? (int)(timeout * 1000.0 + 0.5) : 0;
-  if (h->timeout_ms == 0 && timeout > 0) h->timeout_ms = 1;
-  h->user = dup_or_null(mrb, user);
-  h->password = dup_or_null(mrb, password);
+  h->user = gw_mrb_strdup_or_null(mrb, user);
+  h->password = gw_mrb_strdup_or_null(mrb, password);
+  char creds[640];
+  snprintf(creds, sizeof(creds), "%s\n%s", h->user ? h->user : "", h->password ? h->password : "");
+  gw_mrb_servers_init(mrb, &h->servers, addrs, creds, timeout);
   return self;
 }
 
@@ -150,67 +123,69 @@ static void pack(mrb_state *mrb, msgpack_packer *pk, mrb_value v, int depth)
 
 /* -- msgpack -> Ruby --------------------------------------------------------------- */
 
-static mrb_value to_ruby(mrb_state *mrb, const msgpack_object *o)
+/* The checked object at *p as Ruby objects, read in place (no msgpack-c
+ * zone in between); deeper than MAX_DEPTH raises Gateway::UpstreamError. */
+static mrb_value to_ruby(mrb_state *mrb, const char **p, int depth)
 {
-  switch (o->type) {
-  case MSGPACK_OBJECT_BOOLEAN: return mrb_bool_value(o->via.boolean);
-  case MSGPACK_OBJECT_POSITIVE_INTEGER:
-    if (o->via.u64 > (uint64_t)MRB_INT_MAX) return mrb_float_value(mrb, (mrb_float)o->via.u64);
-    return mrb_int_value(mrb, (mrb_int)o->via.u64);
-  case MSGPACK_OBJECT_NEGATIVE_INTEGER: return mrb_int_value(mrb, (mrb_int)o->via.i64);
-  case MSGPACK_OBJECT_FLOAT32:
-  case MSGPACK_OBJECT_FLOAT64: return mrb_float_value(mrb, (mrb_float)o->via.f64);
-  case MSGPACK_OBJECT_STR: return mrb_str_new(mrb, o->via.str.ptr, (mrb_int)o->via.str.size);
-  case MSGPACK_OBJECT_BIN: return mrb_str_new(mrb, o->via.bin.ptr, (mrb_int)o->via.bin.size);
-  case MSGPACK_OBJECT_EXT: return mrb_str_new(mrb, o->via.ext.ptr, (mrb_int)o->via.ext.size); /* decimal, uuid: raw */
-  case MSGPACK_OBJECT_ARRAY: {
-    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)o->via.array.size);
-    for (uint32_t i = 0; i < o->via.array.size; i++) mrb_ary_push(mrb, a, to_ruby(mrb, &o->via.array.ptr[i]));
+  gw_mp_t t;
+  gw_mp_next(p, &t);
+  switch (t.type) {
+  case GW_MP_NIL: return mrb_nil_value();
+  case GW_MP_BOOL: return mrb_bool_value(t.v.b);
+  case GW_MP_UINT:
+    if (t.v.u > (uint64_t)MRB_INT_MAX) return mrb_float_value(mrb, (mrb_float)t.v.u);
+    return mrb_int_value(mrb, (mrb_int)t.v.u);
+  case GW_MP_INT: return mrb_int_value(mrb, (mrb_int)t.v.i);
+  case GW_MP_FLOAT: return mrb_float_value(mrb, (mrb_float)t.v.f);
+  case GW_MP_STR:
+  case GW_MP_BIN:
+  case GW_MP_EXT: return mrb_str_new(mrb, t.ptr, (mrb_int)t.len); /* ext (decimal, uuid): raw */
+  case GW_MP_ARRAY:
+  case GW_MP_MAP: break;
+  }
+  if (depth >= MAX_DEPTH)
+    mrb_exc_raise(mrb, gw_mrb_error(mrb, "Gateway::UpstreamError", "tarantool sent a reply nested too deeply"));
+  if (t.type == GW_MP_ARRAY) {
+    mrb_value a = mrb_ary_new_capa(mrb, (mrb_int)t.len);
+    for (uint32_t i = 0; i < t.len; i++) mrb_ary_push(mrb, a, to_ruby(mrb, p, depth + 1));
     return a;
   }
-  case MSGPACK_OBJECT_MAP: {
-    mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)o->via.map.size);
-    for (uint32_t i = 0; i < o->via.map.size; i++)
-      mrb_hash_set(mrb, h, to_ruby(mrb, &o->via.map.ptr[i].key), to_ruby(mrb, &o->via.map.ptr[i].val));
-    return h;
+  mrb_value h = mrb_hash_new_capa(mrb, (mrb_int)t.len);
+  for (uint32_t i = 0; i < t.len; i++) {
+    mrb_value k = to_ruby(mrb, p, depth + 1);
+    mrb_hash_set(mrb, h, k, to_ruby(mrb, p, depth + 1));
   }
-  default: return mrb_nil_value();
-  }
+  return h;
+}
+
+/* The value under key in the reply body, or nil. */
+static mrb_value body_value(mrb_state *mrb, const char *body, size_t len, uint64_t key)
+{
+  const char *v;
+  size_t vlen;
+  if (gw_iproto_body_find(body, len, key, &v, &vlen) == 0) return mrb_nil_value();
+  return to_ruby(mrb, &v, 1);
 }
 
 typedef struct {
   uint64_t code;
   const char *body;
   size_t len;
+  int whole;
 } convert_t;
 
 static mrb_value convert(mrb_state *mrb, void *ud)
 {
   convert_t *cv = ud;
-  mrb_value data = mrb_nil_value(), errmsg = mrb_nil_value();
-  if (cv->len > 0) {
-    msgpack_unpacked u;
-    msgpack_unpacked_init(&u);
-    size_t off = 0;
-    if (msgpack_unpack_next(&u, cv->body, cv->len, &off) != MSGPACK_UNPACK_SUCCESS) {
-      msgpack_unpacked_destroy(&u);
-      return gw_mrb_error(mrb, "Gateway::UpstreamError", "tarantool sent a reply msgpack-c cannot unpack (nested too deeply?)");
-    }
-    if (u.data.type == MSGPACK_OBJECT_MAP) {
-      for (uint32_t i = 0; i < u.data.via.map.size; i++) {
-        msgpack_object_kv *kv = &u.data.via.map.ptr[i];
-        if (kv->key.type != MSGPACK_OBJECT_POSITIVE_INTEGER) continue;
-        if (kv->key.via.u64 == GW_IPROTO_KEY_DATA) data = to_ruby(mrb, &kv->val);
-        else if (kv->key.via.u64 == GW_IPROTO_KEY_ERROR && kv->val.type == MSGPACK_OBJECT_STR)
-          errmsg = mrb_str_new(mrb, kv->val.via.str.ptr, (mrb_int)kv->val.via.str.size);
-      }
-    }
-    msgpack_unpacked_destroy(&u);
+  if (cv->code == 0 && cv->whole) {
+    const char *p = cv->body;
+    return cv->len > 0 ? to_ruby(mrb, &p, 0) : mrb_hash_new(mrb);
   }
-  if (cv->code == 0) return data;
+  if (cv->code == 0) return body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_DATA);
+  mrb_value errmsg = body_value(mrb, cv->body, cv->len, GW_IPROTO_KEY_ERROR);
   struct RClass *cls =
       mrb_class_get_under(mrb, mrb_class_get_under(mrb, mrb_module_get(mrb, "Async"), "Tarantool"), "Error");
-  if (mrb_nil_p(errmsg)) errmsg = mrb_format(mrb, "tarantool error %d", (int)(cv->code & 0x7fff));
+  if (!mrb_string_p(errmsg)) errmsg = mrb_format(mrb, "tarantool error %d", (int)(cv->code & 0x7fff));
   mrb_value exc = mrb_exc_new_str(mrb, cls, errmsg);
   mrb_iv_set(mrb, exc, mrb_intern_lit(mrb, "@code"), mrb_int_value(mrb, (mrb_int)(cv->code & 0x7fff)));
   return exc;
@@ -224,6 +199,7 @@ typedef struct {
   gw_tnt_op_t *op;
   int timeout_ms;
   gw_tnt_t *t;
+  int whole; /* the reply's whole body (EXECUTE), not its DATA */
 } call_t;
 
 static void call_cancel(gw_pending_t *p)
@@ -249,7 +225,7 @@ static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, v
       snprintf(msg, sizeof(msg), "tarantool %s: %s", gw_tnt_addr(c->t), err.msg);
     v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
   } else {
-    convert_t cv = {code, body, len};
+    convert_t cv = {code, body, len, c->whole};
     mrb_bool raised = FALSE;
     v = mrb_protect_error(mrb, convert, &cv, &raised);
   }
@@ -258,32 +234,34 @@ static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, v
   mrb_gc_arena_restore(mrb, ai);
 }
 
-/* _gw_send(type, body): body a Hash (iproto keys => values) packed as the
- * request's body. Arms the request; the Ruby side then waits. */
-static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
+/* Sends a request of type whose body is the Hash body or, when it is nil,
+ * the map of the n pairs kv (key, value, ...); arms the request: the Ruby
+ * side then waits (Fiber.yield) for on_done's value. */
+static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_value body, const mrb_value *kv, int n)
 {
-  mrb_int type;
-  mrb_value body;
-  mrb_get_args(mrb, "iH", &type, &body);
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
   gw_mrb_check_yieldable(mrb, "Async::Tarantool");
   gw_request_t *req = gw_mrb_current_request(mrb);
-  int i = (int)(h->rr++ % (unsigned)h->n);
-  if (h->ts[i] == NULL) h->ts[i] = client_for(mrb, h->addrs[i], h->user, h->password, h->pool);
-  gw_tnt_t *t = h->ts[i];
+  gw_tnt_t *t = gw_mrb_servers_next(mrb, &h->servers, "Async::Tarantool", &maker, h);
   /* One scratch buffer of this process: a value that raises leaves nothing to free. */
   static gw_buf_t b;
   b.len = 0;
   msgpack_packer pk;
   msgpack_packer_init(&pk, &b, gw_iproto_buf_write);
-  pack(mrb, &pk, body, 0);
+  if (!mrb_nil_p(body)) {
+    pack(mrb, &pk, body, 0);
+  } else {
+    if (msgpack_pack_map(&pk, (size_t)n) != 0) pack_failed(mrb);
+    for (int k = 0; k < 2 * n; k++) pack(mrb, &pk, kv[k], 1);
+  }
   call_t *c = malloc(sizeof(*c));
   if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   c->req = req;
-  c->timeout_ms = h->timeout_ms;
+  c->timeout_ms = h->servers.timeout_ms;
   c->t = t;
-  c->op = gw_tnt_exec(t, (uint32_t)type, b.data, b.len, h->timeout_ms, on_done, c);
+  c->whole = whole;
+  c->op = gw_tnt_exec(t, type, b.data, b.len, h->servers.timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b);
   if (c->op == NULL) {
     free(c);
@@ -292,6 +270,49 @@ static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
   gw_request_pending_add(req, &c->pending, call_cancel);
   gw_mrb_will_wait();
   if (gw_trace) gw_trace_wait(req, "tarantool %s", gw_tnt_addr(t));
+}
+
+/* _gw_send(type, body): body a Hash (iproto keys => values); the reply's DATA. */
+static mrb_value tnt_send(mrb_state *mrb, mrb_value self)
+{
+  mrb_int type;
+  mrb_value body;
+  mrb_get_args(mrb, "iH", &type, &body);
+  arm(mrb, self, (uint32_t)type, 0, body, NULL, 0);
+  return mrb_nil_value();
+}
+
+/* _gw_call(fn, args), _gw_eval(expr, args): the hot path of a handler
+ * calling Tarantool, so no Hash is built and no format string parsed. */
+static void call_like(mrb_state *mrb, mrb_value self, uint32_t type, uint64_t key)
+{
+  const mrb_value *argv = mrb_get_argv(mrb);
+  if (mrb_get_argc(mrb) != 2 || !mrb_string_p(argv[0]) || !mrb_array_p(argv[1]))
+    mrb_raise(mrb, E_ARGUMENT_ERROR, "Async::Tarantool: a name (String) and an Array of arguments");
+  mrb_value kv[4] = {mrb_int_value(mrb, (mrb_int)key), argv[0], mrb_int_value(mrb, GW_IPROTO_KEY_TUPLE), argv[1]};
+  arm(mrb, self, type, 0, mrb_nil_value(), kv, 2);
+}
+
+static mrb_value tnt_call(mrb_state *mrb, mrb_value self)
+{
+  call_like(mrb, self, GW_IPROTO_CALL, GW_IPROTO_KEY_FUNCTION);
+  return mrb_nil_value();
+}
+
+static mrb_value tnt_eval(mrb_state *mrb, mrb_value self)
+{
+  call_like(mrb, self, GW_IPROTO_EVAL, GW_IPROTO_KEY_EXPR);
+  return mrb_nil_value();
+}
+
+/* _gw_execute(sql, binds): SQL EXECUTE; the reply's whole body as a Hash
+ * (METADATA, DATA, SQL_INFO by their iproto keys), shaped in mrblib. */
+static mrb_value tnt_execute(mrb_state *mrb, mrb_value self)
+{
+  mrb_value sql, binds;
+  mrb_get_args(mrb, "SA", &sql, &binds);
+  mrb_value kv[4] = {mrb_int_value(mrb, GW_IPROTO_KEY_SQL_TEXT), sql, mrb_int_value(mrb, GW_IPROTO_KEY_SQL_BIND), binds};
+  arm(mrb, self, GW_IPROTO_EXECUTE, 1, mrb_nil_value(), kv, 2);
   return mrb_nil_value();
 }
 
@@ -302,6 +323,9 @@ void mrb_mruby_gateway_tarantool_gem_init(mrb_state *mrb)
   MRB_SET_INSTANCE_TT(c, MRB_TT_DATA);
   mrb_define_method(mrb, c, "_gw_init", tnt_init, MRB_ARGS_REQ(5));
   mrb_define_method(mrb, c, "_gw_send", tnt_send, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_call", tnt_call, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_eval", tnt_eval, MRB_ARGS_REQ(2));
+  mrb_define_method(mrb, c, "_gw_execute", tnt_execute, MRB_ARGS_REQ(2));
 }
 
 void mrb_mruby_gateway_tarantool_gem_final(mrb_state *mrb)

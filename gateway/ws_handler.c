@@ -1,0 +1,271 @@
+/* ws_handler.c - a `websocket:` location (see ws_handler.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+#include "websocket.h"
+#include "ws_frame.h"
+#include "ws_handler.h"
+
+typedef struct {
+  gw_handler_t super;
+  gw_handler_t *script;     /* owned: runs the Ruby block for the detached request */
+  size_t max_message;
+  int timeout_ms;
+  char **protocols;         /* owned: the subprotocols offered, in the server's order */
+  size_t nprotocols;
+} ws_handler_t;
+
+/* A scripted WebSocket: the request its handler fiber runs for, detached
+ * from the client connection (whose socket went to `ws`). */
+typedef struct session_s {
+  gw_request_t req;         /* proto_ctx: this session */
+  gw_ws_t *ws;              /* released when the handler ends */
+  char remote_addr[48];
+  gw_tls_info_t tls_info;   /* a copy of the connection's (req.scheme, req.tls_*), which goes with the socket */
+  char *server_name;        /* owned: its SNI name, or NULL */
+  struct session_s *next, *prev; /* every session, for gw_ws_handler_close_all */
+} session_t;
+
+static session_t *sessions;
+
+static void unlink_session(session_t *s)
+{
+  if (s->prev) s->prev->next = s->next;
+  else if (sessions == s) sessions = s->next;
+  if (s->next) s->next->prev = s->prev;
+  s->next = s->prev = NULL;
+}
+
+static void session_free(evutil_socket_t fd, short what, void *arg)
+{
+  session_t *s = arg;
+  (void)fd;
+  (void)what;
+  unlink_session(s);
+  gw_request_dispose(&s->req); /* aborts it first if it still runs */
+  free(s->server_name);
+  free(s);
+}
+
+/* The handler returned (or raised: status 500, already logged): the
+ * connection closes with 1000 or 1011, and the session goes from a fresh
+ * loop event (the fiber's code is still on the stack). */
+static void session_done(gw_request_t *req)
+{
+  session_t *s = req->proto_ctx;
+  if (s->ws) {
+    if (req->status >= 500) gw_ws_close(s->ws, GW_WS_INTERNAL_ERROR, "internal error", 14);
+    gw_ws_release(s->ws);
+    s->ws = NULL;
+  }
+  unlink_session(s); /* only the event below frees it now */
+  if (event_base_once(req->ctx->base, -1, EV_TIMEOUT, session_free, s, NULL) != 0)
+    gw_log_error("websocket %.*s: cannot free its session (out of memory)", (int)req->path_len, req->target);
+}
+
+static const gw_protocol_t session_protocol = {.send = session_done};
+
+gw_ws_t *gw_ws_handler_socket(const gw_request_t *req)
+{
+  return req->proto == &session_protocol ? ((session_t *)req->proto_ctx)->ws : NULL;
+}
+
+/* 1 when the comma-separated list in h has the token tok (case-insensitive). */
+static int has_token(const gw_header_t *h, const char *tok)
+{
+  if (h == NULL) return 0;
+  size_t tl = strlen(tok);
+  const char *p = h->value;
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t') p++;
+    const char *e = p;
+    while (*e && *e != ',') e++;
+    const char *end = e;
+    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
+    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
+    p = e;
+  }
+  return 0;
+}
+
+static void refuse(gw_request_t *req, int status, const char *why)
+{
+  gw_request_simple_response(req, status, why);
+  if (status == 426) {
+    gw_request_set_header(req, "Upgrade", 7, "websocket", 9);
+    gw_request_set_header(req, "Sec-WebSocket-Version", 21, "13", 2);
+  }
+  gw_request_finish(req);
+}
+
+/* The first subprotocol of the client's list (its preference) the location offers. */
+static const char *choose_protocol(const ws_handler_t *h, const gw_request_t *req)
+{
+  const gw_header_t *offered = gw_headers_find((gw_headers_t *)&req->headers, "sec-websocket-protocol");
+  if (offered == NULL || h->nprotocols == 0) return NULL;
+  const char *p = offered->value;
+  while (*p) {
+    while (*p == ' ' || *p == ',' || *p == '\t') p++;
+    const char *e = p;
+    while (*e && *e != ',' && *e != ' ' && *e != '\t') e++;
+    for (size_t i = 0; i < h->nprotocols; i++)
+      if (strlen(h->protocols[i]) == (size_t)(e - p) && strncmp(h->protocols[i], p, (size_t)(e - p)) == 0)
+        return h->protocols[i];
+    while (*e && *e != ',') e++;
+    p = e;
+  }
+  return NULL;
+}
+
+/* A detached copy of what the handler may read of the request. */
+static session_t *session_new(const gw_request_t *req)
+{
+  session_t *s = calloc(1, sizeof(*s));
+  if (s == NULL) return NULL;
+  gw_request_init(&s->req, req->ctx, req->server, &session_protocol, s);
+  gw_request_t *r = &s->req;
+  r->method = req->method;
+  r->method_id = req->method_id;
+  r->http_major = 1;
+  r->http_minor = 1;
+  r->location = req->location;
+  r->client_fd = -1;
+  r->remote_port = req->remote_port;
+  r->start_ms = req->start_ms;
+  snprintf(s->remote_addr, sizeof(s->remote_addr), "%s", req->remote_addr ? req->remote_addr : "-");
+  r->remote_addr = s->remote_addr;
+  if (req->tls) { /* OpenSSL's protocol and cipher names are static; the SNI name is the connection's */
+    s->tls_info = *req->tls;
+    s->server_name = req->tls->server_name ? strdup(req->tls->server_name) : NULL;
+    s->tls_info.server_name = s->server_name;
+    r->tls = &s->tls_info;
+  }
+  if (gw_request_set_target(r, req->target, req->target_len) != 0 || gw_headers_copy(&r->headers, &req->headers) != 0) {
+    gw_request_dispose(r);
+    free(s);
+    return NULL;
+  }
+  r->target_changed = 0;
+  return s;
+}
+
+static void on_req(gw_handler_t *self, gw_request_t *req)
+{
+  ws_handler_t *h = (ws_handler_t *)self;
+  gw_headers_t *hs = &req->headers;
+  const gw_header_t *key = gw_headers_find(hs, "sec-websocket-key");
+  const gw_header_t *version = gw_headers_find(hs, "sec-websocket-version");
+  if (!has_token(gw_headers_find(hs, "upgrade"), "websocket") || !has_token(gw_headers_find(hs, "connection"), "upgrade"))
+    {
+      refuse(req, 426, "This location speaks WebSocket: send an Upgrade: websocket handshake.\n");
+      return;
+    }
+  if (req->method == NULL || strcmp(req->method, "GET") != 0)
+    {
+      refuse(req, 400, "A WebSocket handshake is a GET request.\n");
+      return;
+    }
+  if (version == NULL || strcmp(version->value, "13") != 0)
+    {
+      refuse(req, 426, "Unsupported Sec-WebSocket-Version: this server speaks version 13.\n");
+      return;
+    }
+  if (key == NULL || !gw_ws_key_valid(key->value, key->value_len))
+    {
+      refuse(req, 400, "Missing or invalid Sec-WebSocket-Key.\n");
+      return;
+    }
+  if (!gw_request_can_upgrade(req)) /* HTTP/1.0, HTTP/2 */
+    {
+      refuse(req, 426, "WebSockets need an HTTP/1.1 connection.\n");
+      return;
+    }
+  session_t *s = session_new(req);
+  struct evbuffer *to_client = evbuffer_new(), *from_client = evbuffer_new();
+  if (s == NULL || to_client == NULL || from_client == NULL) {
+    gw_log_error("websocket %.*s: out of memory", (int)req->path_len, req->target);
+    if (s) session_free(-1, 0, s);
+    if (to_client) evbuffer_free(to_client);
+    if (from_client) evbuffer_free(from_client);
+    {
+      refuse(req, 503, NULL);
+      return;
+    }
+  }
+  char accept[29];
+  gw_ws_accept(key->value, key->value_len, accept);
+  const char *protocol = choose_protocol(h, req);
+  evbuffer_add_printf(to_client,
+                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                      "Sec-WebSocket-Accept: %s\r\n",
+                      accept);
+  if (protocol) evbuffer_add_printf(to_client, "Sec-WebSocket-Protocol: %s\r\n", protocol);
+  evbuffer_add(to_client, "\r\n", 2);
+  struct event_base *base = req->ctx->base;
+  req->status = 101;
+  gw_tls_conn_t *tls = NULL;
+  int fd = gw_request_upgrade(req, to_client, from_client, &tls); /* req is gone */
+  gw_ws_t *ws = fd < 0 ? NULL
+                       : gw_ws_new(base, fd, tls, s->remote_addr, to_client, from_client, h->max_message,
+                                   h->timeout_ms, protocol);
+  evbuffer_free(to_client);
+  evbuffer_free(from_client);
+  if (ws == NULL) {
+    if (fd >= 0) gw_log_error("websocket %.*s: out of memory", (int)s->req.path_len, s->req.target);
+    session_free(-1, 0, s);
+    return;
+  }
+  s->ws = ws;
+  s->next = sessions;
+  if (sessions) sessions->prev = s;
+  sessions = s;
+  s->req.running = 1;
+  h->script->on_req(h->script, &s->req);
+}
+
+void gw_ws_handler_close_all(void)
+{
+  for (int guard = 0; sessions != NULL && guard < 10000000; guard++) {
+    session_t *s = sessions; /* its parked fiber is dropped, never resumed */
+    if (s->ws) {
+      gw_ws_close(s->ws, GW_WS_GOING_AWAY, NULL, 0); /* written by gw_ws_close_all() */
+      gw_ws_release(s->ws);
+    }
+    s->ws = NULL;
+    session_free(-1, 0, s);
+  }
+}
+
+static void dispose(gw_handler_t *self)
+{
+  ws_handler_t *h = (ws_handler_t *)self;
+  if (h->script) h->script->dispose(h->script);
+  for (size_t i = 0; i < h->nprotocols; i++) free(h->protocols[i]);
+  free(h->protocols);
+  free(h);
+}
+
+gw_handler_t *gw_ws_handler_new(gw_handler_t *script, size_t max_message, int timeout_ms, const char *const *protocols,
+                                size_t nprotocols)
+{
+  ws_handler_t *h = calloc(1, sizeof(*h));
+  if (h == NULL || (nprotocols && (h->protocols = calloc(nprotocols, sizeof(char *))) == NULL)) {
+    free(h);
+    script->dispose(script);
+    return NULL;
+  }
+  h->super = (gw_handler_t){.name = "websocket", .on_req = on_req, .dispose = dispose};
+  h->script = script;
+  h->max_message = max_message;
+  h->timeout_ms = timeout_ms;
+  for (; h->nprotocols < nprotocols; h->nprotocols++) {
+    if ((h->protocols[h->nprotocols] = strdup(protocols[h->nprotocols])) == NULL) {
+      dispose(&h->super);
+      return NULL;
+    }
+  }
+  return &h->super;
+}
