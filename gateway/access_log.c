@@ -185,6 +185,14 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       if (req->upstream_addr[0]) put(req->upstream_reused ? "1" : "0", 1);
       else put_dash();
       break;
+    case GW_ALV_HTTP2:
+      if (req->http_major != 2) put_dash();
+      else put_str(req->tls ? "h2" : "h2c");
+      break;
+    case GW_ALV_STREAM_ID:
+      if (req->stream_id > 0) put_uint((unsigned long long)req->stream_id);
+      else put_dash();
+      break;
     case GW_ALV_HTTP: put_header(&req->headers, p->text); break;
     case GW_ALV_SENT_HTTP: put_header(&req->resp_headers, p->text); break;
     }

@@ -79,6 +79,7 @@ typedef struct {
   int latency_histogram; /* record response times (a location has a dashboard) */
   mrb_value init_worker, exit_worker; /* Procs or nil, run at a worker's start and exit */
   struct gw_tls_ctx_s *tls; /* owned (tls.h): TLS on this listener; NULL: plain */
+  void *tls_hook;       /* owned (tls_hook.h): its on_handshake proc, or NULL */
   int http2;            /* HTTP/2: h2 by ALPN over TLS, h2c (prior knowledge) on plain */
   int cpu_limits;       /* some location runs Ruby under a cpu_limit: its workers tick */
 } gw_server_t;

@@ -40,6 +40,7 @@
 #include "status.h"
 #include "tls.h"
 #include "tls_client.h"
+#include "tls_hook.h"
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)
 {
@@ -270,7 +271,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
   mrb_value certs = hget(mrb, tls, "certs");
   mrb_int n = RARRAY_LEN(certs);
   gw_tls_cert_t *list = calloc((size_t)n, sizeof(*list));
-  char **owned = calloc((size_t)n * 2 + 1, sizeof(char *));
+  char **owned = calloc((size_t)n * 3 + 1, sizeof(char *));
   if (list == NULL || owned == NULL) {
     free(list);
     free(owned);
@@ -280,8 +281,10 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     mrb_value c = mrb_ary_ref(mrb, certs, i);
     mrb_value name = hget(mrb, c, "server_name");
     list[i].server_name = mrb_string_p(name) ? mrb_string_cstr(mrb, name) : NULL;
-    list[i].cert = owned[2 * i] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "cert")));
-    list[i].key = owned[2 * i + 1] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "key")));
+    list[i].cert = owned[3 * i] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "cert")));
+    list[i].key = owned[3 * i + 1] = config_relative(config_path, mrb_string_cstr(mrb, hget(mrb, c, "key")));
+    mrb_value ocsp = hget(mrb, c, "ocsp");
+    if (mrb_string_p(ocsp)) list[i].ocsp = owned[3 * i + 2] = config_relative(config_path, mrb_string_cstr(mrb, ocsp));
   }
   gw_tls_config_t tc = {.certs = list, .ncerts = (size_t)n, .min_version = 13, .max_version = 12,
                         .alpn_h2 = s->http2};
@@ -291,12 +294,24 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     if (v < tc.min_version) tc.min_version = v;
     if (v > tc.max_version) tc.max_version = v;
   }
+  mrb_value hook = hget(mrb, tls, "on_handshake");
+  if (mrb_proc_p(hook)) {
+    s->tls_hook = gw_tls_hook_new(mrb, hook);
+    if (s->tls_hook == NULL) {
+      for (mrb_int i = 0; i < n * 3; i++) free(owned[i]);
+      free(owned);
+      free(list);
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    }
+    tc.on_handshake = gw_tls_hook_run;
+    tc.on_handshake_arg = s->tls_hook;
+  }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;
   tc.ciphersuites = mrb_string_p(suites) ? mrb_string_cstr(mrb, suites) : NULL;
   char err[512];
   s->tls = gw_tls_ctx_new(&tc, err, sizeof(err));
-  for (mrb_int i = 0; i < n * 2; i++) free(owned[i]);
+  for (mrb_int i = 0; i < n * 3; i++) free(owned[i]);
   free(owned);
   free(list);
   if (s->tls == NULL) {
@@ -656,6 +671,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     free(s->locations);
     free(s->host);
     gw_tls_ctx_free(s->tls);
+    gw_tls_hook_free(s->tls_hook);
   }
   free(cfg->servers);
   for (size_t i = 0; i < cfg->ngroups; i++) {

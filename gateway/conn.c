@@ -34,6 +34,7 @@
 #include "chunked.h"
 #include "conn.h"
 #include "h2.h"
+#include "h2c_upgrade.h"
 #include "head_scan.h"
 #include "log.h"
 #include "response.h"
@@ -51,6 +52,7 @@
 #define LINGER_MS 2000
 #define GW_DRAIN_IDLE_MS 1000 /* graceful stop: idle keep-alive connections get this long */
 #define FILE_SLICE (4 << 20)   /* sendfile bytes per turn of the loop for one connection */
+#define TLS_FILE_CHUNK (64 * 1024) /* TLS: file bytes read into `out` at a time (no sendfile) */
 
 enum { CB_NONE, CB_FIELD, CB_VALUE, CB_VALUE_DONE };
 
@@ -517,11 +519,60 @@ static int write_head_more(gw_conn_t *c)
   return (int)w;
 }
 
+static void file_ended_early(gw_conn_t *c)
+{
+  gw_log_warn("%s: the file being sent ended %lld bytes early (truncated while sent?); closing", c->remote_addr,
+              c->a->file_left);
+}
+
+/* TLS: the bytes must be encrypted, so no sendfile(2): the range goes
+ * through `out` one TLS_FILE_CHUNK at a time (read when `out` is empty, so
+ * a slow reader costs one chunk). Returns as flush_file(). */
+static int flush_file_tls(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  long long budget = FILE_SLICE;
+  while (a->file_left > 0 || evbuffer_get_length(a->out) > 0) {
+    if (evbuffer_get_length(a->out) == 0) {
+      if (budget <= 0) return 1;
+      size_t n = a->file_left < TLS_FILE_CHUNK ? (size_t)a->file_left : TLS_FILE_CHUNK;
+      struct evbuffer_iovec v;
+      if (evbuffer_reserve_space(a->out, (ev_ssize_t)n, &v, 1) < 1) {
+        conn_close(c);
+        return -1;
+      }
+      ssize_t r = pread(a->file_fd, v.iov_base, n, (off_t)a->file_off);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        if (r == 0) file_ended_early(c);
+        conn_close(c);
+        return -1;
+      }
+      v.iov_len = (size_t)r;
+      evbuffer_commit_space(a->out, &v, 1);
+      a->file_off += r;
+      a->file_left -= r;
+      budget -= r;
+    }
+    int w = io_write(c, a->out);
+    if (w < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return 1;
+      if (errno == EINTR) continue;
+      conn_close(c);
+      return -1;
+    }
+  }
+  close(a->file_fd);
+  a->has_file = 0;
+  return 0;
+}
+
 /* Sends the queued file range. Returns 0 when it is all sent, 1 when the
  * rest waits (socket full, or this connection had its slice of the loop),
  * -1 when the connection was closed (an error, or the file got shorter). */
 static int flush_file(gw_conn_t *c)
 {
+  if (c->tls) return flush_file_tls(c);
   gw_conn_active_t *a = c->a;
   long long budget = FILE_SLICE;
   while (a->file_left > 0) {
@@ -537,9 +588,7 @@ static int flush_file(gw_conn_t *c)
     }
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return 1;
     if (w < 0 && errno == EINTR) continue;
-    if (w == 0)
-      gw_log_warn("%s: the file being sent ended %lld bytes early (truncated while sent?); closing", c->remote_addr,
-                  a->file_left);
+    if (w == 0) file_ended_early(c);
     conn_close(c);
     return -1;
   }
@@ -553,7 +602,7 @@ static int flush_file(gw_conn_t *c)
 static int conn_flush(gw_conn_t *c)
 {
   if (c->a == NULL) return 0; /* idle: nothing was queued */
-  while (c->a->has_file && evbuffer_get_length(c->a->out) > 0) {
+  while (c->a->has_file && !c->tls && evbuffer_get_length(c->a->out) > 0) { /* TLS: io_write below */
     int n = write_head_more(c);
     if (n < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -655,6 +704,8 @@ static void body_arrived(gw_conn_t *c)
   if (c->a->req.on_body_more != NULL) c->a->req.on_body_more(&c->a->req);
 }
 
+static int take_h2c(gw_conn_t *c);
+
 /* Parses and runs buffered requests until input runs out or a request waits;
  * also parses the body of a running request that streams it. */
 static void conn_process(gw_conn_t *c)
@@ -691,6 +742,7 @@ static void conn_process(gw_conn_t *c)
       }
       /* The request is complete, or (streaming its body) its head is. */
       c->a->req_ready = 0;
+      if (c->a->parser.upgrade && c->ctx->server->http2 && take_h2c(c)) return;
       c->state = GW_CONN_BUSY;
       set_timer(c, c->a->req.body_streaming ? c->ctx->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
@@ -721,6 +773,23 @@ static void conn_process(gw_conn_t *c)
   set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
+/* Detach: h2.c owns the socket (and the TLS state) now; c is freed from its timer. */
+static void hand_over(gw_conn_t *c)
+{
+  c->dead = 1;
+  if (c->tls) {
+    ((gw_conn_tls_t *)c)->tls = NULL;
+    c->tls = 0;
+  }
+  event_del(&c->read_ev);
+  if (c->a && c->a->write_owner == c) event_del(&c->a->write_ev);
+  c->fd = -1;
+  c->pos = c->len = 0;
+  if (c->buf == shared_buf) c->buf = NULL;
+  event_del(&c->timer_ev);
+  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+}
+
 /* HTTP/2 on an `http2` server's connection before its first request: ALPN
  * chose h2, or (plain) the bytes are the prior-knowledge preface. Returns 1
  * when the connection went to h2.c (c is dead: its socket, TLS state and
@@ -741,18 +810,26 @@ static int take_h2(gw_conn_t *c)
     conn_close(c);
     return 1;
   }
-  /* Detach: h2.c owns the socket and the TLS state now. */
-  c->dead = 1;
-  if (c->tls) {
-    ((gw_conn_tls_t *)c)->tls = NULL;
-    c->tls = 0;
-  }
-  event_del(&c->read_ev);
-  c->fd = -1;
-  c->pos = c->len = 0;
-  if (c->buf == shared_buf) c->buf = NULL;
-  event_del(&c->timer_ev);
-  event_active(&c->timer_ev, EV_TIMEOUT, 0);
+  hand_over(c);
+  return 1;
+}
+
+/* `Upgrade: h2c` (RFC 7540 §3.2) on a plain `http2` listener: a request
+ * without a body, with nothing queued before it, continues as HTTP/2 (it
+ * is stream 1). 1: gone to h2.c (c is dead); 0: serve it as HTTP/1.1. */
+static int take_h2c(gw_conn_t *c)
+{
+  gw_conn_active_t *a = c->a;
+  if (c->tls || a->req.http_minor != 1 || a->body_bytes > 0 || a->req.body_streaming ||
+      evbuffer_get_length(a->out) > 0 || a->has_file)
+    return 0;
+  unsigned char settings[GW_H2C_SETTINGS_MAX];
+  int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
+  if (n < 0) return 0;
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
+                         c->len - c->pos) == NULL)
+    return 0;
+  hand_over(c);
   return 1;
 }
 

@@ -1,8 +1,8 @@
 /* gw_mruby.h - the bridge: what the gems in mrbgems/ may use of the core.
  *
  * Gems see requests, the current worker's loop and the fiber protocol
- * through this header (implemented by mruby_handler.c, vm.c and
- * data_clients.c), plus the
+ * through this header (implemented by mruby_handler.c, vm.c, data_clients.c
+ * and tls_hook.c), plus the
  * request API it includes (request.h: reading a request, the pending
  * registry) and the helper layer (headers.h, log.h, stats.h, trace.h,
  * subrequest.h for Async::HTTP; shdict.h for Gateway::SharedDict; redis.h,
@@ -110,6 +110,11 @@ void gw_fiber_resume(gw_request_t *req, mrb_value v);
  * handler; its result is dropped, an exception logged. -1 outside a worker
  * or when out of memory. (mruby_handler.c) */
 int gw_mrb_task_start(mrb_value proc, const char *label);
+
+/* The TLS handshake whose `tls: { on_handshake: }` hook is running (tls.h's
+ * gw_tls_hello_* calls choose its certificate), or NULL outside the hook.
+ * (tls_hook.c) */
+struct gw_tls_hello_s *gw_mrb_tls_hello(void);
 
 /* Called by the fiber runners (Gateway._job_done) when a job is over: the
  * fiber is then reused for another request rather than discarded. */

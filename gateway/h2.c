@@ -55,7 +55,6 @@
 #include "router.h"
 #include "stats.h"
 #include "timeutil.h"
-#include "trace.h"
 
 #define READ_BUF_SIZE (64 * 1024)
 #define OUT_HIGH_WATER (64 * 1024)      /* stop asking nghttp2 for frames / stop reading */
@@ -86,6 +85,7 @@ struct gw_h2_conn_s {
   int resets_left;          /* rapid reset budget */
   int64_t ctrl_second;      /* the second control frames are counted in */
   int nctrl;
+  int upgrade_waiting;      /* h2c upgrade: stream 1 starts at the client's SETTINGS */
   gw_h2_conn_t *next, *prev; /* the worker's h2 connections */
 };
 
@@ -214,6 +214,7 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   gw_request_t *r = &s->req;
   r->http_major = 2;
   r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
+  r->stream_id = id;
   r->keepalive = 1;
   r->method = NULL;
   r->remote_addr = h->remote_addr;
@@ -573,11 +574,7 @@ static void stream_start(h2_stream_t *s)
 {
   s->started = 1;
   gw_stats_self->requests++;
-  if (gw_trace) {
-    char what[64];
-    snprintf(what, sizeof(what), "HTTP/2.0 stream %d", s->id);
-    gw_trace_event(&s->req, what);
-  }
+  gw_stats_self->h2_streams++;
   gw_request_start(&s->req);
 }
 
@@ -692,6 +689,12 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     break;
   }
   case NGHTTP2_SETTINGS:
+    if (h->upgrade_waiting && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
+      h->upgrade_waiting = 0;
+      h2_stream_t *s = stream_of(session, 1);
+      if (s && !s->closed && !s->started) stream_start(s);
+    }
+    /* fall through */
   case NGHTTP2_PING:
   case NGHTTP2_PRIORITY:
     if (control_flood(h)) go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "a flood of SETTINGS/PING/PRIORITY frames");
@@ -917,6 +920,11 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
     gw_log_info("%s: HTTP/2: send timed out (the client reads nothing or keeps a zero window); closing",
                 h->remote_addr);
     h2_close(h);
+  } else if (h->upgrade_waiting && now - h->idle_since_ms > lim->header_timeout_ms) {
+    /* Upgrade: h2c answered, but the client's preface never came */
+    gw_log_info("%s: HTTP/2: no connection preface after the h2c upgrade within header_timeout; closing",
+                h->remote_addr);
+    h2_close(h);
   } else if (h->nstreams == 0 && now - h->idle_since_ms > (h->stopping ? 1000 : lim->keepalive_timeout_ms)) {
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
@@ -960,8 +968,8 @@ static void h2_close(gw_h2_conn_t *h)
   }
 }
 
-gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
-                             const char *data, size_t len)
+/* A session with our SETTINGS queued, not yet on the loop (h2_conn_run). */
+static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr)
 {
   if (h2_setup() < 0) return NULL;
   gw_h2_conn_t *h = calloc(1, sizeof(*h));
@@ -977,7 +985,6 @@ gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, cons
   h->fd = fd;
   h->tls = tls;
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
-  if (tls) gw_tls_conn_set_peer(tls, h->remote_addr);
   h->resets_left = RESET_BUDGET;
   h->last_progress_ms = h->idle_since_ms = now_ms();
   nghttp2_settings_entry settings[] = {
@@ -988,8 +995,16 @@ gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, cons
   nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, sizeof(settings) / sizeof(settings[0]));
   /* A larger connection window: it is given back as bytes arrive. */
   nghttp2_session_set_local_window_size(h->session, NGHTTP2_FLAG_NONE, 0, 1 << 20);
-  event_assign(&h->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, h);
-  event_assign(&h->write_ev, ctx->base, fd, EV_WRITE, on_write, h);
+  return h;
+}
+
+/* Puts h on the loop and in the worker's list (it owns fd and tls from now on). */
+static void h2_conn_run(gw_h2_conn_t *h)
+{
+  gw_context_t *ctx = h->ctx;
+  if (h->tls) gw_tls_conn_set_peer(h->tls, h->remote_addr);
+  event_assign(&h->read_ev, ctx->base, h->fd, EV_READ | EV_PERSIST, on_read, h);
+  event_assign(&h->write_ev, ctx->base, h->fd, EV_WRITE, on_write, h);
   event_assign(&h->tick_ev, ctx->base, -1, EV_PERSIST, on_tick, h);
   struct timeval tick = gw_timeval_from_ms(TICK_MS);
   event_add(&h->tick_ev, &tick);
@@ -997,12 +1012,79 @@ gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, cons
   if (all_h2) all_h2->prev = h;
   all_h2 = h;
   ctx->nconns++;
+  gw_stats_self->h2_connections++;
   set_reading(h, 1);
   if (ctx->stopping) gw_h2_conn_shutdown(h, 1);
+}
+
+gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+                             const char *data, size_t len)
+{
+  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, tls, remote_addr);
+  if (h == NULL) return NULL;
+  h2_conn_run(h);
   enter(h);
   feed(h, data, len);
   leave(h);
   return h;
+}
+
+/* Hop-by-hop fields of the HTTP/1.1 request that do not become stream 1's. */
+static int upgrade_only(const gw_header_t *f)
+{
+  return is_connection_specific(f->name, f->name_len) ||
+         (f->name_len == 14 && strncasecmp(f->name, "http2-settings", 14) == 0);
+}
+
+gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const unsigned char *settings,
+                                 size_t settings_len, const gw_request_t *req, const char *data, size_t len)
+{
+  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, NULL, remote_addr);
+  if (h == NULL) return NULL;
+  h2_stream_t *s = NULL;
+  /* Stream 1 is the request, half-closed (remote): its answer comes on it. */
+  if (nghttp2_session_upgrade2(h->session, settings, settings_len, req->method_id == HTTP_HEAD, NULL) != 0 ||
+      (s = stream_new(h, 1)) == NULL)
+    goto fail;
+  nghttp2_session_set_stream_user_data(h->session, 1, s);
+  gw_request_t *r = &s->req;
+  r->method = req->method;
+  r->method_id = req->method_id;
+  r->head = req->head;
+  gw_buf_t b = {NULL, 0, 0};
+  if (gw_buf_reserve(&b, req->target_len + 1) < 0) goto fail;
+  memcpy(b.data, req->target, req->target_len + 1);
+  r->target = b.data;
+  r->target_cap = b.cap;
+  r->target_len = req->target_len;
+  gw_request_split_target(r);
+  for (size_t i = 0; i < req->headers.count; i++) {
+    const gw_header_t *f = &req->headers.items[i];
+    if (upgrade_only(f)) continue;
+    if (gw_headers_add(&r->headers, f->name, f->name_len, f->value, f->value_len) != 0) goto fail;
+  }
+  s->ended_remote = 1;
+  /* The 101 goes first, then our SETTINGS and the response as HTTP/2. */
+  static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
+  if (evbuffer_add(h->out, switching, sizeof(switching) - 1) != 0) goto fail;
+  /* Stream 1 runs once the client's preface is in (its SETTINGS frame): a
+   * response sent right behind the 101 would reach a client still reading
+   * HTTP/1.1 (curl 7.88 keeps only 32 KiB of it and fails). */
+  h->upgrade_waiting = 1;
+  h2_conn_run(h);
+  enter(h);
+  feed(h, data, len);
+  leave(h);
+  return h;
+fail:
+  if (s) {
+    s->prev = s->next = NULL;
+    stream_free(s);
+  }
+  nghttp2_session_del(h->session);
+  evbuffer_free(h->out);
+  free(h);
+  return NULL;
 }
 
 void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
@@ -1018,6 +1100,16 @@ void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
     h2_flush(h);
   }
   leave(h);
+}
+
+void gw_h2_count(uint32_t *conns, uint32_t *streams)
+{
+  *conns = *streams = 0;
+  for (gw_h2_conn_t *h = all_h2; h; h = h->next) {
+    if (h->dead) continue;
+    (*conns)++;
+    *streams += (uint32_t)h->nstreams;
+  }
 }
 
 void gw_h2_shutdown_all(int graceful)

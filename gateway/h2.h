@@ -2,11 +2,12 @@
  * is a request whose protocol side (request.h's gw_protocol_t) is the
  * stream. conn.c hands a connection over once it knows it speaks h2 (ALPN
  * "h2" over TLS, or the prior-knowledge preface on an `http2: true`
- * listener). */
+ * listener, or an HTTP/1.1 request's `Upgrade: h2c` there). */
 #ifndef GW_H2_H
 #define GW_H2_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "context.h"
 #include "tls.h"
@@ -23,10 +24,23 @@ typedef struct gw_h2_conn_s gw_h2_conn_t;
 gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
                              const char *data, size_t len);
 
+/* An HTTP/1.1 request upgraded to h2c (RFC 7540 §3.2) on fd (owned from now
+ * on): settings is its HTTP2-Settings payload (decoded), req the request
+ * (copied: it becomes stream 1, answered over HTTP/2 after a 101), data the
+ * bytes read past it (the client preface...). NULL when nghttp2 refuses the
+ * settings or out of memory: nothing was sent, the caller still owns fd and
+ * may serve the request as HTTP/1.1. */
+struct gw_request_s;
+gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const unsigned char *settings,
+                                 size_t settings_len, const struct gw_request_s *req, const char *data, size_t len);
+
 /* Worker stop: close now, or (graceful) send GOAWAY, let the open streams
  * finish, then close. */
 void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful);
 /* The same for every HTTP/2 connection of this worker. */
 void gw_h2_shutdown_all(int graceful);
+
+/* This worker's open HTTP/2 connections and their open streams (the gauges). */
+void gw_h2_count(uint32_t *conns, uint32_t *streams);
 
 #endif

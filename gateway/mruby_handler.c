@@ -86,6 +86,7 @@ static struct {
   int dropped_fibers;
   struct script_s *spare;   /* released script_t kept for the next requests */
   int nspare;
+  const char *no_wait;      /* Ruby runs synchronously for this (tls on_handshake): no async call */
 } rt;
 
 /* A request's ties to Ruby (its handler_state). */
@@ -675,8 +676,13 @@ static int in_request_fiber(mrb_state *mrb)
   return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
 }
 
+void gw_mruby_no_wait(const char *what) { rt.no_wait = what; }
+
 void gw_mrb_check_yieldable(mrb_state *mrb, const char *what)
 {
+  if (rt.no_wait)
+    mrb_raisef(mrb, E_RUNTIME_ERROR, "%s cannot wait in %s: it runs synchronously, outside any fiber", what,
+               rt.no_wait);
   if (mrb->c != mrb->root_c && !in_request_fiber(mrb))
     mrb_raisef(mrb, mrb_class_get(mrb, "FiberError"),
                "%s cannot wait inside a Fiber the handler created: the wait would suspend that "

@@ -29,6 +29,11 @@ gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, gw_mruby_phase_
  * request; an exception is logged with `what`. */
 void gw_mruby_worker_hook(mrb_value proc, const char *what);
 
+/* Ruby about to run synchronously on behalf of `what` ("tls on_handshake"),
+ * outside any fiber: async calls raise a clear error until
+ * gw_mruby_no_wait(NULL). */
+void gw_mruby_no_wait(const char *what);
+
 /* Worker set-up: GC roots, the runner procs, classes; ctx must outlive the
  * runtime. Returns 0 or -1. dispose undoes it (worker exit). */
 int gw_mruby_worker_init(gw_context_t *ctx);

@@ -377,11 +377,13 @@ void gw_trace_start(gw_request_t *req)
     req->trace_out = req->parent->trace_out;
     req->trace_t0 = req->parent->trace_t0;
   }
-  char ev[64];
+  char ev[128], via[48] = "";
+  if (req->stream_id > 0) /* which stream of which connection kind */
+    snprintf(via, sizeof(via), " (HTTP/2.0 stream %d, %s)", (int)req->stream_id, req->tls ? "h2" : "h2c");
   if (req->location)
-    snprintf(ev, sizeof(ev), "routed to a %s location", req->location->handler->name);
+    snprintf(ev, sizeof(ev), "routed to a %s location%s", req->location->handler->name, via);
   else
-    snprintf(ev, sizeof(ev), "no location matches");
+    snprintf(ev, sizeof(ev), "no location matches%s", via);
   gw_trace_event(req, ev);
 }
 

@@ -15,6 +15,7 @@
 #define GW_REQUEST_H
 
 #include <netinet/in.h>
+#include <stdint.h>
 #include <event2/buffer.h>
 #include <mruby.h>
 
@@ -101,6 +102,7 @@ struct gw_request_s {
   size_t path_len;          /* target[0, path_len) is the path; then "?query" */
   int http_minor;           /* 0 or 1 (HTTP/1.x) */
   int http_major;           /* 1, or 2 (an HTTP/2 stream: then http_minor is 0) */
+  int32_t stream_id;        /* an HTTP/2 stream's id (access log, trace); 0 for HTTP/1.x */
   /* The client connection's TLS (tls.h: protocol, cipher, SNI name), set by
    * its protocol; NULL over plain TCP. A sub-request has its parent's. */
   const struct gw_tls_info_s *tls;

@@ -41,6 +41,8 @@ static const struct {
     {"upstream_status", GW_ALV_UPSTREAM_STATUS},
     {"upstream_response_time", GW_ALV_UPSTREAM_RESPONSE_TIME},
     {"upstream_reused", GW_ALV_UPSTREAM_REUSED},
+    {"http2", GW_ALV_HTTP2},
+    {"stream_id", GW_ALV_STREAM_ID},
 };
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)

@@ -49,6 +49,10 @@ const gw_stats_field_t gw_stats_fields[] = {
   GAUGE(loop_lag_ms, "how late the event loop ran a timer (ms, worst of the last second)"),
   GAUGE(tunnels_active, "proxied WebSocket tunnels open (not counted in connections_active)"),
   GAUGE(websockets_active, "WebSockets of websocket: locations open (not counted in connections_active)"),
+  COUNTER(h2_connections, "HTTP/2 connections (h2 by ALPN, h2c by preface or Upgrade)"),
+  COUNTER(h2_streams, "HTTP/2 streams run as requests (also counted in requests)"),
+  GAUGE(h2_connections_active, "open HTTP/2 connections (counted in connections_active)"),
+  GAUGE(h2_streams_open, "HTTP/2 streams open"),
 };
 const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
 

@@ -25,6 +25,7 @@ typedef struct {
   uint64_t upstream_tls_handshakes, upstream_tls_resumed; /* HTTPS upstreams */
   uint64_t dns_lookups, dns_cache_hits, dns_failures;
   uint64_t restarts, stalls; /* carried over from the workers this one replaced */
+  uint64_t h2_connections, h2_streams; /* HTTP/2 connections taken (ALPN, preface, Upgrade), streams run */
   /* gauges */
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;
@@ -32,6 +33,7 @@ typedef struct {
   uint32_t loop_lag_ms;  /* how late the loop ran a 20 ms timer, worst of the last second */
   uint32_t tunnels_active; /* proxied WebSockets after their 101 (tunnel.c) */
   uint32_t websockets_active; /* scripted WebSockets (websocket: locations, websocket.c) */
+  uint32_t h2_connections_active, h2_streams_open;
   /* Response times of client requests, from the head read to the response
    * queued: bucket b counts those under 2^b * 64 µs (the last: the rest).
    * Recorded only by servers with a dashboard (its percentiles). */

@@ -22,6 +22,8 @@
 
 #include <event2/buffer.h>
 #include <openssl/err.h>
+#include <openssl/ocsp.h>
+#include <openssl/pem.h>
 #include <openssl/rand.h>
 #include <openssl/ssl.h>
 
@@ -40,12 +42,27 @@
 typedef struct {
   char *server_name; /* owned; NULL for the default */
   SSL_CTX *ctx;
+  unsigned char *ocsp; /* owned DER OCSP response to staple, or NULL */
+  size_t ocsp_len;
 } tls_site_t;
+
+/* A certificate chain or a key file the on_handshake hook named, loaded
+ * once per worker (the context, and so the cache, is rebuilt on reload). */
+typedef struct tls_loaded_s {
+  char *path;             /* owned */
+  X509 *cert;             /* a chain file: its first certificate... */
+  STACK_OF(X509) *chain;  /* ... and the rest (may be empty) */
+  EVP_PKEY *key;          /* a key file */
+  struct tls_loaded_s *next;
+} tls_loaded_t;
 
 struct gw_tls_ctx_s {
   tls_site_t *sites; /* owned; sites[0] is the default */
   size_t nsites;
   int alpn_h2;
+  gw_tls_hook_fn hook;
+  void *hook_arg;
+  tls_loaded_t *loaded; /* owned: the hook's files, newest first */
 };
 
 struct gw_tls_conn_s {
@@ -53,7 +70,17 @@ struct gw_tls_conn_s {
   int fd;
   const char *peer;
   unsigned char established, checked_plain, failed;
+  unsigned char hook_cert; /* the hook chose the certificate: no site's OCSP staple */
   gw_tls_info_t info;
+};
+
+struct gw_tls_hello_s {
+  SSL *ssl;
+  gw_tls_ctx_t *t;
+  X509 *cert;             /* chosen by the hook; owned when from PEM text */
+  STACK_OF(X509) *chain;
+  EVP_PKEY *key;
+  int own_cert, own_key;
 };
 
 static void openssl_reason(char *buf, size_t len)
@@ -71,17 +98,14 @@ static void openssl_reason(char *buf, size_t len)
 }
 
 /* SNI: exact names first, then "*.example.com" for one more label. */
-static int on_servername(SSL *ssl, int *alert, void *arg)
+static void choose_site(gw_tls_ctx_t *t, SSL *ssl, const char *name)
 {
-  gw_tls_ctx_t *t = arg;
-  (void)alert;
-  const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-  if (name == NULL) return SSL_TLSEXT_ERR_OK;
+  if (name == NULL) return;
   for (size_t i = 0; i < t->nsites; i++) {
     const char *n = t->sites[i].server_name;
     if (n && strcasecmp(n, name) == 0) {
       if (i > 0) SSL_set_SSL_CTX(ssl, t->sites[i].ctx);
-      return SSL_TLSEXT_ERR_OK;
+      return;
     }
   }
   const char *dot = strchr(name, '.');
@@ -89,10 +113,186 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
     const char *n = t->sites[i].server_name;
     if (n && n[0] == '*' && n[1] == '.' && strcasecmp(n + 1, dot) == 0) {
       if (i > 0) SSL_set_SSL_CTX(ssl, t->sites[i].ctx);
-      return SSL_TLSEXT_ERR_OK;
+      return;
     }
   }
-  return SSL_TLSEXT_ERR_OK; /* the default certificate */
+  /* else the default certificate */
+}
+
+static void hello_release(gw_tls_hello_t *h)
+{
+  if (h->own_cert) {
+    X509_free(h->cert);
+    sk_X509_pop_free(h->chain, X509_free);
+  }
+  if (h->own_key) EVP_PKEY_free(h->key);
+  h->cert = NULL;
+  h->chain = NULL;
+  h->key = NULL;
+  h->own_cert = h->own_key = 0;
+}
+
+/* Runs the on_handshake hook; what it chose replaces the certificate. */
+static int run_hook(gw_tls_ctx_t *t, SSL *ssl)
+{
+  gw_tls_conn_t *c = SSL_get_app_data(ssl);
+  const char *peer = c && c->peer ? c->peer : "-";
+  gw_tls_hello_t h = {.ssl = ssl, .t = t};
+  char err[512] = "";
+  int ok = t->hook(t->hook_arg, &h, err, sizeof(err)) == 0;
+  if (ok && (h.cert == NULL) != (h.key == NULL)) {
+    snprintf(err, sizeof(err), "%s", h.cert ? "a certificate without certificate_key" : "a certificate_key without certificate");
+    ok = 0;
+  }
+  if (ok && h.cert) {
+    ERR_clear_error();
+    SSL_certs_clear(ssl); /* the configured one must not be offered beside it */
+    if (SSL_use_cert_and_key(ssl, h.cert, h.key, h.chain, 1) != 1) {
+      char reason[256];
+      openssl_reason(reason, sizeof(reason));
+      snprintf(err, sizeof(err), "the certificate and key chosen cannot be used: %s", reason);
+      ok = 0;
+    } else if (c) {
+      c->hook_cert = 1;
+    }
+  }
+  hello_release(&h);
+  if (!ok) gw_log_error("%s: TLS on_handshake: %s; failing the handshake", peer, err);
+  return ok ? 0 : -1;
+}
+
+static int on_servername(SSL *ssl, int *alert, void *arg)
+{
+  gw_tls_ctx_t *t = arg;
+  choose_site(t, ssl, SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+  if (t->hook && run_hook(t, ssl) < 0) {
+    *alert = SSL_AD_INTERNAL_ERROR;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+/* -- what the hook may do (tls.h) -- */
+
+const char *gw_tls_hello_server_name(const gw_tls_hello_t *h)
+{
+  return SSL_get_servername(h->ssl, TLSEXT_NAMETYPE_host_name);
+}
+
+/* A chain (first certificate, then the rest) from PEM in bio. */
+static int read_chain(BIO *in, X509 **cert, STACK_OF(X509) **chain)
+{
+  *cert = PEM_read_bio_X509(in, NULL, NULL, NULL);
+  if (*cert == NULL) return -1;
+  *chain = sk_X509_new_null();
+  if (*chain == NULL) {
+    X509_free(*cert);
+    return -1;
+  }
+  X509 *x;
+  while ((x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL) {
+    if (!sk_X509_push(*chain, x)) {
+      X509_free(x);
+      break;
+    }
+  }
+  ERR_clear_error(); /* the end of the PEM data is an "error" */
+  return 0;
+}
+
+static tls_loaded_t *find_loaded(gw_tls_ctx_t *t, const char *path, int want_key)
+{
+  for (tls_loaded_t *l = t->loaded; l; l = l->next)
+    if ((l->key != NULL) == want_key && strcmp(l->path, path) == 0) return l;
+  return NULL;
+}
+
+static int hello_set(gw_tls_hello_t *h, const char *s, size_t len, int is_data, int is_key, char *err,
+                     size_t errlen)
+{
+  const char *what = is_key ? "certificate_key" : "certificate";
+  char path[4096];
+  if (!is_data) {
+    if (len == 0 || len >= sizeof(path) || memchr(s, '\0', len)) {
+      snprintf(err, errlen, "%s: not a file path", what);
+      return -1;
+    }
+    memcpy(path, s, len);
+    path[len] = '\0';
+    tls_loaded_t *l = find_loaded(h->t, path, is_key);
+    if (l) {
+      if (is_key) {
+        if (h->own_key) EVP_PKEY_free(h->key);
+        h->key = l->key;
+        h->own_key = 0;
+      } else {
+        if (h->own_cert) {
+          X509_free(h->cert);
+          sk_X509_pop_free(h->chain, X509_free);
+        }
+        h->cert = l->cert;
+        h->chain = l->chain;
+        h->own_cert = 0;
+      }
+      return 0;
+    }
+  }
+  ERR_clear_error();
+  BIO *in = is_data ? BIO_new_mem_buf(s, (int)len) : BIO_new_file(path, "r");
+  if (in == NULL) {
+    if (is_data) snprintf(err, errlen, "%s: out of memory", what);
+    else snprintf(err, errlen, "%s %s: %s", what, path, errno ? strerror(errno) : "cannot open");
+    ERR_clear_error();
+    return -1;
+  }
+  X509 *cert = NULL;
+  STACK_OF(X509) *chain = NULL;
+  EVP_PKEY *key = NULL;
+  int rc = is_key ? ((key = PEM_read_bio_PrivateKey(in, NULL, NULL, NULL)) ? 0 : -1) : read_chain(in, &cert, &chain);
+  BIO_free(in);
+  if (rc < 0) {
+    ERR_clear_error();
+    snprintf(err, errlen, "%s %s: no PEM %s in it", what, is_data ? "data" : path, is_key ? "private key" : "certificate");
+    return -1;
+  }
+  int own = 1;
+  if (!is_data) { /* keep it for the next handshakes */
+    tls_loaded_t *l = calloc(1, sizeof(*l));
+    if (l && (l->path = strdup(path)) != NULL) {
+      l->cert = cert;
+      l->chain = chain;
+      l->key = key;
+      l->next = h->t->loaded;
+      h->t->loaded = l;
+      own = 0;
+    } else {
+      free(l);
+    }
+  }
+  if (is_key) {
+    if (h->own_key) EVP_PKEY_free(h->key);
+    h->key = key;
+    h->own_key = own;
+  } else {
+    if (h->own_cert) {
+      X509_free(h->cert);
+      sk_X509_pop_free(h->chain, X509_free);
+    }
+    h->cert = cert;
+    h->chain = chain;
+    h->own_cert = own;
+  }
+  return 0;
+}
+
+int gw_tls_hello_set_cert(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen)
+{
+  return hello_set(h, s, len, is_data, 0, err, errlen);
+}
+
+int gw_tls_hello_set_key(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen)
+{
+  return hello_set(h, s, len, is_data, 1, err, errlen);
 }
 
 static const unsigned char alpn_h2_http11[] = "\x02h2\x08http/1.1";
@@ -109,6 +309,66 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen, c
   if (SSL_select_next_proto((unsigned char **)out, outlen, ours, ourlen, in, inlen) != OPENSSL_NPN_NEGOTIATED)
     return SSL_TLSEXT_ERR_NOACK; /* none in common: go on without ALPN (HTTP/1.1) */
   return SSL_TLSEXT_ERR_OK;
+}
+
+/* OCSP stapling: the client sent status_request; the site's response (a
+ * copy: OpenSSL frees what it is given) goes into the handshake. */
+static int on_status_request(SSL *ssl, void *arg)
+{
+  const tls_site_t *site = arg;
+  const gw_tls_conn_t *c = SSL_get_app_data(ssl);
+  if (site->ocsp == NULL || (c && c->hook_cert)) return SSL_TLSEXT_ERR_NOACK; /* not this certificate's */
+  unsigned char *copy = OPENSSL_malloc(site->ocsp_len);
+  if (copy == NULL) return SSL_TLSEXT_ERR_NOACK;
+  memcpy(copy, site->ocsp, site->ocsp_len);
+  if (SSL_set_tlsext_status_ocsp_resp(ssl, copy, (long)site->ocsp_len) != 1) {
+    OPENSSL_free(copy);
+    return SSL_TLSEXT_ERR_NOACK;
+  }
+  return SSL_TLSEXT_ERR_OK;
+}
+
+/* Reads path as a DER OCSP response into the site: it must parse and say
+ * "successful" (a stapled "unauthorized" would only make clients fail). */
+static int load_ocsp(tls_site_t *site, const char *path, char *err, size_t errlen)
+{
+  BIO *in = BIO_new_file(path, "rb");
+  if (in == NULL) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: %s", path, strerror(errno));
+    return -1;
+  }
+  OCSP_RESPONSE *resp = d2i_OCSP_RESPONSE_bio(in, NULL);
+  BIO_free(in);
+  if (resp == NULL) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: not a DER OCSP response", path);
+    return -1;
+  }
+  int status = OCSP_response_status(resp);
+  unsigned char *der = NULL;
+  int len = status == OCSP_RESPONSE_STATUS_SUCCESSFUL ? i2d_OCSP_RESPONSE(resp, &der) : -1;
+  OCSP_RESPONSE_free(resp);
+  if (status != OCSP_RESPONSE_STATUS_SUCCESSFUL) {
+    snprintf(err, errlen, "tls ocsp %s: the response status is %s, not successful", path,
+             OCSP_response_status_str(status));
+    return -1;
+  }
+  if (len <= 0) {
+    ERR_clear_error();
+    snprintf(err, errlen, "tls ocsp %s: cannot encode the response", path);
+    return -1;
+  }
+  site->ocsp = malloc((size_t)len);
+  if (site->ocsp == NULL) {
+    OPENSSL_free(der);
+    snprintf(err, errlen, "out of memory");
+    return -1;
+  }
+  memcpy(site->ocsp, der, (size_t)len);
+  site->ocsp_len = (size_t)len;
+  OPENSSL_free(der);
+  return 0;
 }
 
 static int version_of(int v) { return v == 13 ? TLS1_3_VERSION : TLS1_2_VERSION; }
@@ -178,6 +438,8 @@ gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errle
     return NULL;
   }
   t->alpn_h2 = cfg->alpn_h2;
+  t->hook = cfg->on_handshake;
+  t->hook_arg = cfg->on_handshake_arg;
   for (size_t i = 0; i < cfg->ncerts; i++) {
     tls_site_t *s = &t->sites[t->nsites];
     s->ctx = site_ctx(t, cfg, &cfg->certs[i], keys, err, errlen);
@@ -188,6 +450,15 @@ gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errle
     }
     t->nsites++;
     if (cfg->certs[i].server_name) s->server_name = strdup(cfg->certs[i].server_name);
+    if (cfg->certs[i].ocsp) {
+      if (load_ocsp(s, cfg->certs[i].ocsp, err, errlen) < 0) {
+        gw_tls_ctx_free(t);
+        t = NULL;
+        break;
+      }
+      SSL_CTX_set_tlsext_status_cb(s->ctx, on_status_request);
+      SSL_CTX_set_tlsext_status_arg(s->ctx, s);
+    }
   }
   memset(keys, 0, sizeof(keys));
   return t;
@@ -199,8 +470,18 @@ void gw_tls_ctx_free(gw_tls_ctx_t *t)
   for (size_t i = 0; i < t->nsites; i++) {
     SSL_CTX_free(t->sites[i].ctx);
     free(t->sites[i].server_name);
+    free(t->sites[i].ocsp);
   }
   free(t->sites);
+  while (t->loaded) {
+    tls_loaded_t *l = t->loaded;
+    t->loaded = l->next;
+    X509_free(l->cert);
+    sk_X509_pop_free(l->chain, X509_free);
+    EVP_PKEY_free(l->key);
+    free(l->path);
+    free(l);
+  }
   free(t);
 }
 
@@ -216,6 +497,7 @@ gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *t, int fd, const char *peer)
     return NULL;
   }
   SSL_set_accept_state(c->ssl);
+  SSL_set_app_data(c->ssl, c); /* for the handshake callbacks */
   c->fd = fd;
   c->peer = peer;
   return c;

@@ -8,7 +8,8 @@
  * The reads and writes mirror read(2) and evbuffer_write(): >= 0 bytes, or
  * -1 with errno EAGAIN (wait for the socket) or another errno (the
  * connection is lost). The handshake runs inside the first reads. No
- * OpenSSL type shows here: the gems include this for req.tls_* only. */
+ * OpenSSL type shows here: the gems include this for req.tls_* and for
+ * Nginx::SSL (gw_tls_hello_*, during an on_handshake hook). */
 #ifndef GW_TLS_H
 #define GW_TLS_H
 
@@ -31,7 +32,28 @@ typedef struct gw_tls_info_s {
 typedef struct {
   const char *server_name; /* NULL: the default certificate (the first) */
   const char *cert, *key;  /* PEM files (absolute paths) */
+  const char *ocsp;        /* a DER OCSP response for cert, stapled when asked; or NULL */
 } gw_tls_cert_t;
+
+/* One ClientHello being answered, as the on_handshake hook sees it: it may
+ * read the SNI name and choose the certificate and key (ngx_mruby's
+ * Nginx::SSL). Valid only during the hook's call. */
+typedef struct gw_tls_hello_s gw_tls_hello_t;
+
+/* The hook, run synchronously in the worker from OpenSSL's servername
+ * callback (after SNI chose a configured certificate): 0 to go on, -1 with
+ * err set to fail this handshake (logged with the client's address). */
+typedef int (*gw_tls_hook_fn)(void *arg, gw_tls_hello_t *hello, char *err, size_t errlen);
+
+/* The SNI name the client sent, or NULL. */
+const char *gw_tls_hello_server_name(const gw_tls_hello_t *h);
+/* The certificate chain (cert first) or the private key for this handshake,
+ * from a PEM file (is_data 0: loaded once per path by each worker and kept
+ * until the config is reloaded) or PEM text (is_data 1: parsed each time).
+ * Both must be given; the configured certificate is then not offered. 0, or
+ * -1 with err set ("certificate /x.pem: no such file"). */
+int gw_tls_hello_set_cert(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen);
+int gw_tls_hello_set_key(gw_tls_hello_t *h, const char *s, size_t len, int is_data, char *err, size_t errlen);
 
 typedef struct {
   const gw_tls_cert_t *certs; /* the first is the default */
@@ -40,6 +62,8 @@ typedef struct {
   const char *ciphers;     /* TLS 1.2 cipher list, NULL: a modern default */
   const char *ciphersuites;/* TLS 1.3 suites, NULL: OpenSSL's */
   int alpn_h2;             /* offer h2 in ALPN (else http/1.1 only) */
+  gw_tls_hook_fn on_handshake; /* or NULL */
+  void *on_handshake_arg;  /* borrowed: outlives the context */
 } gw_tls_config_t;
 
 /* Loads the certificates and keys and builds the contexts; a fresh ticket

@@ -52,6 +52,7 @@ static void publish_stats(gw_context_t *w)
   st->connections_writing = writing;
   st->tunnels_active = (uint32_t)gw_tunnel_count();
   st->websockets_active = (uint32_t)gw_ws_count();
+  gw_h2_count(&st->h2_connections_active, &st->h2_streams_open);
   st->fibers_parked = gw_mruby_parked_fibers();
   gw_upstream_stats_t us;
   gw_upstream_pool_stats(w->pool, &us);

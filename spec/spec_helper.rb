@@ -797,14 +797,14 @@ module GatewaySpec
     def ppid_of(pid)
       stat = File.read("/proc/#{pid}/stat")
       stat[(stat.rindex(')') + 2)..].split[1].to_i
-    rescue Errno::ENOENT
+    rescue Errno::ENOENT, Errno::ESRCH # gone, or exiting between the listing and the read
       nil
     end
 
     def process_gone?(pid)
       stat = File.read("/proc/#{pid}/stat")
       %w[Z X].include?(stat[(stat.rindex(')') + 2)..].split[0])
-    rescue Errno::ENOENT
+    rescue Errno::ENOENT, Errno::ESRCH
       true
     end
 

@@ -4,6 +4,8 @@
 #   server listen: 8443, tls: { cert: "site.pem", key: "site.key" } do ... end
 #   server listen: 8443, tls: [{ server_name: "a.example", cert: "a.pem", key: "a.key" },
 #                              { server_name: "*.b.example", cert: "b.pem", key: "b.key" }] do ... end
+#   tls: { cert:, key:, ocsp: "site.ocsp.der" }   OCSP stapling from a file (per certificate)
+#   tls: { cert:, key:, on_handshake: ->(ssl) { ssl.certificate = "/c/#{ssl.servername}.pem"; ... } }
 #   tls: { ..., protocols: ["TLSv1.3"], ciphers: "ECDHE-ECDSA-AES128-GCM-SHA256:...", ciphersuites: "..." }
 #   server listen: 8080, http2: true do ... end   h2c (prior knowledge) next to HTTP/1.1
 module Gateway
@@ -13,7 +15,7 @@ module Gateway
 
   module TLS
     PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
-    CERT_KEYS = [:server_name, :cert, :key, :protocols, :ciphers, :ciphersuites]
+    CERT_KEYS = [:server_name, :cert, :key, :ocsp, :protocols, :ciphers, :ciphersuites, :on_handshake]
 
     # nil, or { certs: [{ server_name:, cert:, key: }], protocols: [...], ciphers:, ciphersuites: }
     def self.parse(tls)
@@ -23,7 +25,7 @@ module Gateway
         raise ArgumentError, "server: tls must be { cert: \"site.pem\", key: \"site.key\" } or an Array of " \
                              "{ server_name:, cert:, key: }, got #{tls.inspect}"
       end
-      out = { certs: [], protocols: PROTOCOLS, ciphers: nil, ciphersuites: nil }
+      out = { certs: [], protocols: PROTOCOLS, ciphers: nil, ciphersuites: nil, on_handshake: nil }
       list.each_with_index do |h, i|
         h.each_key do |k|
           raise ArgumentError, "server: tls: unknown key #{k.inspect} (known: #{CERT_KEYS.join(', ')})" unless CERT_KEYS.include?(k)
@@ -40,7 +42,10 @@ module Gateway
         if list.size > 1 && name.nil? && i > 0
           raise ArgumentError, "server: tls: only the first certificate (the default) may come without server_name"
         end
-        out[:certs] << { server_name: name, cert: h[:cert], key: h[:key] }
+        unless h[:ocsp].nil? || (h[:ocsp].is_a?(String) && !h[:ocsp].empty?)
+          raise ArgumentError, "server: tls: ocsp: must be a file path (a DER OCSP response), got #{h[:ocsp].inspect}"
+        end
+        out[:certs] << { server_name: name, cert: h[:cert], key: h[:key], ocsp: h[:ocsp] }
         if h.key?(:protocols)
           p = h[:protocols]
           p = [p] if p.is_a?(String)
@@ -48,6 +53,13 @@ module Gateway
             raise ArgumentError, "server: tls: protocols must be a non-empty subset of #{PROTOCOLS.inspect}, got #{h[:protocols].inspect}"
           end
           out[:protocols] = p
+        end
+        if h.key?(:on_handshake)
+          hook = h[:on_handshake]
+          unless hook.is_a?(Proc)
+            raise ArgumentError, "server: tls: on_handshake must be a Proc taking the handshake (->(ssl) { ... }), got #{hook.inspect}"
+          end
+          out[:on_handshake] = hook
         end
         [:ciphers, :ciphersuites].each do |k|
           next unless h.key?(k)

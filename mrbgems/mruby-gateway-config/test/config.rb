@@ -103,6 +103,20 @@ assert('Gateway::CPULimitExceeded is an Exception, not a StandardError') do
   assert_false Gateway::CPULimitExceeded.ancestors.include?(StandardError)
 end
 
+assert('tls: ocsp and on_handshake are parsed per certificate') do
+  hook = ->(ssl) { ssl }
+  t = Gateway::TLS.parse(cert: "a.pem", key: "a.key", ocsp: "a.ocsp.der", on_handshake: hook)
+  assert_equal "a.ocsp.der", t[:certs][0][:ocsp]
+  assert_equal hook, t[:on_handshake]
+  assert_nil Gateway::TLS.parse(cert: "a.pem", key: "a.key")[:on_handshake]
+end
+
+assert('tls: a bad ocsp or on_handshake is an error') do
+  assert_raise(ArgumentError) { Gateway::TLS.parse(cert: "a.pem", key: "a.key", ocsp: 5) }
+  assert_raise(ArgumentError) { Gateway::TLS.parse(cert: "a.pem", key: "a.key", ocsp: "") }
+  assert_raise(ArgumentError) { Gateway::TLS.parse(cert: "a.pem", key: "a.key", on_handshake: "x") }
+end
+
 assert('tls_* options of a location: nil without them, checked and defaulted with them') do
   s = Gateway::Server.new(1, 1, {})
   assert_nil s.location("/a", proxy_pass: "https://127.0.0.1:8443/").tls_client

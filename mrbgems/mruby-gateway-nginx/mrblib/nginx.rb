@@ -222,6 +222,32 @@ module Nginx
     end
   end
 
+  # The TLS handshake being decided, inside `tls: { on_handshake: ->(ssl) { ... } }`
+  # (the hook's argument, or Nginx::SSL.new there as in ngx_mruby's
+  # mruby_ssl_handshake_handler). A path is loaded once per worker; *_data
+  # takes PEM text. Outside the hook every method raises.
+  class SSL
+    def servername
+      SSL._gw_servername
+    end
+
+    def certificate=(path)
+      SSL._gw_set(0, path)
+    end
+
+    def certificate_key=(path)
+      SSL._gw_set(1, path)
+    end
+
+    def certificate_data=(pem)
+      SSL._gw_set(2, pem)
+    end
+
+    def certificate_key_data=(pem)
+      SSL._gw_set(3, pem)
+    end
+  end
+
   # The gateway has no document root: both are the config file's folder.
   class Server
     def document_root

@@ -3,7 +3,8 @@
  * and the facts only C has: the client socket's two addresses
  * (Nginx::Connection), the config's folder (Nginx::Server), the version, the
  * worker's upstream groups (Nginx::Upstream) and whether a location exists
- * (Nginx::Async::HTTP.sub_request). mrblib/nginx.rb builds the rest. */
+ * (Nginx::Async::HTTP.sub_request), the TLS handshake a tls on_handshake
+ * hook decides (Nginx::SSL). mrblib/nginx.rb builds the rest. */
 #include <libgen.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "addr.h"
 #include "gw_mruby.h"
 #include "router.h"
+#include "tls.h"
 
 static mrb_value nginx_rputs(mrb_state *mrb, mrb_value self)
 {
@@ -170,6 +172,38 @@ static mrb_value nginx_upstream_set_server(mrb_state *mrb, mrb_value self)
   return mrb_str_new_cstr(mrb, addr);
 }
 
+static gw_tls_hello_t *tls_hello(mrb_state *mrb)
+{
+  gw_tls_hello_t *h = gw_mrb_tls_hello();
+  if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Nginx::SSL can only be used inside a tls on_handshake hook");
+  return h;
+}
+
+/* Nginx::SSL._gw_servername -> the SNI name, or nil */
+static mrb_value ssl_servername(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  const char *name = gw_tls_hello_server_name(tls_hello(mrb));
+  return name ? mrb_str_new_cstr(mrb, name) : mrb_nil_value();
+}
+
+/* Nginx::SSL._gw_set(what, s): 0 certificate path, 1 key path, 2
+ * certificate PEM, 3 key PEM; a file that cannot be used raises. */
+static mrb_value ssl_set(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  mrb_int what;
+  mrb_value s;
+  mrb_get_args(mrb, "iS", &what, &s);
+  gw_tls_hello_t *h = tls_hello(mrb);
+  char err[512];
+  int data = what >= 2;
+  int rc = what % 2 ? gw_tls_hello_set_key(h, RSTRING_PTR(s), (size_t)RSTRING_LEN(s), data, err, sizeof(err))
+                    : gw_tls_hello_set_cert(h, RSTRING_PTR(s), (size_t)RSTRING_LEN(s), data, err, sizeof(err));
+  if (rc < 0) mrb_raise(mrb, E_ARGUMENT_ERROR, err);
+  return s;
+}
+
 void mrb_mruby_gateway_nginx_gem_init(mrb_state *mrb)
 {
   struct RClass *nginx = mrb_define_module(mrb, "Nginx");
@@ -183,6 +217,9 @@ void mrb_mruby_gateway_nginx_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, nginx, "_gw_location?", nginx_location_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, nginx, "_gw_upstream", nginx_upstream, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, nginx, "_gw_upstream_set_server", nginx_upstream_set_server, MRB_ARGS_REQ(2));
+  struct RClass *ssl = mrb_define_class_under(mrb, nginx, "SSL", mrb->object_class);
+  mrb_define_class_method(mrb, ssl, "_gw_servername", ssl_servername, MRB_ARGS_NONE());
+  mrb_define_class_method(mrb, ssl, "_gw_set", ssl_set, MRB_ARGS_REQ(2));
 }
 
 void mrb_mruby_gateway_nginx_gem_final(mrb_state *mrb)
