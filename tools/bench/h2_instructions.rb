@@ -109,6 +109,7 @@ module GatewayBench
           events { worker_connections 1024; }
           http {
             access_log off;
+            keepalive_requests 1000000; # its default (1000) ends each h2load connection half-way
             client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
             uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
             default_type text/plain;
@@ -172,6 +173,8 @@ module GatewayBench
       out = IO.popen(argv, err: %i[child out], &:read)
       ok = workload == 'tls' ? out[/Complete requests:\s+(\d+)/, 1].to_i - out[/Failed requests:\s+(\d+)/, 1].to_i : out[/(\d+) succeeded/, 1].to_i
       raise Error, "#{argv.join(' ')}: #{ok} of #{count} succeeded:\n#{out[-600..] || out}" unless ok == count
+
+      out
     end
 
     def measure(name, workload, certs)
