@@ -22,6 +22,7 @@
 #include "proxy.h"
 #include "stats.h"
 #include "tls.h"
+#include "tls_client.h"
 #include "trace.h"
 #include "tunnel.h"
 
@@ -235,7 +236,8 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
 {
   gw_request_t *req = op->req;
   struct evbuffer *to_client = evbuffer_new(), *to_upstream = evbuffer_new(), *rest = evbuffer_new();
-  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest) : -1;
+  gw_tls_client_conn_t *utls = NULL; /* a wss:// upstream's TLS: goes into the tunnel with its socket */
+  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest, &utls) : -1;
   gw_exchange_cancel(op->client);
   op->client = NULL;
   note_result(op, 0);
@@ -265,8 +267,14 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     snprintf(peer, sizeof(peer), "%s", req->remote_addr ? req->remote_addr : "-");
     gw_tls_conn_t *tls = NULL;
     int cfd = gw_request_upgrade(req, to_client, to_upstream, &tls); /* req is gone */
-    if (cfd < 0) close(ufd);
-    else gw_tunnel_new_tls(base, cfd, tls, peer, to_client, ufd, to_upstream, timeout); /* owns both sockets */
+    gw_tunnel_end_t upstream = {.fd = ufd, .io = utls ? &gw_tunnel_io_tls_client : NULL, .ioc = utls, .to = to_upstream};
+    if (cfd < 0) {
+      if (utls) gw_tls_client_conn_free(utls);
+      close(ufd);
+    } else {
+      gw_tunnel_end_t client = {.fd = cfd, .io = tls ? &gw_tunnel_io_tls : NULL, .ioc = tls, .to = to_client};
+      gw_tunnel_new_ends(base, &client, &upstream, peer, timeout); /* owns both sockets */
+    }
   }
   if (to_client) evbuffer_free(to_client);
   if (to_upstream) evbuffer_free(to_upstream);
@@ -530,12 +538,6 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
   op->upgrade = is_websocket_upgrade(req);
-  if (op->upgrade && (u->tls || (op->server && op->server->tls))) {
-    gw_log_error("proxy_pass %s: WebSocket to an https:// upstream is not supported", url);
-    op_free(op);
-    fail_now(req, 502);
-    return;
-  }
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
                    req->location && req->location->pass_host, op->upgrade);
   size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);

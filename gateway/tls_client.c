@@ -45,6 +45,7 @@ struct gw_tls_client_conn_s {
   char *session_key;     /* owned */
   int fd;
   unsigned char established, failed;
+  unsigned char shut;    /* close_notify sent */
   unsigned char eof_due; /* close_notify/EOF met after data: the next read returns 0 */
   int err_due;           /* an errno met after data: the next read returns -1 with it */
 };
@@ -207,13 +208,20 @@ fail:
 
 void gw_tls_client_conn_forget_fd(gw_tls_client_conn_t *c) { c->fd = -1; }
 
+void gw_tls_client_shutdown(gw_tls_client_conn_t *c)
+{
+  if (c->established && !c->failed && c->fd >= 0 && !c->shut) {
+    SSL_set_quiet_shutdown(c->ssl, 0);
+    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
+    c->shut = 1;
+  }
+  ERR_clear_error();
+}
+
 void gw_tls_client_conn_free(gw_tls_client_conn_t *c)
 {
   if (c == NULL) return;
-  if (c->established && !c->failed && c->fd >= 0) {
-    SSL_set_quiet_shutdown(c->ssl, 0);
-    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
-  }
+  gw_tls_client_shutdown(c);
   ERR_clear_error();
   SSL_set_ex_data(c->ssl, conn_index, NULL);
   SSL_free(c->ssl);

@@ -46,6 +46,8 @@ gw_tls_client_conn_t *gw_tls_client_conn_new(gw_tls_client_t *t, int fd, const c
 /* Sends close_notify (if established and the socket is still ours; never
  * blocks) and frees. */
 void gw_tls_client_conn_free(gw_tls_client_conn_t *c);
+/* Sends close_notify once (a half-close; never blocks). */
+void gw_tls_client_shutdown(gw_tls_client_conn_t *c);
 /* The socket was closed or taken: free without writing to it. */
 void gw_tls_client_conn_forget_fd(gw_tls_client_conn_t *c);
 

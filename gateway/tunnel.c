@@ -10,6 +10,7 @@
 #include <event2/event_struct.h>
 
 #include "tls.h"
+#include "tls_client.h"
 #include "tunnel.h"
 
 #define READ_SIZE (64 * 1024)
@@ -17,7 +18,8 @@
 
 typedef struct {
   int fd;
-  gw_tls_conn_t *tls;       /* owned: this side's TLS, or NULL (plain) */
+  const gw_tunnel_io_t *io; /* this side's TLS (server or client), or NULL: a plain socket */
+  void *ioc;                /* owned: io's state */
   struct event rev, wev;
   struct evbuffer *out;     /* owned: read from the other side, not yet written here */
   unsigned reading : 1;     /* rev is added */
@@ -56,7 +58,7 @@ static void tunnel_free(gw_tunnel_t *t)
   }
   event_del(&t->tev);
   for (int i = 0; i < 2; i++)
-    if (t->s[i].tls) gw_tls_conn_free(t->s[i].tls); /* close_notify while the socket is open */
+    if (t->s[i].io) t->s[i].io->free(t->s[i].ioc); /* close_notify while the socket is open */
   close(t->s[0].fd);
   close(t->s[1].fd);
   free(t->peer);
@@ -89,7 +91,7 @@ static void update_reading(gw_tunnel_t *t, int i)
   size_t queued = evbuffer_get_length(t->s[1 - i].out);
   set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
   /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
-  if (s->tls && s->reading && gw_tls_pending(s->tls)) event_active(&s->rev, EV_READ, 0);
+  if (s->io && s->reading && s->io->pending(s->ioc)) event_active(&s->rev, EV_READ, 0);
 }
 
 static int finished(const gw_tunnel_t *t)
@@ -104,7 +106,7 @@ static int flush_side(gw_tunnel_t *t, int j)
 {
   side_t *s = &t->s[j];
   while (evbuffer_get_length(s->out) > 0) {
-    int n = s->tls ? gw_tls_write(s->tls, s->out) : evbuffer_write(s->out, s->fd);
+    int n = s->io ? s->io->write(s->ioc, s->out) : evbuffer_write(s->out, s->fd);
     if (n > 0) {
       t->last = now_ms();
       continue;
@@ -117,7 +119,7 @@ static int flush_side(gw_tunnel_t *t, int j)
   int more = evbuffer_get_length(s->out) > 0;
   set_writing(s, more);
   if (!more && t->s[1 - j].rd_eof && !s->wr_shut) { /* half-close passed on, after the data */
-    if (s->tls) gw_tls_shutdown(s->tls);
+    if (s->io) s->io->shutdown(s->ioc);
     shutdown(s->fd, SHUT_WR);
     s->wr_shut = 1;
   }
@@ -129,19 +131,60 @@ static int flush_side(gw_tunnel_t *t, int j)
   return 0;
 }
 
-/* A TLS side's read, as evbuffer_read() does it for a plain one. */
-static int tls_read(gw_tls_conn_t *tls, struct evbuffer *into)
+/* -- the TLS ends: reads and writes as evbuffer_read()/evbuffer_write() do
+ * them for a plain socket -- */
+
+/* Reads through read_fn into `into`, up to max bytes. */
+static int read_into(ssize_t (*read_fn)(void *, void *, size_t), void *ioc, struct evbuffer *into, size_t max)
 {
   struct evbuffer_iovec v;
-  if (evbuffer_reserve_space(into, READ_SIZE, &v, 1) < 1) {
+  if (evbuffer_reserve_space(into, (ev_ssize_t)max, &v, 1) < 1) {
     errno = ENOMEM;
     return -1;
   }
-  ssize_t n = gw_tls_read(tls, v.iov_base, v.iov_len < READ_SIZE ? v.iov_len : READ_SIZE);
+  ssize_t n = read_fn(ioc, v.iov_base, v.iov_len < max ? v.iov_len : max);
   v.iov_len = n > 0 ? (size_t)n : 0;
   evbuffer_commit_space(into, &v, 1);
   return (int)n;
 }
+
+static ssize_t tls_read_fn(void *c, void *buf, size_t n) { return gw_tls_read(c, buf, n); }
+static int tls_read(void *c, struct evbuffer *into, size_t max) { return read_into(tls_read_fn, c, into, max); }
+static int tls_write(void *c, struct evbuffer *out) { return gw_tls_write(c, out); }
+static int tls_pending(void *c) { return gw_tls_pending(c); }
+static void tls_shutdown(void *c) { gw_tls_shutdown(c); }
+static void tls_free(void *c) { gw_tls_conn_free(c); }
+
+const gw_tunnel_io_t gw_tunnel_io_tls = {tls_read, tls_write, tls_pending, tls_shutdown, tls_free};
+
+static ssize_t tlsc_read_fn(void *c, void *buf, size_t n) { return gw_tls_client_read(c, buf, n); }
+static int tlsc_read(void *c, struct evbuffer *into, size_t max) { return read_into(tlsc_read_fn, c, into, max); }
+
+/* One record's worth (16 KiB) per call, until the socket pushes back. */
+static int tlsc_write(void *c, struct evbuffer *out)
+{
+  int total = 0;
+  size_t len;
+  while ((len = evbuffer_get_length(out)) > 0) {
+    if (len > 16384) len = 16384;
+    unsigned char *p = evbuffer_pullup(out, (ev_ssize_t)len);
+    if (p == NULL) {
+      errno = ENOMEM;
+      return -1;
+    }
+    ssize_t n = gw_tls_client_write(c, p, len);
+    if (n <= 0) return total > 0 ? total : (int)n;
+    evbuffer_drain(out, (size_t)n);
+    total += (int)n;
+  }
+  return total;
+}
+
+static int tlsc_pending(void *c) { return gw_tls_client_pending(c); }
+static void tlsc_shutdown(void *c) { gw_tls_client_shutdown(c); }
+static void tlsc_free(void *c) { gw_tls_client_conn_free(c); }
+
+const gw_tunnel_io_t gw_tunnel_io_tls_client = {tlsc_read, tlsc_write, tlsc_pending, tlsc_shutdown, tlsc_free};
 
 /* Reads side i into the other side's queue, then writes it there. */
 static void on_readable(gw_tunnel_t *t, int i)
@@ -150,7 +193,7 @@ static void on_readable(gw_tunnel_t *t, int i)
   side_t *peer = &t->s[1 - i];
   for (int k = 0; k < READS_PER_EVENT; k++) {
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
-    int n = s->tls ? tls_read(s->tls, peer->out) : evbuffer_read(peer->out, s->fd, READ_SIZE);
+    int n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : evbuffer_read(peer->out, s->fd, READ_SIZE);
     if (n > 0) {
       t->last = now_ms();
       if (n < READ_SIZE) break;
@@ -220,27 +263,45 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms)
 {
-  return gw_tunnel_new_tls(base, fd_a, NULL, NULL, to_a, fd_b, to_b, idle_timeout_ms);
+  gw_tunnel_end_t a = {.fd = fd_a, .to = to_a}, b = {.fd = fd_b, .to = to_b};
+  return gw_tunnel_new_ends(base, &a, &b, NULL, idle_timeout_ms);
 }
 
 gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t *tls_a, const char *peer_a,
                                struct evbuffer *to_a, int fd_b, struct evbuffer *to_b, int idle_timeout_ms)
 {
+  gw_tunnel_end_t a = {.fd = fd_a, .io = tls_a ? &gw_tunnel_io_tls : NULL, .ioc = tls_a, .to = to_a};
+  gw_tunnel_end_t b = {.fd = fd_b, .to = to_b};
+  return gw_tunnel_new_ends(base, &a, &b, peer_a, idle_timeout_ms);
+}
+
+static void end_drop(const gw_tunnel_end_t *e)
+{
+  if (e->io) e->io->free(e->ioc);
+  close(e->fd);
+}
+
+gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_tunnel_end_t *a, const gw_tunnel_end_t *b,
+                                const char *peer_a, int idle_timeout_ms)
+{
   gw_tunnel_t *t = calloc(1, sizeof(*t));
-  char *peer = tls_a ? strdup(peer_a ? peer_a : "-") : NULL;
-  if (t == NULL || (tls_a && peer == NULL)) {
+  int server_tls = a->io == &gw_tunnel_io_tls;
+  char *peer = server_tls ? strdup(peer_a ? peer_a : "-") : NULL;
+  if (t == NULL || (server_tls && peer == NULL)) {
     free(t);
     free(peer);
-    if (tls_a) gw_tls_conn_free(tls_a);
-    close(fd_a);
-    close(fd_b);
+    end_drop(a);
+    end_drop(b);
     return NULL;
   }
-  t->s[0].fd = fd_a;
-  t->s[0].tls = tls_a;
+  t->s[0].fd = a->fd;
+  t->s[0].io = a->io;
+  t->s[0].ioc = a->ioc;
   t->peer = peer;
-  if (tls_a) gw_tls_conn_set_peer(tls_a, peer);
-  t->s[1].fd = fd_b;
+  if (server_tls) gw_tls_conn_set_peer(a->ioc, peer); /* it keeps the pointer: ours lives as long */
+  t->s[1].fd = b->fd;
+  t->s[1].io = b->io;
+  t->s[1].ioc = b->ioc;
   t->next = tunnels;
   if (tunnels) tunnels->prev = t;
   tunnels = t;
@@ -254,8 +315,9 @@ gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t 
   }
   t->s[0].out = out0;
   t->s[1].out = out1;
-  if (to_a) evbuffer_add_buffer(out0, to_a);
-  if (to_b) evbuffer_add_buffer(out1, to_b);
+  if (a->to) evbuffer_add_buffer(out0, a->to);
+  if (b->to) evbuffer_add_buffer(out1, b->to);
+  int fd_a = a->fd, fd_b = b->fd;
   event_assign(&t->s[0].rev, base, fd_a, EV_READ | EV_PERSIST, on_read0, t);
   event_assign(&t->s[0].wev, base, fd_a, EV_WRITE | EV_PERSIST, on_write0, t);
   event_assign(&t->s[1].rev, base, fd_b, EV_READ | EV_PERSIST, on_read1, t);

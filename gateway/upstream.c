@@ -1237,15 +1237,17 @@ void gw_client_cancel(gw_client_req_t *r)
   req_abandon(r);
 }
 
-int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest)
+int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest, gw_tls_client_conn_t **tls)
 {
   if (r == NULL || !r->in_cb || r->cancelled || !r->upgrade || r->res.status != 101 || r->conn == NULL) return -1;
-  if (r->conn->tls != NULL) return -1; /* the tunnel relays plain sockets only */
+  if (r->conn->tls != NULL && tls == NULL) return -1; /* the caller relays plain sockets only */
   r->cancelled = 1; /* conn_parse() abandons it once on_head returned */
   if (r->rest_len > 0 && evbuffer_add(rest, r->rest, r->rest_len) < 0) return -1;
   upstream_conn_t *c = r->conn;
   int fd = c->pc.fd;
   c->pc.fd = -1; /* gw_pool_close() now closes nothing */
+  if (tls != NULL) *tls = c->tls; /* its state goes with the socket (NULL: plain) */
+  c->tls = NULL;
   gw_pool_conn_read(&c->pc, 0);
   gw_pool_conn_write(&c->pc, 0);
   gw_pool_conn_timer_stop(&c->pc);
