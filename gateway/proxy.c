@@ -265,16 +265,11 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     struct event_base *base = req->ctx->base;
     char peer[64];
     snprintf(peer, sizeof(peer), "%s", req->remote_addr ? req->remote_addr : "-");
-    gw_tls_conn_t *tls = NULL;
-    int cfd = gw_request_upgrade(req, to_client, to_upstream, &tls); /* req is gone */
-    gw_tunnel_end_t upstream = {.fd = ufd, .io = utls ? &gw_tunnel_io_tls_client : NULL, .ioc = utls, .to = to_upstream};
-    if (cfd < 0) {
-      if (utls) gw_tls_client_conn_free(utls);
-      close(ufd);
-    } else {
-      gw_tunnel_end_t client = {.fd = cfd, .io = tls ? &gw_tunnel_io_tls : NULL, .ioc = tls, .to = to_client};
-      gw_tunnel_new_ends(base, &client, &upstream, peer, timeout); /* owns both sockets */
-    }
+    gw_byte_end_t client;
+    int rc = gw_request_upgrade(req, to_client, to_upstream, &client); /* req is gone */
+    gw_byte_end_t upstream = {ufd, utls ? &gw_tls_client_io : NULL, utls};
+    if (rc < 0) gw_byte_end_drop(&upstream);
+    else gw_tunnel_new_ends(base, &client, to_client, peer, &upstream, to_upstream, timeout); /* owns both ends */
   }
   if (to_client) evbuffer_free(to_client);
   if (to_upstream) evbuffer_free(to_upstream);

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "byte_end.h"
+
 typedef struct gw_tls_client_s gw_tls_client_t;
 typedef struct gw_tls_client_conn_s gw_tls_client_conn_t;
 
@@ -67,5 +69,9 @@ int gw_tls_client_pending(const gw_tls_client_conn_t *c);
 int gw_tls_client_idle_ok(gw_tls_client_conn_t *c);
 /* The handshake resumed a session. */
 int gw_tls_client_resumed(const gw_tls_client_conn_t *c);
+
+/* A connection's TLS as a byte end's layer (byte_end.h; ioc: the
+ * gw_tls_client_conn_t): a wss:// upstream's side of a tunnel. */
+extern const gw_io_t gw_tls_client_io;
 
 #endif

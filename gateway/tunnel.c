@@ -10,15 +10,14 @@
 #include <event2/event_struct.h>
 
 #include "tls.h"
-#include "tls_client.h"
 #include "tunnel.h"
 
 #define READ_SIZE (64 * 1024)
 #define READS_PER_EVENT 4 /* then other connections get their turn */
 
 typedef struct {
-  int fd;
-  const gw_tunnel_io_t *io; /* this side's TLS (server or client), or NULL: a plain socket */
+  int fd;                   /* -1: a socketless end (an HTTP/2 stream), driven by io->watch */
+  const gw_io_t *io;        /* this side's layer (TLS, a stream), or NULL: a plain socket */
   void *ioc;                /* owned: io's state */
   struct event rev, wev;
   struct evbuffer *out;     /* owned: read from the other side, not yet written here */
@@ -57,10 +56,12 @@ static void tunnel_free(gw_tunnel_t *t)
     evbuffer_free(s->out);
   }
   event_del(&t->tev);
-  for (int i = 0; i < 2; i++)
-    if (t->s[i].io) t->s[i].io->free(t->s[i].ioc); /* close_notify while the socket is open */
-  close(t->s[0].fd);
-  close(t->s[1].fd);
+  for (int i = 0; i < 2; i++) {
+    side_t *s = &t->s[i];
+    if (s->io && s->io->watch && s->out) s->io->watch(s->ioc, NULL, NULL);
+    gw_byte_end_t e = {s->fd, s->io, s->ioc};
+    gw_byte_end_drop(&e); /* close_notify (or RST_STREAM) while the socket is open, then the socket */
+  }
   free(t->peer);
   if (t->prev) t->prev->next = t->next;
   else tunnels = t->next;
@@ -69,17 +70,18 @@ static void tunnel_free(gw_tunnel_t *t)
   free(t);
 }
 
+/* A socketless side's events are never added: its layer activates them. */
 static void set_reading(side_t *s, int on)
 {
-  if (on && !s->reading) event_add(&s->rev, NULL);
-  else if (!on && s->reading) event_del(&s->rev);
+  if (s->fd >= 0 && on && !s->reading) event_add(&s->rev, NULL);
+  else if (s->fd >= 0 && !on && s->reading) event_del(&s->rev);
   s->reading = on ? 1 : 0;
 }
 
 static void set_writing(side_t *s, int on)
 {
-  if (on && !s->writing) event_add(&s->wev, NULL);
-  else if (!on && s->writing) event_del(&s->wev);
+  if (s->fd >= 0 && on && !s->writing) event_add(&s->wev, NULL);
+  else if (s->fd >= 0 && !on && s->writing) event_del(&s->wev);
   s->writing = on ? 1 : 0;
 }
 
@@ -90,7 +92,7 @@ static void update_reading(gw_tunnel_t *t, int i)
   side_t *s = &t->s[i];
   size_t queued = evbuffer_get_length(t->s[1 - i].out);
   set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
-  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
+  /* Decrypted bytes OpenSSL holds (a stream's DATA) raise no socket event: read them now. */
   if (s->io && s->reading && s->io->pending(s->ioc)) event_active(&s->rev, EV_READ, 0);
 }
 
@@ -120,7 +122,7 @@ static int flush_side(gw_tunnel_t *t, int j)
   set_writing(s, more);
   if (!more && t->s[1 - j].rd_eof && !s->wr_shut) { /* half-close passed on, after the data */
     if (s->io) s->io->shutdown(s->ioc);
-    shutdown(s->fd, SHUT_WR);
+    if (s->fd >= 0) shutdown(s->fd, SHUT_WR);
     s->wr_shut = 1;
   }
   if (finished(t)) {
@@ -131,66 +133,12 @@ static int flush_side(gw_tunnel_t *t, int j)
   return 0;
 }
 
-/* -- the TLS ends: reads and writes as evbuffer_read()/evbuffer_write() do
- * them for a plain socket -- */
-
-/* Reads through read_fn into `into`, up to max bytes. */
-static int read_into(ssize_t (*read_fn)(void *, void *, size_t), void *ioc, struct evbuffer *into, size_t max)
-{
-  struct evbuffer_iovec v;
-  if (evbuffer_reserve_space(into, (ev_ssize_t)max, &v, 1) < 1) {
-    errno = ENOMEM;
-    return -1;
-  }
-  ssize_t n = read_fn(ioc, v.iov_base, v.iov_len < max ? v.iov_len : max);
-  v.iov_len = n > 0 ? (size_t)n : 0;
-  evbuffer_commit_space(into, &v, 1);
-  return (int)n;
-}
-
-static ssize_t tls_read_fn(void *c, void *buf, size_t n) { return gw_tls_read(c, buf, n); }
-static int tls_read(void *c, struct evbuffer *into, size_t max) { return read_into(tls_read_fn, c, into, max); }
-static int tls_write(void *c, struct evbuffer *out) { return gw_tls_write(c, out); }
-static int tls_pending(void *c) { return gw_tls_pending(c); }
-static void tls_shutdown(void *c) { gw_tls_shutdown(c); }
-static void tls_free(void *c) { gw_tls_conn_free(c); }
-
-const gw_tunnel_io_t gw_tunnel_io_tls = {tls_read, tls_write, tls_pending, tls_shutdown, tls_free};
-
-static ssize_t tlsc_read_fn(void *c, void *buf, size_t n) { return gw_tls_client_read(c, buf, n); }
-static int tlsc_read(void *c, struct evbuffer *into, size_t max) { return read_into(tlsc_read_fn, c, into, max); }
-
-/* One record's worth (16 KiB) per call, until the socket pushes back. */
-static int tlsc_write(void *c, struct evbuffer *out)
-{
-  int total = 0;
-  size_t len;
-  while ((len = evbuffer_get_length(out)) > 0) {
-    if (len > 16384) len = 16384;
-    unsigned char *p = evbuffer_pullup(out, (ev_ssize_t)len);
-    if (p == NULL) {
-      errno = ENOMEM;
-      return -1;
-    }
-    ssize_t n = gw_tls_client_write(c, p, len);
-    if (n <= 0) return total > 0 ? total : (int)n;
-    evbuffer_drain(out, (size_t)n);
-    total += (int)n;
-  }
-  return total;
-}
-
-static int tlsc_pending(void *c) { return gw_tls_client_pending(c); }
-static void tlsc_shutdown(void *c) { gw_tls_client_shutdown(c); }
-static void tlsc_free(void *c) { gw_tls_client_conn_free(c); }
-
-const gw_tunnel_io_t gw_tunnel_io_tls_client = {tlsc_read, tlsc_write, tlsc_pending, tlsc_shutdown, tlsc_free};
-
 /* Reads side i into the other side's queue, then writes it there. */
 static void on_readable(gw_tunnel_t *t, int i)
 {
   side_t *s = &t->s[i];
   side_t *peer = &t->s[1 - i];
+  if (!s->reading) return; /* a socketless side's layer woke us while paused */
   for (int k = 0; k < READS_PER_EVENT; k++) {
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
     int n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : evbuffer_read(peer->out, s->fd, READ_SIZE);
@@ -230,14 +178,16 @@ static void on_write0(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
-  flush_side(arg, 0);
+  gw_tunnel_t *t = arg;
+  if (t->s[0].writing) flush_side(t, 0);
 }
 
 static void on_write1(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
-  flush_side(arg, 1);
+  gw_tunnel_t *t = arg;
+  if (t->s[1].writing) flush_side(t, 1);
 }
 
 static void arm_timer(gw_tunnel_t *t, int64_t ms)
@@ -263,35 +213,21 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms)
 {
-  gw_tunnel_end_t a = {.fd = fd_a, .to = to_a}, b = {.fd = fd_b, .to = to_b};
-  return gw_tunnel_new_ends(base, &a, &b, NULL, idle_timeout_ms);
+  gw_byte_end_t a = {fd_a, NULL, NULL}, b = {fd_b, NULL, NULL};
+  return gw_tunnel_new_ends(base, &a, to_a, NULL, &b, to_b, idle_timeout_ms);
 }
 
-gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t *tls_a, const char *peer_a,
-                               struct evbuffer *to_a, int fd_b, struct evbuffer *to_b, int idle_timeout_ms)
-{
-  gw_tunnel_end_t a = {.fd = fd_a, .io = tls_a ? &gw_tunnel_io_tls : NULL, .ioc = tls_a, .to = to_a};
-  gw_tunnel_end_t b = {.fd = fd_b, .to = to_b};
-  return gw_tunnel_new_ends(base, &a, &b, peer_a, idle_timeout_ms);
-}
-
-static void end_drop(const gw_tunnel_end_t *e)
-{
-  if (e->io) e->io->free(e->ioc);
-  close(e->fd);
-}
-
-gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_tunnel_end_t *a, const gw_tunnel_end_t *b,
-                                const char *peer_a, int idle_timeout_ms)
+gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_byte_end_t *a, struct evbuffer *to_a,
+                                const char *peer_a, const gw_byte_end_t *b, struct evbuffer *to_b, int idle_timeout_ms)
 {
   gw_tunnel_t *t = calloc(1, sizeof(*t));
-  int server_tls = a->io == &gw_tunnel_io_tls;
+  int server_tls = a->io == &gw_tls_io;
   char *peer = server_tls ? strdup(peer_a ? peer_a : "-") : NULL;
   if (t == NULL || (server_tls && peer == NULL)) {
     free(t);
     free(peer);
-    end_drop(a);
-    end_drop(b);
+    gw_byte_end_drop(a);
+    gw_byte_end_drop(b);
     return NULL;
   }
   t->s[0].fd = a->fd;
@@ -315,14 +251,16 @@ gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_tunnel_end_t *
   }
   t->s[0].out = out0;
   t->s[1].out = out1;
-  if (a->to) evbuffer_add_buffer(out0, a->to);
-  if (b->to) evbuffer_add_buffer(out1, b->to);
+  if (to_a) evbuffer_add_buffer(out0, to_a);
+  if (to_b) evbuffer_add_buffer(out1, to_b);
   int fd_a = a->fd, fd_b = b->fd;
   event_assign(&t->s[0].rev, base, fd_a, EV_READ | EV_PERSIST, on_read0, t);
   event_assign(&t->s[0].wev, base, fd_a, EV_WRITE | EV_PERSIST, on_write0, t);
   event_assign(&t->s[1].rev, base, fd_b, EV_READ | EV_PERSIST, on_read1, t);
   event_assign(&t->s[1].wev, base, fd_b, EV_WRITE | EV_PERSIST, on_write1, t);
   evtimer_assign(&t->tev, base, on_timer, t);
+  for (int i = 0; i < 2; i++)
+    if (t->s[i].io && t->s[i].io->watch) t->s[i].io->watch(t->s[i].ioc, &t->s[i].rev, &t->s[i].wev);
   t->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_TUNNEL_DEFAULT_TIMEOUT_MS;
   t->last = now_ms();
   arm_timer(t, t->timeout_ms);
