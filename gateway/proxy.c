@@ -24,6 +24,7 @@
 #include "tls.h"
 #include "tls_client.h"
 #include "trace.h"
+#include "ws_frame.h"
 #include "tunnel.h"
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
   long long head_length;  /* ... and the length to announce once it is done */
   int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
+  char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
   gw_err_t done_err;
   char *target;
@@ -216,6 +218,7 @@ static int has_token(const gw_header_t *h, const char *tok)
  * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
+  if (req->websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
   return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
          has_token(gw_headers_find((gw_headers_t *)&req->headers, "connection"), "upgrade") &&
          has_token(gw_headers_find((gw_headers_t *)&req->headers, "upgrade"), "websocket") &&
@@ -249,6 +252,11 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     gw_request_finish(req);
   } else {
     take_head(req, res);
+    if (req->websocket_connect) { /* HTTP/2: a 200 carries the upstream's end-to-end fields, the stream the bytes */
+      req->status = 200;
+      gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
+      evbuffer_add_buffer(to_client, rest);
+    } else {
     evbuffer_add_printf(to_client, "HTTP/1.1 101 Switching Protocols\r\n");
     for (size_t i = 0; i < req->resp_headers.count; i++) {
       const gw_header_t *h = &req->resp_headers.items[i];
@@ -261,6 +269,7 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     put_field(to_client, "Connection", 10, "upgrade", 7);
     evbuffer_add(to_client, "\r\n", 2);
     evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after */
+    }
     int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
     struct event_base *base = req->ctx->base;
     char peer[64];
@@ -276,11 +285,32 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
   if (rest) evbuffer_free(rest);
 }
 
+/* The upstream's Sec-WebSocket-Accept answers our key (RFC 6455 §4.1). */
+static int accept_matches(const char *key, gw_client_response_t *res)
+{
+  char want[29];
+  gw_ws_accept(key, strlen(key), want);
+  const gw_header_t *got = gw_headers_find(&res->headers, "sec-websocket-accept");
+  return got && got->value_len == 28 && memcmp(got->value, want, 28) == 0;
+}
+
 static void on_upstream_head(gw_client_response_t *res, void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   if (op->upgrade && res->status == 101) {
+    if (op->ws_key[0] && !accept_matches(op->ws_key, res)) { /* we made the handshake: we check it */
+      gw_log_error("proxy_pass %s %.*s: the upstream's 101 has no valid Sec-WebSocket-Accept", req->method,
+                   (int)req->path_len, req->target);
+      gw_exchange_cancel(op->client);
+      op->client = NULL;
+      note_result(op, 1);
+      gw_request_pending_remove(&op->pending);
+      op_free(op);
+      gw_request_simple_response(req, 502, NULL);
+      gw_request_finish(req);
+      return;
+    }
     start_tunnel(op, res);
     return;
   }
@@ -466,7 +496,8 @@ static char *upstream_target(const gw_request_t *req, const char *path)
 }
 
 /* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
-static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade)
+static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade,
+                             const char *ws_key)
 {
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
@@ -482,6 +513,7 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
       continue;
     }
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    if (ws_key && strcasecmp(h->name, "sec-websocket-key") == 0) continue; /* ours replaces it */
     if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
       continue;
@@ -490,6 +522,10 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
     gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
   if (upgrade) gw_headers_add(hs, "Connection", 10, "Upgrade", 7);
+  if (upgrade && ws_key) { /* HTTP/2's extended CONNECT: the HTTP/1.1 handshake is ours to make */
+    gw_headers_add(hs, "Upgrade", 7, "websocket", 9);
+    gw_headers_add(hs, "Sec-WebSocket-Key", 17, ws_key, strlen(ws_key));
+  }
   add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
   if (via) add_joined(hs, "Via", &req->headers, via);
   if (req->tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
@@ -533,8 +569,14 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
   op->upgrade = is_websocket_upgrade(req);
+  if (op->upgrade && req->websocket_connect && gw_ws_key_new(op->ws_key) < 0) {
+    gw_log_error("proxy_pass %s: no randomness for a Sec-WebSocket-Key", url);
+    op_free(op);
+    fail_now(req, 502);
+    return;
+  }
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
-                   req->location && req->location->pass_host, op->upgrade);
+                   req->location && req->location->pass_host, op->upgrade, op->ws_key[0] ? op->ws_key : NULL);
   size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
   op->params = (gw_client_params_t){
     .host = u->unix_path ? NULL : op->host,
@@ -543,7 +585,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .addr = u->addrlen ? (const struct sockaddr *)&u->addr : NULL,
     .addrlen = u->addrlen,
     .tls = u->tls ? tls_settings(req, NULL) : NULL,
-    .method = req->method,
+    .method = req->websocket_connect ? "GET" : req->method, /* RFC 8441's CONNECT is HTTP/1.1's GET */
     .target = op->target,
     .headers = &op->headers,
     .body = body_len ? (const char *)evbuffer_pullup(req->body, -1) : NULL,
