@@ -33,7 +33,8 @@
  * the reader takes the bytes; what the reader writes waits in the stream's
  * `out` (at most STREAM_HIGH_WATER) for the flow-control windows. END_STREAM
  * each way is the half-close; RST_STREAM (or the connection's end) is lost.
- * A plain CONNECT gets 405, another :protocol 501.
+ * A plain CONNECT gets 405, another :protocol 501. A graceful stop resets
+ * these streams after its GOAWAY (they would never finish by themselves).
  *
  * Defences: max concurrent streams, header list size (431), body limits
  * (413, or RST_STREAM once the request has started), rapid reset
@@ -1251,6 +1252,13 @@ void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
     h->stopping = 1;
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
+    /* WebSocket streams never finish by themselves: as HTTP/1.1 tunnels, they
+     * end with the stop (reset; their readers hear it from the loop). */
+    for (h2_stream_t *s = h->streams; s; s = s->next)
+      if (s->pipe) {
+        pipe_lost(s);
+        nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+      }
     h2_flush(h);
   }
   leave(h);

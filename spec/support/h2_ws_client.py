@@ -10,6 +10,8 @@ Modes (each prints one line per step, "ok ..." at the end on success):
   status        extended CONNECT with :protocol ARG (default websocket)
                 (or "plain": a CONNECT without :protocol): the answer
   reset         echo one message, then RST_STREAM (the spec checks teardown)
+  hold          echo one message, print "holding", then wait (ARG s at most)
+                for the stream's end: reset, ended, or the connection closed
   slow          sends "flood ARG", reads nothing (no WINDOW_UPDATE) for 3 s,
                 then reads it all
 """
@@ -24,6 +26,7 @@ import h2.config
 import h2.connection
 import h2.errors
 import h2.events
+import h2.exceptions
 import h2.settings
 
 PORT, MODE, PATH = int(sys.argv[1]), sys.argv[2], sys.argv[3]
@@ -103,6 +106,7 @@ class Client:
         self.unacked = {}
         self.settings_seen = False
         self.closed = False
+        self.goaway = False
 
     def send(self):
         d = self.c.data_to_send()
@@ -120,10 +124,20 @@ class Client:
                 d = self.sock.recv(65536)
             except socket.timeout:
                 continue
+            except ConnectionResetError:  # closed with our last bytes unread: an RST
+                self.closed = True
+                raise
             if not d:
                 self.closed = True
                 raise ConnectionError("connection closed")
-            for ev in self.c.receive_data(d):
+            try:
+                evs = self.c.receive_data(d)
+            except h2.exceptions.ProtocolError:
+                if self.c.state_machine.state != h2.connection.ConnectionState.CLOSED:
+                    raise
+                self.goaway = True  # a GOAWAY came (the same read) and closed python3-h2's state
+                evs = []  # python3-h2 takes nothing after a GOAWAY (an RST_STREAM behind it is legal)
+            for ev in evs:
                 if isinstance(ev, h2.events.RemoteSettingsChanged):
                     self.settings_seen = True
                 elif isinstance(ev, h2.events.ResponseReceived):
@@ -136,6 +150,8 @@ class Client:
                         self.unacked[ev.stream_id] = self.unacked.get(ev.stream_id, 0) + ev.flow_controlled_length
                 elif isinstance(ev, h2.events.StreamEnded):
                     self.ended.add(ev.stream_id)
+                elif isinstance(ev, h2.events.ConnectionTerminated):
+                    self.goaway = True
                 elif isinstance(ev, h2.events.StreamReset):
                     self.reset[ev.stream_id] = ev.error_code
             self.send()
@@ -237,6 +253,18 @@ def main():
         out("other stream", status)
         out("ok reset")
         time.sleep(float(ARG or 0))
+    elif MODE == "hold":
+        expect_echo(cl, sid, 1, b"one")
+        out("holding")
+        try:
+            cl.pump(lambda: sid in cl.reset or sid in cl.ended, float(ARG or 10))
+            cl.pump(lambda: False, 2)  # the connection's end, if it comes
+        except (ConnectionError, TimeoutError):
+            pass
+        out("goaway" if cl.goaway else "no goaway")
+        out("stream", "reset %s" % cl.reset[sid] if sid in cl.reset else "ended" if sid in cl.ended else "open",
+            "connection", "closed" if cl.closed else "open")
+        out("ok hold")
     elif MODE == "slow":
         n = int(ARG)
         cl.ack = False
