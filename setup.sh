@@ -43,6 +43,9 @@
 #   HTTPS upstreams: ca-certificates (the system CAs that https:// upstreams
 #               are verified against by default); nginx (the TLS upstream of
 #               spec/https_upstream_spec.rb and rake bench:https_upstream)
+#   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
+#               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
+#               with grpc_tools.protoc); nginx (grpc_pass, the bench's peer)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -67,6 +70,7 @@ packages=(
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
   python3-websockets
   ca-certificates nginx
+  python3-grpcio python3-grpc-tools
 )
 
 missing=()

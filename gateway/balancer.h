@@ -43,6 +43,7 @@ typedef struct {
   int fastcgi;           /* protocol: :fastcgi (fastcgi.c), else HTTP */
   struct gw_tls_client_s *tls_client; /* owned (tls_client.h): its https servers' settings;
                                          NULL: the location's, else the defaults */
+  int h2c;               /* "h2c://" servers: HTTP/2 cleartext (h2_client.c) */
 } gw_upstream_group_t;
 
 /* Bit of server i in a tried mask (servers past the 32nd share bits). */

@@ -1112,6 +1112,47 @@ static void http1_stream_end(gw_request_t *req, int complete)
   response_done(c, complete && c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
 }
 
+/* 1 when the client's TE field lists "trailers" (RFC 9110 §10.1.4). */
+static int accepts_trailers(const gw_request_t *req)
+{
+  const gw_header_t *te = gw_headers_find(&req->headers, "te");
+  if (te == NULL) return 0;
+  for (const char *p = te->value; (p = strcasestr(p, "trailers")) != NULL; p += 8) {
+    int starts = p == te->value || p[-1] == ',' || p[-1] == ' ' || p[-1] == '\t';
+    char after = p[8];
+    if (starts && (after == '\0' || after == ',' || after == ' ' || after == '\t' || after == ';')) return 1;
+  }
+  return 0;
+}
+
+/* The body is complete and ends with trailer fields: in the last chunk when
+ * the response is chunked and the client said "TE: trailers", else dropped
+ * (RFC 9110 §6.5.1: a recipient may discard them). */
+static void http1_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  gw_conn_t *c = req->proto_ctx;
+  if (c->dead) return;
+  if (!c->a->stream_chunked || trailers->count == 0 || !accepts_trailers(req)) {
+    http1_stream_end(req, 1);
+    return;
+  }
+  req->streaming = 0;
+  req->on_drain = NULL;
+  size_t before = evbuffer_get_length(c->a->out);
+  evbuffer_add(c->a->out, "0\r\n", 3);
+  for (size_t i = 0; i < trailers->count; i++) {
+    const gw_header_t *h = &trailers->items[i];
+    if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue;
+    evbuffer_add(c->a->out, h->name, h->name_len);
+    evbuffer_add(c->a->out, ": ", 2);
+    evbuffer_add(c->a->out, h->value, h->value_len);
+    evbuffer_add(c->a->out, "\r\n", 2);
+  }
+  evbuffer_add(c->a->out, "\r\n", 2);
+  c->a->stream_bytes += evbuffer_get_length(c->a->out) - before;
+  response_done(c, c->a->stream_keepalive, c->a->stream_bytes, c->a->stream_head_bytes);
+}
+
 /* The rest of the body is a file range (after http1_stream_head): queued
  * behind `out` and sent by flush_file(); the response is done now. */
 static void http1_stream_file(gw_request_t *req, int fd, long long offset, long long len)
@@ -1185,6 +1226,7 @@ static const gw_protocol_t http1_protocol = {
   .stream_head = http1_stream_head,
   .stream_body = http1_stream_body,
   .stream_end = http1_stream_end,
+  .stream_trailers = http1_stream_trailers,
   .body_taken = http1_body_taken,
   .stream_file = http1_stream_file,
 };

@@ -20,6 +20,7 @@ typedef struct gw_conn_s gw_conn_t;
 typedef struct gw_upstream_pool_s gw_upstream_pool_t;
 typedef struct gw_resolver_s gw_resolver_t;
 typedef struct gw_fcgi_pool_s gw_fcgi_pool_t;
+typedef struct gw_h2_client_s gw_h2_client_t;
 
 struct gw_context_s {
   struct event_base *base;
@@ -30,6 +31,7 @@ struct gw_context_s {
   gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */
   gw_resolver_t *resolver;  /* c-ares on this loop; NULL if it could not start */
   gw_fcgi_pool_t *fcgi_pool;/* FastCGI keep-alive connections: made on first use (fastcgi.c) */
+  gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (proxy.c) */
 
   gw_conn_t *conns;         /* every open client connection (conn.c keeps the list) */
   size_t nconns;

@@ -25,6 +25,7 @@
 #include "fastcgi.h"
 #include "fcgi.h"
 #include "fcgi_client.h"
+#include "head_filter.h"
 #include "log.h"
 #include "stats.h"
 
@@ -54,7 +55,8 @@ typedef struct {
   gw_buf_t params;          /* encoded name-value pairs */
   struct evbuffer *gathered;/* a chunked request body gathered whole (owned), or NULL */
   int streaming;            /* the head went to the client */
-  int collecting;           /* no streaming protocol: the body goes to resp_body */
+  gw_head_filter_t head_filter; /* the location's header_filter on the streamed head */
+  int collecting;           /* no streaming protocol, or a body_filter: the body goes to resp_body */
   int discard;              /* HEAD, 204, 304: no body to the client */
   int overflow;             /* more body than the Content-Length the script announced */
   long long left;           /* bytes the announced Content-Length still owes; -1 none */
@@ -233,6 +235,41 @@ static void on_client_drain(gw_request_t *req)
   if (op->client) gw_fcgi_resume(op->client);
 }
 
+/* The header filter's side of a streamed response (head_filter.h). */
+static void pause_upstream(void *arg)
+{
+  fcgi_op_t *op = arg;
+  gw_fcgi_pause(op->client);
+}
+
+static void resume_upstream(void *arg)
+{
+  fcgi_op_t *op = arg;
+  gw_fcgi_resume(op->client);
+}
+
+/* The head goes out, as the filter (if any) left it. */
+static void begin_stream(void *arg, long long length)
+{
+  fcgi_op_t *op = arg;
+  gw_request_t *req = op->req;
+  op->discard = req->head || gw_request_bodyless(req);
+  req->on_drain = on_client_drain;
+  req->drain_arg = op;
+  op->streaming = 1;
+  gw_request_stream_begin(req, op->discard && !req->head ? 0 : length);
+}
+
+static void release_op(void *arg)
+{
+  fcgi_op_t *op = arg;
+  gw_request_pending_remove(&op->pending);
+  cancel_op(&op->pending); /* the client, if still in flight; op */
+}
+
+static const gw_head_filter_ops_t head_filter_ops = {
+  .pause = pause_upstream, .resume = resume_upstream, .begin = begin_stream, .release = release_op};
+
 static void on_head(gw_fcgi_response_t *res, void *arg)
 {
   fcgi_op_t *op = arg;
@@ -258,10 +295,7 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
   op->left = length;
   if (op->collecting) return;
   if (req->head) req->head_length = length;
-  req->on_drain = on_client_drain;
-  req->drain_arg = op;
-  op->streaming = 1;
-  gw_request_stream_begin(req, op->discard && !req->head ? 0 : length);
+  gw_head_filter_start(&op->head_filter, req, &head_filter_ops, op, length);
 }
 
 static void on_body(const char *data, size_t len, void *arg)
@@ -363,6 +397,10 @@ static void on_done(gw_err_t err, void *arg)
       if (send_op(op) == 0) return;
     }
   }
+  if (gw_head_filter_upstream_done(&op->head_filter, err)) { /* its header filter still runs, and takes this up */
+    if (err.kind) gw_log_error("fastcgi %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, op->label, err.msg);
+    return;
+  }
   gw_request_pending_remove(&op->pending);
   if (err.kind) {
     gw_stats_self->upstream_failures++;
@@ -463,7 +501,8 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
   op->req = req;
   op->left = -1;
   op->h = h;
-  op->collecting = !gw_request_can_stream(req);
+  /* A body filter needs the body whole (then both filters run on it). */
+  op->collecting = !gw_request_can_stream(req) || (req->location && req->location->body_filter);
   op->addrlen = target_addr(target, &op->addr);
   if (script && (op->script = strdup(script)) == NULL) {
     op_free(op);

@@ -110,6 +110,7 @@ struct h2_stream_s {
   int started, answered, ended_remote, closed, logged, paused, deferred, out_eof, has_host;
   size_t max_body, body_in, body_consumed;
   struct evbuffer *out;     /* response body queued for nghttp2 */
+  gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
   int protocol;             /* :protocol was sent: 1 websocket, 2 another */
   h2_pipe_t *pipe;          /* an upgraded stream's byte end, or NULL */
@@ -178,6 +179,10 @@ static void stream_free(h2_stream_t *s)
 {
   gw_request_dispose(&s->req);
   evbuffer_free(s->out);
+  if (s->trailers) {
+    gw_headers_dispose(s->trailers);
+    free(s->trailers);
+  }
   free(s);
 }
 
@@ -272,6 +277,8 @@ static void stream_log(h2_stream_t *s, int status)
 
 /* -- responses ------------------------------------------------------------------ */
 
+static void submit_trailers(h2_stream_t *s);
+
 static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length, uint32_t *flags,
                          nghttp2_data_source *source, void *user)
 {
@@ -284,6 +291,10 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   if (n > 0) evbuffer_remove(s->out, buf, n);
   if (n == have && s->out_eof) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (s->trailers) { /* the stream ends with their HEADERS frame instead */
+      *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      submit_trailers(s);
+    }
   } else if (n == 0) {
     s->deferred = 1;
     return NGHTTP2_ERR_DEFERRED;
@@ -430,6 +441,46 @@ static void h2_stream_end(gw_request_t *req, int complete)
   }
   flush_soon(s->conn);
   stream_log(s, req->status ? req->status : 200);
+}
+
+/* The trailer fields of s (lower-cased names: HTTP/2), as its last frame. */
+static void submit_trailers(h2_stream_t *s)
+{
+  nghttp2_nv nv[MAX_NV];
+  char names[4096];
+  size_t n = 0, used = 0;
+  for (size_t i = 0; i < s->trailers->count && n < MAX_NV; i++) {
+    const gw_header_t *t = &s->trailers->items[i];
+    if (is_connection_specific(t->name, t->name_len) || used + t->name_len > sizeof(names)) continue;
+    char *lower = names + used;
+    for (size_t j = 0; j < t->name_len; j++) {
+      char ch = t->name[j];
+      lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+    }
+    used += t->name_len;
+    nv[n++] = (nghttp2_nv){(uint8_t *)lower, (uint8_t *)t->value, t->name_len, t->value_len, NGHTTP2_NV_FLAG_NONE};
+  }
+  nghttp2_submit_trailer(s->conn->session, s->id, nv, n);
+}
+
+/* The body is complete; trailer fields follow it (copied now, sent by
+ * data_read once the queued body is out). */
+static void h2_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  h2_stream_t *s = req->proto_ctx;
+  if (!s->closed && !s->conn->dead && !req->head && !gw_request_bodyless(req) && trailers->count > 0 &&
+      s->trailers == NULL) {
+    s->trailers = malloc(sizeof(*s->trailers));
+    if (s->trailers) {
+      gw_headers_init(s->trailers);
+      if (gw_headers_copy(s->trailers, trailers) != 0) {
+        gw_headers_dispose(s->trailers);
+        free(s->trailers);
+        s->trailers = NULL;
+      }
+    }
+  }
+  h2_stream_end(req, 1);
 }
 
 /* The consumer took bytes of a streamed request body: open the window. */
@@ -608,6 +659,7 @@ static const gw_protocol_t h2_protocol = {
   .stream_head = h2_stream_head,
   .stream_body = h2_stream_body,
   .stream_end = h2_stream_end,
+  .stream_trailers = h2_stream_trailers,
   .body_taken = h2_body_taken,
 };
 
@@ -662,7 +714,15 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
   const gw_limits_t *lim = &h->ctx->server->limits;
   s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
   if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  if (s->started) return 0; /* trailers: not kept */
+  if (s->started) { /* trailers: kept for a body that streams on (gRPC), else dropped */
+    gw_request_t *r = &s->req;
+    if (!r->body_streaming || frame->headers.cat != NGHTTP2_HCAT_HEADERS || namelen == 0 || name[0] == ':' ||
+        !gw_header_field_is_safe((const char *)name, namelen, (const char *)value, valuelen))
+      return 0;
+    if (r->trailers == NULL && (r->trailers = malloc(sizeof(*r->trailers))) != NULL) gw_headers_init(r->trailers);
+    if (r->trailers) gw_headers_add(r->trailers, (const char *)name, namelen, (const char *)value, valuelen);
+    return 0;
+  }
   if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
     if (!s->error_status) s->error_status = 431;
     return 0;
@@ -784,6 +844,13 @@ static void go_away(gw_h2_conn_t *h, uint32_t code, const char *why)
   flush_soon(h);
 }
 
+/* Full duplex (gRPC bidirectional streaming): a response already under way
+ * while its request body still streams to the upstream that answers it. */
+static int body_still_wanted(const h2_stream_t *s)
+{
+  return s->started && s->req.running && s->req.body_streaming;
+}
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   gw_h2_conn_t *h = user;
@@ -820,7 +887,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       pipe_wake(s->pipe->rev, EV_READ);
       break;
     }
-    if (s->answered) break;
+    if (s->answered && !body_still_wanted(s)) break;
     if (!s->started) {
       stream_start(s);
     } else if (s->req.body_streaming) {
@@ -864,7 +931,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     pipe_wake(s->pipe->rev, EV_READ);
     return 0;
   }
-  if (s == NULL || s->closed || s->answered || s->error_status) {
+  if (s == NULL || s->closed || (s->answered && !body_still_wanted(s)) || s->error_status) {
     nghttp2_session_consume_stream(session, id, len);
     return 0;
   }

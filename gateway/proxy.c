@@ -8,7 +8,14 @@
  *
  * A connect failure (refused, unreachable, connect timeout) sent nothing, so
  * the request is retried on the group's next live server; any other failure
- * is answered: 504 for timeouts, 502 otherwise. */
+ * is answered: 504 for timeouts, 502 otherwise.
+ *
+ * h2c:// upstreams (and grpc_pass) go through the HTTP/2 client
+ * (h2_client.c) instead of exchange.c; their response trailers end the
+ * streamed body (gw_request_stream_end_trailers). A gRPC request
+ * (content-type application/grpc...) is answered the gRPC way when the
+ * upstream fails: status 200 with grpc-status 14 (UNAVAILABLE) or 4
+ * (DEADLINE_EXCEEDED) and grpc-message, never an HTML 502/504. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +25,8 @@
 #include "balancer.h"
 #include "error.h"
 #include "exchange.h"
+#include "h2_client.h"
+#include "head_filter.h"
 #include "log.h"
 #include "proxy.h"
 #include "stats.h"
@@ -30,7 +39,12 @@
 typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
   gw_request_t *req;
-  gw_exchange_t *client;   /* resolve + send */
+  gw_exchange_t *client;   /* resolve + send (HTTP/1.1) */
+  gw_h2_call_t *h2;        /* ... or the HTTP/2 call (h2c://) */
+  int h2c;                 /* the upstream speaks HTTP/2 */
+  int grpc;                /* a gRPC request: failures answered with grpc-status */
+  int deadline_ms;         /* its grpc-timeout, or 0 */
+  gw_headers_t *trailers;  /* owned: the upstream's response trailers, or NULL */
   double sent_ms;
   gw_upstream_group_t *group; /* NULL for a literal address */
   gw_upstream_server_t *server; /* the group's server in use, or NULL */
@@ -38,13 +52,10 @@ typedef struct {
   int tries;
   gw_client_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
-  int filtering_head;     /* a header filter runs; the upstream is paused meanwhile */
-  long long head_length;  /* ... and the length to announce once it is done */
-  int done_meanwhile;     /* the upstream finished while it ran (bodyless, or failed) */
+  gw_head_filter_t head_filter; /* the location's header_filter on a streamed head */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
-  gw_err_t done_err;
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -131,13 +142,44 @@ static void op_free(proxy_op_t *op)
   }
   free(op->target);
   gw_headers_dispose(&op->headers);
+  if (op->trailers) {
+    gw_headers_dispose(op->trailers);
+    free(op->trailers);
+  }
   free(op);
+}
+
+/* -- the upstream in use: an HTTP/1.1 exchange or an HTTP/2 call -- */
+
+static int op_busy(const proxy_op_t *op)
+{
+  return op->client != NULL || op->h2 != NULL;
+}
+
+static void op_pause(proxy_op_t *op)
+{
+  if (op->h2) gw_h2_call_pause(op->h2);
+  else if (op->client) gw_exchange_pause(op->client);
+}
+
+static void op_resume(proxy_op_t *op)
+{
+  if (op->h2) gw_h2_call_resume(op->h2);
+  else if (op->client) gw_exchange_resume(op->client);
+}
+
+static void op_cancel_upstream(proxy_op_t *op)
+{
+  if (op->h2) gw_h2_call_cancel(op->h2);
+  else gw_exchange_cancel(op->client);
+  op->h2 = NULL;
+  op->client = NULL;
 }
 
 static void cancel_op(gw_pending_t *p)
 {
   proxy_op_t *op = (proxy_op_t *)p;
-  gw_exchange_cancel(op->client);
+  op_cancel_upstream(op);
   if (op->server) op->server->active--;
   op_free(op);
 }
@@ -178,11 +220,12 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
 static void on_client_drain(gw_request_t *req)
 {
   proxy_op_t *op = req->drain_arg;
-  gw_exchange_resume(op->client);
+  op_resume(op);
 }
 
-static void begin_stream(proxy_op_t *op, long long length)
+static void begin_stream(void *arg, long long length)
 {
+  proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   req->on_drain = on_client_drain;
   req->drain_arg = op;
@@ -190,8 +233,29 @@ static void begin_stream(proxy_op_t *op, long long length)
   gw_request_stream_begin(req, length);
 }
 
-static void after_streamed_head_filter(gw_request_t *req, int failed, void *arg);
 static void note_result(proxy_op_t *op, int failed);
+
+/* The header filter's side of a streamed response (head_filter.h). */
+static void pause_upstream(void *arg)
+{
+  op_pause(arg);
+}
+
+static void resume_upstream(void *arg)
+{
+  op_resume(arg);
+}
+
+static void release_op(void *arg)
+{
+  proxy_op_t *op = arg;
+  gw_request_pending_remove(&op->pending);
+  if (op_busy(op)) cancel_op(&op->pending);
+  else op_free(op); /* the upstream is done: its result was noted */
+}
+
+static const gw_head_filter_ops_t head_filter_ops = {
+  .pause = pause_upstream, .resume = resume_upstream, .begin = begin_stream, .release = release_op};
 
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
@@ -318,42 +382,7 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
   if (req->head) req->head_length = length;
-  gw_filter_t *filter = req->location ? req->location->header_filter : NULL;
-  if (filter) {
-    /* Nothing goes to the client, and no body is read, until it is done. */
-    op->filtering_head = 1;
-    op->head_length = length;
-    gw_exchange_pause(op->client);
-    filter->run(filter, req, after_streamed_head_filter, op);
-    return;
-  }
-  begin_stream(op, length);
-}
-
-/* The header filter of a streamed response is done: send the head (as the
- * filter left it) and let the body flow, or answer 500 if it raised. */
-static void after_streamed_head_filter(gw_request_t *req, int verdict, void *arg)
-{
-  proxy_op_t *op = arg;
-  int filter_failed = verdict == GW_STEP_FAILED;
-  op->filtering_head = 0;
-  int failed = filter_failed || (op->done_meanwhile && op->done_err.kind != GW_OK);
-  if (failed || gw_request_bodyless(req)) { /* nothing (more) to stream */
-    gw_request_pending_remove(&op->pending);
-    if (op->client) cancel_op(&op->pending);
-    else op_free(op);
-    if (failed) gw_request_simple_response(req, filter_failed ? 500 : 502, NULL);
-    gw_request_finish(req);
-    return;
-  }
-  begin_stream(op, op->head_length);
-  if (op->done_meanwhile) { /* a response without a body (HEAD/204/304) */
-    gw_request_pending_remove(&op->pending);
-    op_free(op);
-    gw_request_stream_end(req, 1);
-    return;
-  }
-  gw_exchange_resume(op->client);
+  gw_head_filter_start(&op->head_filter, req, &head_filter_ops, op, length);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -361,14 +390,16 @@ static void on_upstream_body(const char *data, size_t len, void *arg)
   proxy_op_t *op = arg;
   int full = gw_request_stream_data(op->req, data, len);
   if (full < 0) return; /* the client left: the request was aborted and op freed */
-  if (full) gw_exchange_pause(op->client); /* back-pressure: resumed by on_client_drain */
+  if (full) op_pause(op); /* back-pressure: resumed by on_client_drain */
 }
 
 /* A streamed request body: more arrived from the client, or its end. */
 static void on_client_body_more(gw_request_t *req)
 {
   proxy_op_t *op = req->body_arg;
-  if (op->client) gw_exchange_body_more(op->client, !req->body_streaming);
+  if (op->h2 && !req->body_streaming && req->trailers) gw_h2_call_body_trailers(op->h2, req->trailers);
+  if (op->h2) gw_h2_call_body_more(op->h2, !req->body_streaming);
+  else if (op->client) gw_exchange_body_more(op->client, !req->body_streaming);
 }
 
 /* ... and the upstream client took some: the connection may read more. */
@@ -376,6 +407,80 @@ static void on_upstream_body_sent(void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_body_taken(op->req);
+}
+
+/* The worker's HTTP/2 upstream client, made on first use. */
+static gw_h2_client_t *worker_h2_client(gw_context_t *ctx)
+{
+  if (ctx->h2_client == NULL) ctx->h2_client = gw_h2_client_new(ctx->base, 60000);
+  return ctx->h2_client;
+}
+
+/* The upstream's response trailers (HTTP/2): kept for the end of the body. */
+static void on_upstream_trailers(const gw_headers_t *trailers, void *arg)
+{
+  proxy_op_t *op = arg;
+  if (op->trailers == NULL && (op->trailers = malloc(sizeof(*op->trailers))) == NULL) return;
+  gw_headers_init(op->trailers);
+  for (size_t i = 0; i < trailers->count; i++) {
+    const gw_header_t *h = &trailers->items[i];
+    if (gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len))
+      gw_headers_add(op->trailers, h->name, h->name_len, h->value, h->value_len);
+  }
+}
+
+/* A gRPC call the upstream failed: grpc-status 4 (DEADLINE_EXCEEDED) for
+ * timeouts, else 14 (UNAVAILABLE), with the log text as grpc-message (plain
+ * ASCII: nothing to percent-encode). */
+static void grpc_status_fields(gw_headers_t *hs, gw_err_kind_t kind, const char *msg)
+{
+  const char *code = gw_err_is_timeout(kind) ? "4" : "14";
+  gw_headers_add(hs, "grpc-status", 11, code, strlen(code));
+  gw_headers_add(hs, "grpc-message", 12, msg, strlen(msg));
+}
+
+/* ... before any response went out: a Trailers-Only gRPC response. */
+static void grpc_fail(gw_request_t *req, gw_err_t err)
+{
+  req->status = 200;
+  gw_headers_clear(&req->resp_headers);
+  gw_headers_add(&req->resp_headers, "content-type", 12, "application/grpc", 16);
+  grpc_status_fields(&req->resp_headers, err.kind, err.msg);
+  req->inline_body = NULL;
+  req->text_plain = 0;
+  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+}
+
+/* 1 for a gRPC request: its content-type is application/grpc or application/grpc+proto... */
+static int is_grpc(const gw_request_t *req)
+{
+  const gw_header_t *ct = gw_headers_find(&req->headers, "content-type");
+  return ct && strncasecmp(ct->value, "application/grpc", 16) == 0 &&
+         (ct->value[16] == '\0' || ct->value[16] == '+' || ct->value[16] == ';');
+}
+
+/* gRPC's grpc-timeout ("1*8DIGIT unit", unit H M S m u n) in ms (at least
+ * 1), or 0 when absent or malformed. */
+static int grpc_timeout_ms(const gw_request_t *req)
+{
+  const gw_header_t *t = gw_headers_find(&req->headers, "grpc-timeout");
+  if (t == NULL || t->value_len < 2 || t->value_len > 9) return 0;
+  double v = 0;
+  for (size_t i = 0; i + 1 < t->value_len; i++) {
+    if (t->value[i] < '0' || t->value[i] > '9') return 0;
+    v = v * 10 + (t->value[i] - '0');
+  }
+  switch (t->value[t->value_len - 1]) {
+  case 'H': v *= 3600e3; break;
+  case 'M': v *= 60e3; break;
+  case 'S': v *= 1e3; break;
+  case 'm': break;
+  case 'u': v /= 1e3; break;
+  case 'n': v /= 1e6; break;
+  default: return 0;
+  }
+  if (v > 86400e3) v = 86400e3;
+  return v < 1 ? 1 : (int)v;
 }
 
 /* Sends op to its server (or literal address). Returns 0, or -1. */
@@ -396,9 +501,16 @@ static int send_op(proxy_op_t *op)
   }
   op->tries++;
   op->sent_ms = gw_now_ms();
-  op->client = gw_exchange_start(req->ctx->pool, req->ctx->resolver, &op->params, on_upstream_done, op);
-  if (op->client == NULL && op->server) op->server->active--;
-  return op->client ? 0 : -1;
+  if (op->h2c) {
+    gw_h2_client_t *h2 = worker_h2_client(req->ctx);
+    gw_h2_params_t hp = {.http = op->params, .deadline_ms = op->deadline_ms, .on_trailers = on_upstream_trailers};
+    op->h2 = h2 ? gw_h2_call_start(h2, req->ctx->resolver, &hp, on_upstream_done, op) : NULL;
+    if (op->h2 && req->trailers && !req->body_streaming) gw_h2_call_body_trailers(op->h2, req->trailers);
+  } else {
+    op->client = gw_exchange_start(req->ctx->pool, req->ctx->resolver, &op->params, on_upstream_done, op);
+  }
+  if (!op_busy(op) && op->server) op->server->active--;
+  return op_busy(op) ? 0 : -1;
 }
 
 /* The server in use is done with: balancer bookkeeping (passive health). */
@@ -415,6 +527,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   op->client = NULL; /* freed once we return */
+  op->h2 = NULL;
   req->upstream_ms = gw_now_ms() - op->sent_ms;
   int connect_failed = gw_err_is_connect_failure(err.kind);
   note_result(op, connect_failed || gw_err_is_timeout(err.kind));
@@ -428,21 +541,36 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
       if (send_op(op) == 0) return;
     }
   }
-  if (op->filtering_head) { /* its header filter still runs, and takes this up */
-    op->done_meanwhile = 1;
-    op->done_err = err;
+  if (gw_head_filter_upstream_done(&op->head_filter, err)) { /* its header filter still runs, and takes this up */
     if (err.kind) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
     return;
   }
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
+    gw_headers_t *trailers = op->trailers;
+    op->trailers = NULL;
+    int grpc = op->grpc;
     op_free(op);
     if (err.kind) {
       gw_stats_self->upstream_failures++;
-      gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; closing the client connection", req->method,
-                   (int)req->path_len, req->target, req->upstream_addr, err.msg);
+      gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; %s", req->method, (int)req->path_len,
+                   req->target, req->upstream_addr, err.msg, grpc ? "ending the gRPC call" : "closing the client connection");
     }
-    gw_request_stream_end(req, err.kind == GW_OK);
+    if (err.kind && grpc) { /* the client gets a status, not a broken stream */
+      gw_headers_t t;
+      gw_headers_init(&t);
+      grpc_status_fields(&t, err.kind, err.msg);
+      gw_request_stream_end_trailers(req, &t);
+      gw_headers_dispose(&t);
+    } else if (trailers && err.kind == GW_OK) {
+      gw_request_stream_end_trailers(req, trailers);
+    } else {
+      gw_request_stream_end(req, err.kind == GW_OK);
+    }
+    if (trailers) {
+      gw_headers_dispose(trailers);
+      free(trailers);
+    }
     return;
   }
   if (gw_trace) {
@@ -453,11 +581,13 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
       snprintf(ev, sizeof(ev), "upstream answered with status %d", res->status);
     gw_trace_event(req, ev);
   }
+  int grpc = op->grpc;
   op_free(op);
   if (err.kind) {
     gw_stats_self->upstream_failures++;
     gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
-    gw_request_simple_response(req, gw_err_status(err.kind), NULL);
+    if (grpc) grpc_fail(req, err);
+    else gw_request_simple_response(req, gw_err_status(err.kind), NULL);
   } else {
     take_head(req, res);
     evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
@@ -552,6 +682,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   op->req = req;
   op->https = u->tls;
   gw_headers_init(&op->headers);
+  op->h2c = u->h2c;
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
   } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
@@ -563,12 +694,23 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
       return;
     }
     op->tried = gw_balancer_bit(op->group, op->server);
+    op->h2c = op->group->h2c;
   } else { /* an IP literal, or a host name resolved on the loop (exchange.c) */
     copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), u->hostport);
   }
   copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
-  op->upgrade = is_websocket_upgrade(req);
+  op->upgrade = !op->h2c && is_websocket_upgrade(req);
+  if (op->h2c) {
+    op->grpc = is_grpc(req);
+    op->deadline_ms = op->grpc ? grpc_timeout_ms(req) : 0;
+  }
+  if (op->h2c && req->websocket_connect) { /* RFC 8441 upstream: not spoken here */
+    gw_log_error("proxy_pass %s: a WebSocket (HTTP/2 extended CONNECT) to an h2c:// upstream is not supported", url);
+    op_free(op);
+    fail_now(req, 502);
+    return;
+  }
   if (op->upgrade && req->websocket_connect && gw_ws_key_new(op->ws_key) < 0) {
     gw_log_error("proxy_pass %s: no randomness for a Sec-WebSocket-Key", url);
     op_free(op);

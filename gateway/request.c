@@ -34,9 +34,18 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->pending.next = req->pending.prev = &req->pending;
 }
 
+static void drop_trailers(gw_request_t *req)
+{
+  if (req->trailers == NULL) return;
+  gw_headers_dispose(req->trailers);
+  free(req->trailers);
+  req->trailers = NULL;
+}
+
 void gw_request_reset(gw_request_t *req)
 {
   gw_headers_clear(&req->headers);
+  drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
   size_t n;
   if ((n = evbuffer_get_length(req->body)) > 0) evbuffer_drain(req->body, n);
@@ -78,6 +87,7 @@ void gw_request_dispose(gw_request_t *req)
   release_state(req);
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
+  drop_trailers(req);
   evbuffer_free(req->body);
   evbuffer_free(req->resp_body);
   free(req->target);
@@ -280,6 +290,14 @@ void gw_request_stream_end(gw_request_t *req, int complete)
   req->running = 0;
   release_state(req);
   req->proto->stream_end(req, complete);
+}
+
+void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  req->running = 0;
+  release_state(req);
+  if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  else req->proto->stream_end(req, 1);
 }
 
 int gw_request_can_stream_file(const gw_request_t *req)

@@ -51,6 +51,12 @@ typedef struct {
   void (*stream_head)(gw_request_t *req, long long content_length);
   int (*stream_body)(gw_request_t *req, const char *data, size_t len);
   void (*stream_end)(gw_request_t *req, int complete);
+  /* Optional (NULL: trailers are dropped, the body ends as by stream_end(req,
+   * 1)). Ends a streamed body, complete, with trailer fields (gRPC's
+   * grpc-status): HTTP/2 sends them as a last HEADERS frame, HTTP/1.1 in
+   * the last chunk when the client sent "TE: trailers". The fields are
+   * copied before this returns. */
+  void (*stream_trailers)(gw_request_t *req, const gw_headers_t *trailers);
   /* A streamed request body: its consumer took bytes out of req->body, so
    * more may be read (back-pressure). NULL: the body never streams. */
   void (*body_taken)(gw_request_t *req);
@@ -113,6 +119,9 @@ struct gw_request_s {
    * and the body keeps arriving into `body` while it runs. */
   int body_streaming;       /* more of the body is to come from the client */
   long long body_length;    /* its Content-Length, or -1: chunked */
+  /* Trailer fields an HTTP/2 client sent after a streamed body (owned;
+   * NULL: none, the usual case), set before the body's end is reported. */
+  gw_headers_t *trailers;
   /* Set by the consumer: `body` grew, or the body ended (body_streaming 0). */
   void (*on_body_more)(gw_request_t *req);
   void *body_arg;
@@ -204,6 +213,8 @@ int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
 void gw_request_stream_end(gw_request_t *req, int complete);
+/* Ends it complete, with trailer fields (see gw_protocol_t.stream_trailers). */
+void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers);
 /* 1 when the protocol can send a file range itself (proto->stream_file). */
 int gw_request_can_stream_file(const gw_request_t *req);
 /* After gw_request_stream_begin(): the rest of the body is len bytes of fd

@@ -197,7 +197,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     event_active(&s->step_ev, EV_TIMEOUT, 0); /* start from the loop, not from inside a fiber */
   } else {
     gw_url_t u;
-    if (gw_url_parse(p->target, &u) < 0) {
+    if (gw_url_parse(p->target, &u) < 0 || u.h2c) { /* h2c:// goes through proxy_pass only */
       subreq_free(s);
       return NULL;
     }

@@ -22,6 +22,9 @@ int gw_url_parse(const char *url, gw_url_t *u)
   } else if (strncmp(url, "https://", 8) == 0) {
     h = url + 8;
     u->tls = 1;
+  } else if (strncmp(url, "h2c://", 6) == 0) {
+    h = url + 6;
+    u->h2c = 1;
   } else {
     return -1;
   }

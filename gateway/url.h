@@ -1,6 +1,7 @@
 /* url.h - the upstream URLs the gateway understands: "http://host[:port][/path]",
  * "https://host[:port][/path]" (host a name or an IP literal, "[v6]"
- * bracketed) and "unix:/path.sock".
+ * bracketed), "h2c://host[:port][/path]" (HTTP/2 cleartext, prior knowledge:
+ * h2_client.c) and "unix:/path.sock".
  * Split once (a location's proxy_pass at load, a sub-request's target when it
  * starts). Pure: built on addr.c only. */
 #ifndef GW_URL_H
@@ -18,6 +19,7 @@ typedef struct {
   struct sockaddr_storage addr; /* host:port when host is an IP literal */
   socklen_t addrlen;  /* 0: host is a name (an upstream group, or resolved at run time) */
   const char *unix_path; /* "unix:/path.sock": points into the URL ("/path.sock"); else NULL */
+  int h2c;            /* "h2c://": the upstream speaks HTTP/2 */
 } gw_url_t;
 
 /* Splits url into *u (which points into url afterwards: url must outlive it).

@@ -22,6 +22,7 @@
 #include "h2.h"
 #include "gw_mruby.h"
 #include "listener.h"
+#include "h2_client.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -338,6 +339,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);
+  gw_h2_client_free(ctx->h2_client);
+  ctx->h2_client = NULL;
   if (ctx->resolver) gw_resolver_free(ctx->resolver);
   for (int i = 0; i < 4; i++) event_free(w->signal_evs[i]);
   event_free(w->listen_ev);

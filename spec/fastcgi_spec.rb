@@ -448,6 +448,23 @@ RSpec.describe 'fastcgi' do
       expect(f.connections).to eq(2)
     end
 
+    it 'a kept connection the server closes after each answer is replaced (pooled_exchange.c): GET twice and a POST' do
+      f = fake { |p, stdin, _| [:close_after, FakeFcgi.answer("\r\n#{p['REQUEST_METHOD']} #{stdin.bytesize}")] }
+      gateway_with(%(location "/f", fastcgi: "127.0.0.1:#{f.port}"))
+      c = connect(@port)
+      %w[GET GET].each do |m|
+        c.request(m, '/f', 'Host' => 'x')
+        r = c.read_response
+        expect([r.status, r.body]).to eq([200, "#{m} 0"])
+      end
+      # A POST is never resent once sent: it must not trust a connection whose
+      # close already arrived (the close is given time to arrive here).
+      sleep 0.1
+      r = http_request(@port, 'POST', '/f', {}, 'a' * 1000)
+      expect([r.status, r.body]).to eq([200, 'POST 1000'])
+      expect(f.connections).to eq(3)
+    end
+
     it 'streams a request body with a Content-Length as FCGI_STDIN' do
       got = Queue.new
       f = fake { |p, stdin, _| got << [p['CONTENT_LENGTH'], stdin.bytesize]; FakeFcgi.answer("\r\nok") }
@@ -455,6 +472,94 @@ RSpec.describe 'fastcgi' do
       body = 'z' * 300_000
       expect(http_request(@port, 'POST', '/f', {}, body).body).to eq('ok')
       expect(got.pop).to eq(['300000', 300_000])
+    end
+  end
+
+  # ---------------------------------------------------------------------------
+  describe 'header_filter: and body_filter: on fastcgi: locations' do
+    # /big: 1 MiB over several records; /head: a body the gateway must drop
+    # for HEAD; anything else echoes SCRIPT_NAME.
+    def responder
+      fake do |p, _, _|
+        if p['REQUEST_URI'].start_with?('/ff/big')
+          FakeFcgi.answer("X-Up: yes\r\nContent-Length: #{1 << 20}\r\n\r\n" + 'b' * (1 << 20))
+        else
+          FakeFcgi.answer("X-Up: yes\r\nContent-Type: text/plain\r\n\r\nup:#{p['REQUEST_URI']}")
+        end
+      end
+    end
+
+    def filtered_gateway(f)
+      gateway_with(<<~LOC)
+        location "/ff/", fastcgi: "127.0.0.1:#{f.port}",
+                 header_filter: ->(req) {
+                   req.headers_out["X-Filtered"] = req.headers_out["X-Up"] + "!"
+                   req.status = 203 if req.status == 200
+                 }
+        location "/slow/", fastcgi: "127.0.0.1:#{f.port}",
+                 header_filter: ->(req) { Async.sleep(0.2); req.headers_out["X-Slept"] = "0.2" }
+        location "/raise/", fastcgi: "127.0.0.1:#{f.port}", header_filter: ->(req) { raise "fcgi header filter broke" }
+        location "/body/", fastcgi: "127.0.0.1:#{f.port}", body_filter: ->(body, req) { body.upcase }
+        location "/both/", fastcgi: "127.0.0.1:#{f.port}",
+                 header_filter: ->(req) { req.headers_out["X-Head"] = "1" },
+                 body_filter: ->(body, req) { body + "|" + req.headers_out["X-Head"].to_s }
+        location "/sub" do
+          r = Async::HTTP.sub_request("/ff/x")
+          "\#{r.status}|\#{r.headers["x-filtered"]}|\#{r.body}"
+        end
+      LOC
+    end
+
+    it 'a header_filter changes the status and headers of a streamed response, 1 MiB follows intact' do
+      f = responder
+      filtered_gateway(f)
+      r = http_get(@port, '/ff/a')
+      expect([r.status, r['x-filtered'], r.body]).to eq([203, 'yes!', 'up:/ff/a'])
+      big = http_get(@port, '/ff/big', timeout: 10)
+      expect([big.status, big['x-filtered'], big.body.bytesize]).to eq([203, 'yes!', 1 << 20])
+      expect(big.body.count('b')).to eq(1 << 20)
+      h = http_request(@port, 'HEAD', '/ff/h')
+      expect([h.status, h['x-filtered']]).to eq([203, 'yes!'])
+      expect(f.connections).to eq(1) # the paused exchange still ends cleanly and is pooled
+    end
+
+    it 'a header_filter may wait (Async.sleep) without blocking the worker; one that raises gives 500' do
+      skip_unless_async
+      f = responder
+      filtered_gateway(f)
+      t = Thread.new { http_get(@port, '/slow/a') }
+      sleep 0.05
+      fast, took = timed { http_get(@port, '/fast') }
+      expect(fast.body).to eq('fast')
+      expect(took).to be < 0.15
+      r = t.value
+      expect([r.status, r['x-slept'], r.body]).to eq([200, '0.2', 'up:/slow/a'])
+      expect(http_get(@port, '/raise/a').status).to eq(500)
+      poll('the error in the log') { @gw.log.include?('fcgi header filter broke') }
+      expect(http_get(@port, '/ff/after').body).to eq('up:/ff/after')
+    end
+
+    it 'a body_filter gets the whole body; with a header_filter too, that runs first' do
+      f = responder
+      filtered_gateway(f)
+      r = http_get(@port, '/body/a')
+      expect([r.status, r.body]).to eq([200, 'UP:/BODY/A'])
+      b = http_get(@port, '/both/a')
+      expect([b.status, b['x-head'], b.body]).to eq([200, '1', 'up:/both/a|1'])
+    end
+
+    it 'applies to a sub-request to the location; a client leaving while the filter waits drops the exchange' do
+      skip_unless_async
+      f = responder
+      filtered_gateway(f)
+      expect(http_get(@port, '/sub').body).to eq('203|yes!|up:/ff/x')
+      c = connect(@port)
+      c.write("GET /slow/gone HTTP/1.1\r\nHost: x\r\n\r\n")
+      sleep 0.05
+      c.close
+      sleep 0.3 # past the filter's sleep: nothing may resume on the freed request
+      expect(http_get(@port, '/ff/after').status).to eq(203)
+      expect(@gw.log).not_to match(GatewaySpec::CRASH_REPORT)
     end
   end
 

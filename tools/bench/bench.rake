@@ -74,6 +74,10 @@ namespace :bench do
        'cpu_limit (CPU_LIMIT=0.1, ROUNDS=3, DURATION=5); writes build/bench/runaway.{md,json}'
   GatewayBenchTasks.define(:runaway, 'runaway', :Runaway)
 
+  desc 'gRPC unary calls (h2load, GRPC_CALLS=20000) directly to a Python gRPC server, through the gateway ' \
+       '(grpc_pass:) and through nginx (grpc_pass): calls/s and proxy CPU µs/call; writes build/bench/grpc.{md,json}'
+  GatewayBenchTasks.define(:grpc, 'grpc', :GRPC)
+
   desc "The tarantool study's matrix: gateway iproto (Async::Tarantool) vs gateway proxy_pass vs nginx proxy_pass " \
        'to one HTTP backend, wrk -t1 -c1 .. -t8 -c16; writes build/bench/tarantool.md'
   GatewayBenchTasks.define(:tarantool, 'tarantool', :Tarantool)

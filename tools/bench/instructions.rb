@@ -21,6 +21,11 @@
 #           `location %r{^/regex/(\w+)$}` (GET /regex/abc), to compare with
 #           hello (a prefix location); not in the default list (a binary
 #           without regex locations cannot load its config)
+#   fastcgi a fastcgi: location in front of php-fpm (Debian's php8.2-fpm,
+#           started here on a unix socket, 12 children: more than the 10 kept
+#           connections ab makes the gateway hold; stopped by PID) echoing
+#           one line over a kept connection; not in the default list (it needs
+#           php8.2-fpm; only the gateway's worker is counted)
 require 'fileutils'
 require 'socket'
 require 'tmpdir'
@@ -29,6 +34,7 @@ module GatewayBench
   class Instructions
     WORKLOADS = %w[hello status proxy async].freeze
     PATHS = { 'regex' => '/regex/abc' }.freeze
+    PHP_FPM = '/usr/sbin/php-fpm8.2'
 
     def initialize(root: nil, env: ENV) # root: the same call as the other benches'
       @n = Integer(env.fetch('N', '2000'))
@@ -58,8 +64,9 @@ module GatewayBench
       s&.close
     end
 
-    def config(front, back, workload)
+    def config(front, back, workload, dir)
       regex = workload == 'regex' ? 'location %r{^/regex/(\\w+)$} do "ok" end' : ''
+      fcgi = workload == 'fastcgi' ? %(location "/fastcgi", fastcgi: "unix:#{dir}/php.sock", script_filename: "#{dir}/echo.php") : ''
       <<~RUBY
         server listen: "127.0.0.1:#{back}" do
           location "/ok" do "ok" end
@@ -75,6 +82,7 @@ module GatewayBench
             Async::HTTP.sub_request("/inner").body
           end
           #{regex}
+          #{fcgi}
         end
       RUBY
     end
@@ -97,10 +105,32 @@ module GatewayBench
       raise "the gateway did not start on #{port}"
     end
 
+    # php-fpm for the fastcgi workload: its pid (stopped by measure).
+    def start_fpm(dir)
+      raise "#{PHP_FPM} is not installed (setup.sh installs php8.2-fpm)" unless File.executable?(PHP_FPM)
+      File.write("#{dir}/echo.php", "<?php echo \"hello from php\\n\";\n")
+      File.write("#{dir}/fpm.conf", <<~INI)
+        [global]
+        error_log = #{dir}/fpm.log
+        daemonize = no
+        [www]
+        #{Process.uid.zero? ? 'user = root' : ''}
+        listen = #{dir}/php.sock
+        pm = static
+        pm.max_children = 12
+      INI
+      argv = [PHP_FPM, '-F', '-n', '-y', "#{dir}/fpm.conf", '-p', dir]
+      argv << '-R' if Process.uid.zero?
+      pid = Process.spawn(*argv, out: "#{dir}/fpm.out", err: %i[child out], pgroup: true)
+      100.times { File.socket?("#{dir}/php.sock") ? break : sleep(0.1) }
+      pid
+    end
+
     def measure(bin, workload)
       dir = Dir.mktmpdir('gw-instr-')
       front, back = free_port, free_port
-      File.write("#{dir}/gw.rb", config(front, back, workload))
+      fpm = start_fpm(dir) if workload == 'fastcgi'
+      File.write("#{dir}/gw.rb", config(front, back, workload, dir))
       pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
                           bin, '-f', "#{dir}/gw.rb", out: "#{dir}/log", err: %i[child out], pgroup: true)
       worker = wait_up(front).to_i
@@ -115,9 +145,9 @@ module GatewayBench
       FileUtils.cp(dump, File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) if @keep
       ir.to_f / @n
     ensure
-      if pid
-        Process.kill('TERM', pid) rescue nil
-        Process.wait(pid) rescue nil
+      [pid, fpm].compact.each do |p|
+        Process.kill('TERM', p) rescue nil
+        Process.wait(p) rescue nil
       end
       FileUtils.rm_rf(dir) if dir
     end

@@ -157,8 +157,18 @@ module Gateway
         raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:, not both"
       end
       if proxy_pass && !(proxy_pass.is_a?(String) && Gateway._proxy_url_valid?(proxy_pass))
+        if proxy_pass.is_a?(String) && proxy_pass.start_with?("h2://")
+          raise ArgumentError, "location #{path.inspect}: proxy_pass to h2:// (HTTP/2 over TLS) upstreams is not supported yet; use h2c://HOST:PORT, got #{proxy_pass.inspect}"
+        end
         raise ArgumentError, "location #{path.inspect}: proxy_pass must be a URL like \"http://127.0.0.1:8080/path\", " \
-                             "\"http://GROUP/path\" or \"unix:/path.sock\", got #{proxy_pass.inspect}"
+                             "\"h2c://127.0.0.1:50051\", \"http://GROUP/path\" or \"unix:/path.sock\", got #{proxy_pass.inspect}"
+      end
+      if proxy_pass.is_a?(String) && proxy_pass.start_with?("h2c://")
+        host = proxy_pass[6..-1].split("/")[0].to_s
+        up = Gateway::Config.current.upstreams[host]
+        if up && up.protocol != :h2c
+          raise ArgumentError, "location #{path.inspect}: proxy_pass #{proxy_pass}: upstream #{host} is not an h2c group (give its servers as \"h2c://host:port\")"
+        end
       end
       if body_filter && !body_filter.respond_to?(:call)
         raise ArgumentError, "location #{path.inspect}: body_filter must be a Proc (e.g. ->(body) { body })"
@@ -344,11 +354,23 @@ module Gateway
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
                  cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, websocket: nil,
                  websocket_max_message: nil, websocket_protocols: nil, tls_verify: nil, tls_ca: nil,
-                 tls_server_name: nil, tls_cert: nil, tls_key: nil, **static_opts, &handler)
+                 tls_server_name: nil, tls_cert: nil, tls_key: nil, grpc_pass: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
       Location.check_websocket(where, websocket, websocket_max_message, websocket_protocols,
                                handler || content || proxy_pass || status || dashboard || fastcgi || !static_opts.empty?)
       tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
+      unless grpc_pass.nil?
+        raise ArgumentError, "#{where}: give grpc_pass: or proxy_pass:, not both" if proxy_pass
+        if grpc_pass.is_a?(String) && grpc_pass.start_with?("grpcs://")
+          raise ArgumentError, "#{where}: grpc_pass to grpcs:// (TLS) upstreams is not supported yet, got #{grpc_pass.inspect}"
+        end
+        target = grpc_pass.is_a?(String) && grpc_pass.start_with?("grpc://") ? grpc_pass[7..-1] : grpc_pass
+        target = nil unless target.is_a?(String)
+        unless target && !target.empty? && !target.include?("/") && (Upstream.host_port?(target) || !target.include?(":"))
+          raise ArgumentError, "#{where}: grpc_pass must be \"host:port\" or an upstream group name, got #{grpc_pass.inspect}"
+        end
+        proxy_pass = "h2c://#{target}"
+      end
       unless tunnel_timeout.nil? || (tunnel_timeout.is_a?(Numeric) && tunnel_timeout > 0 && tunnel_timeout <= 86_400 * 7)
         raise ArgumentError, "#{where}: tunnel_timeout: must be a number of seconds > 0 (at most a week), got #{tunnel_timeout.inspect}"
       end
@@ -439,7 +461,7 @@ module Gateway
     attr_accessor :tls_client # its https:// servers: Gateway::TLS.client's Hash, or nil (the defaults)
 
     BALANCE = [:round_robin, :least_conn, :hash]
-    PROTOCOLS = [:http, :fastcgi]
+    PROTOCOLS = [:http, :fastcgi, :h2c]
 
     def initialize(name, servers, keepalive, balance = :round_robin, max_fails = 1, fail_timeout = 10,
                    connect_timeout = 5, timeout = 60, protocol: :http)
@@ -452,8 +474,19 @@ module Gateway
         raise ArgumentError, "upstream #{name}: servers must be a non-empty Array of \"host:port\""
       end
       @weights = []
+      # "h2c://host:port" servers: an HTTP/2 (cleartext) group, all or none.
+      h2c = servers.map { |s| a = s.is_a?(Hash) ? s[:address] : s; a.is_a?(String) && a.start_with?("h2c://") }
+      if h2c.any?
+        raise ArgumentError, "upstream #{name}: either every server is h2c://host:port or none is" unless h2c.all?
+        raise ArgumentError, "upstream #{name}: h2c:// servers speak HTTP/2, not #{protocol.inspect}" unless protocol == :http || protocol == :h2c
+        @protocol = protocol = :h2c
+      end
+      if servers.any? { |s| a = s.is_a?(Hash) ? s[:address] : s; a.is_a?(String) && a.start_with?("h2://") }
+        raise ArgumentError, "upstream #{name}: h2:// (HTTP/2 over TLS) upstreams are not supported yet; use h2c://host:port"
+      end
       @servers = servers.map do |s|
         addr = s.is_a?(Hash) ? s[:address] : s
+        addr = addr[6..-1] if protocol == :h2c && addr.start_with?("h2c://")
         weight = s.is_a?(Hash) ? (s[:weight] || 1) : 1
         unless weight.is_a?(Integer) && weight >= 1 && weight <= 100
           raise ArgumentError, "upstream #{name}: weight must be an Integer from 1 to 100, got #{weight.inspect}"

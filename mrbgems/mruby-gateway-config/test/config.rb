@@ -141,3 +141,29 @@ assert('upstream groups take https:// servers and tls_* options; not for FastCGI
   assert_raise(ArgumentError) { Gateway::Upstream.new("bad", ["ftp://h:1"], 8) }
   assert_raise(ArgumentError) { Gateway::Upstream.new("f", ["https://127.0.0.1:9000"], 8, protocol: :fastcgi) }
 end
+
+assert('grpc_pass: "host:port" is proxy_pass to h2c://host:port') do
+  s = Gateway::Server.new(1, 1, {})
+  assert_equal "h2c://127.0.0.1:50051", s.location("/a.B/", grpc_pass: "127.0.0.1:50051").proxy_pass
+  assert_equal "h2c://users", s.location("/c.D/", grpc_pass: "grpc://users").proxy_pass
+  assert_raise(ArgumentError) { s.location("/e", grpc_pass: "127.0.0.1:1", proxy_pass: "http://127.0.0.1:2") }
+  assert_raise(ArgumentError) { s.location("/f", grpc_pass: "h2c://127.0.0.1:1/x") }
+  assert_raise(ArgumentError) { s.location("/g", grpc_pass: 42) }
+  e = assert_raise(ArgumentError) { s.location("/h", grpc_pass: "grpcs://127.0.0.1:1") }
+  assert_include e.message, "not supported yet"
+end
+
+assert('h2:// upstreams are not supported yet; h2c:// ones are') do
+  e = assert_raise(ArgumentError) { Gateway::Location.new("/x", nil, "h2://127.0.0.1:1", nil, false) }
+  assert_include e.message, "not supported yet"
+  assert_equal "h2c://127.0.0.1:1/p", Gateway::Location.new("/y", nil, "h2c://127.0.0.1:1/p", nil, false).proxy_pass
+end
+
+assert('an upstream of h2c:// servers is an h2c group, all or none') do
+  up = Gateway::Upstream.new(:g1, ["h2c://127.0.0.1:1", { address: "h2c://127.0.0.1:2", weight: 2 }], 4)
+  assert_equal :h2c, up.protocol
+  assert_equal ["127.0.0.1:1", "127.0.0.1:2"], up.servers
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g2, ["h2c://127.0.0.1:1", "127.0.0.1:2"], 4) }
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g3, ["h2://127.0.0.1:1"], 4) }
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g4, ["h2c://127.0.0.1:1"], 4, protocol: :fastcgi) }
+end

@@ -1,0 +1,360 @@
+# gRPC through the edge: grpc_pass / proxy_pass "h2c://" forward HTTP/2
+# streams to an HTTP/2 upstream (h2_client.c, an nghttp2 client session):
+# unary and streaming calls both ways with flow control, metadata and
+# trailers (grpc-status) passed through, deadlines, and gRPC-shaped failures
+# (grpc-status 14 UNAVAILABLE / 4 DEADLINE_EXCEEDED) instead of HTML 502s.
+# A real gRPC server and client (Debian's python3-grpcio; stubs made with
+# python3-grpc-tools from spec/support/grpc_echo.proto into a temporary
+# folder), spec/support/grpc_peer.py; hostile upstreams in
+# spec/support/h2_upstream_hostile.py (python3-h2). Every peer runs on a free
+# port and is stopped by PID.
+require 'json'
+require 'open3'
+require 'socket'
+require 'tmpdir'
+require_relative 'spec_helper'
+
+RSpec.describe 'gRPC (HTTP/2 upstreams)' do
+  PY_GRPC = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-grpcio
+  GRPC_SUPPORT = File.join(__dir__, 'support')
+
+  before(:all) do
+    _, st = Open3.capture2e(PY_GRPC, '-c', 'import grpc, grpc_tools, h2')
+    skip 'python3-grpcio / python3-grpc-tools / python3-h2 are not installed (./setup.sh)' unless st.success?
+    @stubs = Dir.mktmpdir('gateway-grpc-stubs-')
+    out, st = Open3.capture2e(PY_GRPC, '-m', 'grpc_tools.protoc', "-I#{GRPC_SUPPORT}", "--python_out=#{@stubs}",
+                              "--grpc_python_out=#{@stubs}", File.join(GRPC_SUPPORT, 'grpc_echo.proto'))
+    raise "protoc: #{out}" unless st.success?
+  end
+
+  after(:all) { FileUtils.rm_rf(@stubs) if @stubs }
+
+  after(:each) do
+    (@peer_pids || []).each do |pid|
+      Process.kill('KILL', pid)
+      Process.wait(pid)
+    rescue Errno::ESRCH, Errno::ECHILD
+      nil
+    end
+  end
+
+  # Spawns a peer that prints "ready" once it listens; returns [pid, output reader].
+  def spawn_peer(*args)
+    r, w = IO.pipe
+    pid = Process.spawn(PY_GRPC, *args, out: w, err: w)
+    w.close
+    (@peer_pids ||= []) << pid
+    line = r.wait_readable(15) && r.gets
+    raise "#{args.first} did not start: #{line.inspect}" unless line&.start_with?('ready')
+    [pid, r]
+  end
+
+  def start_upstream(max_streams: nil)
+    port = free_port
+    pid, = spawn_peer(File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'server', @stubs, port.to_s, *[max_streams&.to_s].compact)
+    [port, pid]
+  end
+
+  def start_hostile(scenario)
+    port = free_port
+    pid, out = spawn_peer(File.join(GRPC_SUPPORT, 'h2_upstream_hostile.py'), port.to_s, scenario)
+    [port, pid, out]
+  end
+
+  # One scenario of grpc_peer.py's client against the gateway: its JSON.
+  def call(scenario, port: @port, ca: nil, timeout: 60)
+    args = [File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'client', @stubs, "127.0.0.1:#{port}", scenario]
+    args << ca if ca
+    out, = Open3.capture2e('timeout', timeout.to_s, PY_GRPC, *args)
+    line = out.lines.reverse.find { |l| l.start_with?('{') }
+    raise "grpc_peer.py client #{scenario}: #{out}" unless line
+    JSON.parse(line)
+  end
+
+  def gateway(locations, prelude: '')
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      #{prelude}
+      server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
+        location "/pid" do Gateway.pid.to_s end
+        #{locations}
+      end
+    RUBY
+  end
+
+  def plain_get(path, port: @port)
+    TCPSocket.open('127.0.0.1', port) do |s|
+      s.write("GET #{path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+      s.read
+    end
+  end
+
+  def expect_alive
+    expect(@gw.alive?).to be(true)
+    expect(plain_get('/pid')).to start_with('HTTP/1.1 200')
+  end
+
+  describe 'calls through grpc_pass on an h2c listener' do
+    before(:each) do
+      @up, @up_pid = start_upstream
+      gateway(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{@up}", max_body: 16 * 1024 * 1024))
+    end
+
+    it 'passes a unary call, its metadata both ways and its trailers' do
+      r = call('unary')
+      expect(r).to include('text' => 'hi|http', 'count' => 3, 'initial' => 'm1', 'trailing' => 't-m1')
+    end
+
+    it 'passes the status code and message the server set (NOT_FOUND)' do
+      expect(call('not_found')).to eq('code' => 'NOT_FOUND', 'details' => 'no such thing')
+    end
+
+    it 'streams server-side, client-side and both ways (interleaved)' do
+      expect(call('server_stream')['texts']).to eq((0...50).map(&:to_s))
+      expect(call('client_stream')).to eq('text' => '20 messages', 'count' => 20_000)
+      expect(call('bidi')['texts']).to eq((0...10).map { |i| "M#{i}" })
+    end
+
+    it 'carries messages of several MB each way (flow control)' do
+      r = call('large')
+      expect(r).to eq('same' => true, 'count' => 4 * 1024 * 1024, 'stream' => [3 * 1024 * 1024] * 3,
+                      'stream_same' => true)
+    end
+
+    it 'ends a call the server finished while the client still streams (full duplex)' do
+      expect(call('early_end')).to eq('texts' => ['M0'], 'code' => 'OK')
+      expect(call('unary')['text']).to eq('hi|http')
+    end
+
+    it 'does not let a slow reader of one call stall the other calls on its upstream connection' do
+      r = call('slow_reader')
+      expect(r['slow_still_running']).to be(true) # the unary calls ran while it was stalled
+      expect(r['slow_got']).to eq(40)
+      expect(r['worst_ms']).to be < 1000
+      expect(r['peers']).to eq(1)
+    end
+
+    it 'runs 100 concurrent calls over one upstream connection' do
+      r = call('concurrent')
+      expect(r).to eq('ok' => 100, 'distinct' => 100, 'peers' => 1)
+    end
+
+    it 'ends a call whose server sleeps past the deadline with DEADLINE_EXCEEDED' do
+      t0 = GatewaySpec.now
+      expect(call('deadline')['code']).to eq('DEADLINE_EXCEEDED')
+      expect(GatewaySpec.now - t0).to be < 2.5
+      expect(call('unary')['text']).to eq('hi|http') # the connection still serves
+    end
+
+    it 'answers UNAVAILABLE when the upstream is killed in the middle of a stream, and serves the next call' do
+      r = call('killed')
+      expect(r['code']).to eq('UNAVAILABLE')
+      expect_alive
+      expect(call('unary')['code']).to eq('UNAVAILABLE') # nothing listens there any more
+      expect_alive
+    end
+  end
+
+  it "opens another upstream connection when one is full (the server's SETTINGS_MAX_CONCURRENT_STREAMS)" do
+    @up, = start_upstream(max_streams: 10)
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
+    r = call('concurrent_slow')
+    expect(r['ok']).to eq(100)
+    expect(r['peers']).to be_between(10, 12) # 100 calls at once, 10 per connection (+ the first, before SETTINGS)
+  end
+
+  it 'answers UNAVAILABLE (HTTP 200, grpc-status 14) when the upstream is down; 502 for non-gRPC requests' do
+    down = free_port
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{down}"))
+    expect(call('unary')).to eq('code' => 'UNAVAILABLE', 'details' => 'connection refused')
+    File.binwrite("#{spec_dir}/empty.grpc", "\0\0\0\0\0") # one empty message
+    out, = Open3.capture2e('curl', '-sS', '--http2-prior-knowledge', '-D', '-', '-o', '/dev/null',
+                           '-H', 'content-type: application/grpc', '--data-binary', "@#{spec_dir}/empty.grpc",
+                           "http://127.0.0.1:#{@port}/gwtest.Echo/Unary")
+    expect(out).to match(%r{^HTTP/2 200}).and include('grpc-status: 14').and include('content-type: application/grpc')
+    expect(plain_get('/plain')).to start_with('HTTP/1.1 502')
+  end
+
+  it 'answers DEADLINE_EXCEEDED (grpc-status 4) when the upstream times out' do
+    @up, = start_upstream
+    gateway(%(location "/", proxy_pass: "h2c://slow"),
+            prelude: %(upstream :slow, servers: ["h2c://127.0.0.1:#{@up}"], timeout: 0.3))
+    out, = Open3.capture2e('timeout', '20', PY_GRPC, '-c', <<~PY)
+      import sys; sys.path.insert(0, #{@stubs.inspect})
+      import grpc, grpc_echo_pb2 as pb, grpc_echo_pb2_grpc as pbg
+      stub = pbg.EchoStub(grpc.insecure_channel("127.0.0.1:#{@port}"))
+      try:
+          stub.Unary(pb.Msg(text="slow", sleep_ms=2000), timeout=10)
+          print("OK")
+      except grpc.RpcError as e:
+          print(e.code().name, e.details())
+    PY
+    expect(out.strip).to eq('DEADLINE_EXCEEDED upstream timed out')
+    expect(@gw.log).to include('upstream timed out')
+  end
+
+  it 'serves gRPC over a TLS listener (h2 by ALPN) too' do
+    out, st = Open3.capture2e('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+                              '-nodes', '-keyout', "#{spec_dir}/s.key", '-out', "#{spec_dir}/s.pem", '-days', '2',
+                              '-subj', '/CN=localhost', '-addext', 'subjectAltName=DNS:localhost')
+    raise out unless st.success?
+    @up, = start_upstream
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      server listen: "127.0.0.1:#{@port}", tls: { cert: "s.pem", key: "s.key" } do
+        location "/", grpc_pass: "127.0.0.1:#{@up}"
+      end
+    RUBY
+    ca = "#{spec_dir}/s.pem"
+    expect(call('unary', ca: ca)).to include('text' => 'hi|https', 'initial' => 'm1', 'trailing' => 't-m1')
+    expect(call('bidi', ca: ca)['texts'].size).to eq(10)
+    expect(call('not_found', ca: ca)['code']).to eq('NOT_FOUND')
+  end
+
+  it 'lets a script route by /package.Service/Method and set metadata both ways' do
+    @up, = start_upstream
+    gateway(<<~RUBY)
+      location "/gwtest.Echo/", header_filter: ->(req) { req.headers_out["x-edge"] = "edge-1" } do |req|
+        if req.uri == "/gwtest.Echo/Unary"
+          req.headers["x-req"] = "from-script" unless req.headers["x-req"]
+          req.proxy_pass "h2c://127.0.0.1:#{@up}"
+        else
+          req.respond(200, { "content-type" => "application/grpc", "grpc-status" => "12", "grpc-message" => "not routed" })
+        end
+      end
+    RUBY
+    r = call('unary')
+    expect(r).to include('text' => 'hi|http', 'initial' => 'm1', 'edge' => 'edge-1')
+    expect(call('server_stream')).to eq('code' => 'UNIMPLEMENTED', 'details' => 'not routed')
+  end
+
+  describe 'hostile upstreams' do
+    it 'answers UNAVAILABLE to a protocol error from the upstream, without crashing' do
+      port, = start_hostile('bad_frame')
+      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      2.times { expect(call('unary')['code']).to eq('UNAVAILABLE') }
+      expect_alive
+      expect(@gw.log).to include('invalid upstream response')
+    end
+
+    it 'answers UNAVAILABLE to an upstream that does not speak HTTP/2' do
+      port, = start_hostile('garbage')
+      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      expect(call('unary')['code']).to eq('UNAVAILABLE')
+      expect_alive
+    end
+
+    it 'retries a stream the upstream refused with GOAWAY on a new connection' do
+      port, _, out = start_hostile('goaway')
+      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      expect(call('unary')).to include('text' => 'retried')
+      lines = []
+      lines << out.gets.chomp while out.wait_readable(0.5) && lines.size < 2
+      expect(lines).to eq(['conn 1', 'conn 2'])
+    end
+  end
+
+  it "passes an HTTP/2 client's request trailers on after its streamed body" do
+    port, = start_hostile('echo')
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+    out, = Open3.capture2e('timeout', '20', PY_GRPC, '-c', <<~PY)
+      import socket, h2.connection, h2.config, h2.events
+      s = socket.create_connection(("127.0.0.1", #{@port}))
+      c = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+      c.initiate_connection()
+      c.send_headers(1, [(":method", "POST"), (":path", "/gwtest.Echo/Unary"), (":scheme", "http"),
+                         (":authority", "t"), ("content-type", "application/grpc"), ("te", "trailers")])
+      c.send_data(1, b"\\x00\\x00\\x00\\x00\\x00")
+      c.send_headers(1, [("x-checksum", "abc"), ("x-count", "1")], end_stream=True)
+      s.sendall(c.data_to_send())
+      body, trailers, done = b"", [], False
+      while not done:
+          data = s.recv(65536)
+          if not data:
+              break
+          for ev in c.receive_data(data):
+              if isinstance(ev, h2.events.DataReceived):
+                  body += ev.data
+                  c.acknowledge_received_data(ev.flow_controlled_length, 1)
+              elif isinstance(ev, h2.events.TrailersReceived):
+                  trailers = ev.headers
+              elif isinstance(ev, h2.events.StreamEnded):
+                  done = True
+          s.sendall(c.data_to_send())
+      print(body[7:].decode(), dict(trailers).get(b"grpc-status"))
+    PY
+    expect(out.strip).to eq("trailers:x-checksum=abc,x-count=1 b'0'")
+  end
+
+  describe 'plain HTTP to an h2c upstream' do
+    before(:each) do
+      @port = free_port
+      @inner = free_port
+      @gw = start_gateway(<<~RUBY, ports: [@port, @inner])
+        server listen: "127.0.0.1:#{@port}", http2: true do
+          location "/", proxy_pass: "h2c://127.0.0.1:#{@inner}"
+        end
+        server listen: "127.0.0.1:#{@inner}", http2: true do
+          location "/v" do |req| "\#{req.http_version} \#{req.method} \#{req.headers['x-a']} \#{req.body.bytesize}" end
+          location "/big" do "y" * 1_000_000 end
+          location "/missing" do [404, {}, ["no"]] end
+        end
+      RUBY
+    end
+
+    def curl(*args)
+      out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
+      raise "curl #{args.join(' ')}: #{err}" unless st.success?
+      out
+    end
+
+    it 'forwards HTTP/2 and HTTP/1.1 clients over HTTP/2, bodies both ways' do
+      expect(curl('--http2-prior-knowledge', '-H', 'x-a: 1', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 GET 1 0')
+      expect(curl('-H', 'x-a: 2', '--data-binary', 'abc', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 POST 2 3')
+      File.binwrite("#{spec_dir}/up.bin", 'u' * 300_000)
+      expect(curl('-H', 'Transfer-Encoding: chunked', '--data-binary', "@#{spec_dir}/up.bin", "http://127.0.0.1:#{@port}/v"))
+        .to eq('HTTP/2.0 POST  300000') # an HTTP/1.1 chunked body, streamed upstream
+      expect(curl('--http2-prior-knowledge', "http://127.0.0.1:#{@port}/big").bytesize).to eq(1_000_000)
+      expect(curl('-o', '/dev/null', '-w', '%{http_code}', "http://127.0.0.1:#{@port}/missing")).to eq('404')
+    end
+
+    it 'answers 502 to a non-gRPC request when the h2c upstream is down' do
+      @gw.stop
+      down = free_port
+      gateway(%(location "/", proxy_pass: "h2c://127.0.0.1:#{down}"))
+      expect(curl('--http2-prior-knowledge', '-o', '/dev/null', '-w', '%{http_code}', "http://127.0.0.1:#{@port}/x")).to eq('502')
+    end
+  end
+
+  it 'ends a chunked HTTP/1.1 response with the trailers when the client sent TE: trailers' do
+    @up, = start_upstream
+    gateway(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
+    msg = "\x0a\x02hi".b # Msg{text: "hi"}
+    frame = "\0".b + [msg.bytesize].pack('N') + msg
+    ask = lambda do |te|
+      TCPSocket.open('127.0.0.1', @port) do |s|
+        s.write("POST /gwtest.Echo/Unary HTTP/1.1\r\nHost: t\r\nContent-Type: application/grpc\r\n#{te}" \
+                "Content-Length: #{frame.bytesize}\r\nConnection: close\r\n\r\n" + frame)
+        s.read
+      end
+    end
+    with = ask.call("TE: trailers\r\n")
+    expect(with).to start_with("HTTP/1.1 200").and include("Transfer-Encoding: chunked")
+    expect(with).to end_with("\r\n0\r\ngrpc-status: 0\r\n\r\n")
+    without = ask.call('')
+    expect(without).to start_with("HTTP/1.1 200")
+    expect(without).to end_with("\r\n0\r\n\r\n")
+    expect(without).not_to include('grpc-status')
+  end
+
+  it 'rejects h2:// (TLS) upstreams at load, naming FILE:LINE' do
+    path = write_config(<<~RUBY)
+      server listen: #{free_port} do
+        location "/", proxy_pass: "h2://127.0.0.1:50051"
+      end
+    RUBY
+    r = run_gateway('-t', '-f', path)
+    expect(r.exitstatus).to eq(1), r.output
+    expect(r.output).to match(/^#{Regexp.escape(path)}:2: .*not supported yet/), r.output
+  end
+end

@@ -1,0 +1,168 @@
+# frozen_string_literal: true
+
+# `rake bench:grpc`: unary gRPC calls (gwtest.Echo/Unary, a 64-byte message)
+# sent by h2load (a gRPC-framed body, `content-type: application/grpc`,
+# `te: trailers`) directly to the Python gRPC server (spec/support/
+# grpc_peer.py, Debian's python3-grpcio), through the gateway (`grpc_pass:`)
+# and through nginx (`grpc_pass grpc://`, `keepalive 64`), one worker each pinned to
+# SERVER_CPU; the upstream and h2load share LOAD_CPU. The Python server
+# bounds the rate for all three, so the figure to compare is the proxy's CPU
+# time per call (utime + stime of its worker over the run). Writes
+# build/bench/grpc.md and build/bench/grpc.json.
+#
+# Environment: GRPC_CALLS (20000), GRPC_CONNS (10), GRPC_STREAMS (10 per
+# connection), GATEWAY_BIN, SERVER_CPU (1), LOAD_CPU (0), CPU_LOCK, BENCH_OUT.
+
+require 'json'
+require 'open3'
+require 'tmpdir'
+require_relative 'common'
+
+module GatewayBench
+  class GRPC
+    include Util
+
+    PY = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3'
+
+    def initialize(root:, env: ENV)
+      @root = root
+      @calls = env_int(env, 'GRPC_CALLS', 20_000)
+      @conns = env_int(env, 'GRPC_CONNS', 10)
+      @streams = env_int(env, 'GRPC_STREAMS', 10)
+      @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
+      @run = Runner.new(root: root, env: env, tag: 'grpc')
+    end
+
+    def log(msg)
+      @run.log(msg)
+    end
+
+    def run
+      Util.ensure_pkgs(%w[nginx nghttp2-client python3-grpcio python3-grpc-tools], log: method(:log))
+      dir = Dir.mktmpdir('gateway-bench-grpc-')
+      rows = []
+      begin
+        body = request_file(dir)
+        up_pid, up = start_upstream(dir)
+        begin
+          %w[direct gateway nginx].each do |name|
+            rows << measure(name, up, body)
+          rescue Error => e
+            log "#{name}: #{e.message}"
+            rows << { server: name, error: e.message.lines.first.strip }
+          ensure
+            @run.stop_all
+          end
+        ensure
+          Process.kill('KILL', up_pid)
+          Process.wait(up_pid)
+        end
+      ensure
+        FileUtils.rm_rf(dir)
+      end
+      write(rows)
+      rows
+    end
+
+    # One gRPC message: Msg{text: "bench", data: 64 bytes}, length-prefixed.
+    def request_file(dir)
+      msg = "\x0a\x05bench".b + "\x12\x40".b + ('b' * 64)
+      path = File.join(dir, 'unary.grpc')
+      File.binwrite(path, "\0".b + [msg.bytesize].pack('N') + msg)
+      path
+    end
+
+    def start_upstream(dir)
+      support = File.join(@root, 'spec/support')
+      out, st = Open3.capture2e(PY, '-m', 'grpc_tools.protoc', "-I#{support}", "--python_out=#{dir}",
+                                "--grpc_python_out=#{dir}", File.join(support, 'grpc_echo.proto'))
+      raise Error, "protoc: #{out}" unless st.success?
+
+      port = free_port
+      r, w = IO.pipe
+      pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, PY, File.join(support, 'grpc_peer.py'), 'server', dir,
+                          port.to_s, out: w, err: w)
+      w.close
+      line = r.wait_readable(15) && r.gets
+      raise Error, "grpc_peer.py server did not start: #{line.inspect}" unless line&.start_with?('ready')
+
+      [pid, port]
+    end
+
+    def start_server(name, port, up)
+      if name == 'gateway'
+        @run.start_gateway(name, @bin, <<~RUBY, port)
+          server listen: "#{HOST}:#{port}", workers: 1, http2: true do
+            location "/", grpc_pass: "127.0.0.1:#{up}"
+          end
+        RUBY
+      else
+        # keepalive: reused upstream connections (nginx sends one call per
+        # upstream connection at a time; without it, one connection per call)
+        @run.start_nginx(name, port, <<~NGINX)
+          upstream grpc_up { server 127.0.0.1:#{up}; keepalive 64; }
+          server {
+              listen #{HOST}:#{port} http2;
+              location / { grpc_pass grpc://grpc_up; }
+          }
+        NGINX
+      end
+    end
+
+    def h2load(port, body, n)
+      cmd = ['taskset', '-c', @run.load_cpu.to_s, 'timeout', '120', 'h2load', '-n', n.to_s, '-c', @conns.to_s,
+             '-m', @streams.to_s, '-H', 'content-type: application/grpc', '-H', 'te: trailers', '-d', body,
+             "http://#{HOST}:#{port}/gwtest.Echo/Unary"]
+      out = IO.popen([*cmd, err: %i[child out]], &:read)
+      m = out.match(/finished in ([\d.]+)(m?s), ([\d.]+) req\/s/)
+      ok = out[/(\d+) succeeded/, 1].to_i
+      raise Error, "h2load failed:\n#{out.lines.last(12).join}" unless m && ok.positive?
+
+      secs = m[1].to_f / (m[2] == 'ms' ? 1000 : 1)
+      { seconds: secs, succeeded: ok, calls_per_s: m[3].to_f.round }
+    end
+
+    def measure(name, up, body)
+      port = up
+      worker = nil
+      if name != 'direct'
+        port = free_port
+        srv = start_server(name, port, up)
+        worker = children(srv.pid).find { |k| runs?(k, srv.binary) }
+        raise Error, "#{name}: no worker under #{srv.pid}" unless worker
+      end
+      h2load(port, body, 500) # warm-up: connections made, caches hot
+      row = nil
+      @run.with_cpu_lock do
+        t0 = worker && ticks(worker)
+        res = h2load(port, body, @calls)
+        cpu_s = worker ? (ticks(worker) - t0).to_f / clk_tck : nil
+        row = { server: name, **res,
+                cpu_s: cpu_s&.round(2),
+                cpu_us_per_call: cpu_s ? (cpu_s * 1e6 / res[:succeeded]).round(1) : nil }
+      end
+      log "#{name}: #{row.inspect}"
+      row
+    end
+
+    def write(rows)
+      md = +"# bench:grpc — #{@calls} unary gRPC calls (h2load -c#{@conns} -m#{@streams}, 64-byte message)\n\n"
+      md << "| path | calls/s | proxy CPU µs per call |\n|---|---:|---:|\n"
+      rows.each do |r|
+        md << (r[:error] ? "| #{r[:server]} | error: #{r[:error]} | |\n" :
+                           "| #{r[:server]} | #{r[:calls_per_s]} | #{r[:cpu_us_per_call] || '-'} |\n")
+      end
+      by = rows.to_h { |r| [r[:server], r] }
+      d, g, n = by.values_at('direct', 'gateway', 'nginx')
+      if d && g && d[:calls_per_s] && g[:calls_per_s]
+        md << "\ngateway / direct: calls/s #{(g[:calls_per_s].to_f / d[:calls_per_s]).round(2)}\n"
+      end
+      if g && n && g[:cpu_us_per_call] && n[:cpu_us_per_call]
+        md << "gateway / nginx: calls/s #{(g[:calls_per_s].to_f / n[:calls_per_s]).round(2)}, " \
+              "CPU per call #{(g[:cpu_us_per_call] / n[:cpu_us_per_call]).round(2)}\n"
+      end
+      md << "\nThe Python gRPC server bounds the rate on every path; compare the proxies' CPU per call.\n"
+      @run.write_report('grpc', md, rows)
+    end
+  end
+end
