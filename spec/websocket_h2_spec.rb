@@ -142,6 +142,27 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
     expect_torn_down
   end
 
+  it "checks the upstream's 101 (its Sec-WebSocket-Accept answers the gateway's key), else 502" do
+    seen = Queue.new
+    up = fake_upstream do |peer|
+      req = peer.read_request(timeout: 10)
+      seen << req
+      peer.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" \
+                 "Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n") # the RFC's example, not our key's
+      sleep 1
+    end
+    start(%(location "/bogus", proxy_pass: "http://127.0.0.1:#{up.port}"))
+    expect(h2ws('status', '/bogus')).to include('status 502')
+    req = seen.pop
+    expect(req.method).to eq('GET')
+    expect(req['upgrade']).to eq('websocket')
+    expect(req['connection']).to match(/upgrade/i)
+    expect(req['sec-websocket-version']).to eq('13')
+    expect(req['sec-websocket-key'].to_s.unpack1('m0').bytesize).to eq(16)
+    poll('the log line') { @gw.log.include?('no valid Sec-WebSocket-Accept') }
+    expect_torn_down
+  end
+
   it "tears the upstream down when the client resets the stream (the connection goes on)" do
     start
     pid = http_get(@port, '/pid').body.to_i
