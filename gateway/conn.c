@@ -1186,10 +1186,10 @@ static int http1_can_upgrade(const gw_request_t *req)
 }
 
 static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
-                         gw_tls_conn_t **tls)
+                         gw_byte_end_t *end)
 {
   gw_conn_t *c = req->proto_ctx;
-  *tls = NULL;
+  *end = (gw_byte_end_t){-1, NULL, NULL};
   if (c->dead) return -1;
   size_t head = evbuffer_get_length(to_client);
   evbuffer_prepend_buffer(to_client, c->a->out);
@@ -1205,8 +1205,10 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   event_del(&c->read_ev);
   if (c->a->write_owner == c) event_del(&c->a->write_ev);
   c->fd = -1;
+  end->fd = fd;
   if (c->tls) { /* as take_h2() does: the state goes with the socket */
-    *tls = conn_tls(c);
+    end->io = &gw_tls_io;
+    end->ioc = conn_tls(c);
     ((gw_conn_tls_t *)c)->tls = NULL;
     c->tls = 0;
   }
@@ -1214,7 +1216,7 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   if (c->buf == shared_buf) c->buf = NULL;
   event_del(&c->timer_ev);
   event_active(&c->timer_ev, EV_TIMEOUT, 0);
-  return fd;
+  return 0;
 }
 
 static const gw_protocol_t http1_protocol = {
