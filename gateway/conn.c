@@ -295,13 +295,6 @@ static llhttp_settings_t parser_settings = {
 
 /* -- timers, reading, writing ----------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void arm_timer(gw_conn_t *c, int64_t now, int64_t at)
 {
   int64_t ms = at - now;
@@ -320,7 +313,7 @@ static void set_timer(gw_conn_t *c, int ms)
     c->deadline = 0;
     return;
   }
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   c->deadline = now + ms;
   if (c->timer_at == 0 || c->timer_at > c->deadline) arm_timer(c, now, c->deadline);
 }
@@ -963,7 +956,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   }
   c->timer_at = 0;
   if (c->deadline == 0) return; /* the timeout was cancelled meanwhile */
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   if (now < c->deadline) { /* the deadline moved on */
     arm_timer(c, now, c->deadline);
     return;

@@ -142,13 +142,6 @@ static void pipe_wake(struct event *ev, short what)
   if (ev) event_active(ev, what, 0);
 }
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* -- I/O ---------------------------------------------------------------------- */
 
 static ssize_t io_read(gw_h2_conn_t *h, void *buf, size_t n)
@@ -228,7 +221,7 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
   s->next = h->closed;
   s->prev = NULL;
   h->closed = s;
-  if (--h->nstreams == 0) h->idle_since_ms = now_ms();
+  if (--h->nstreams == 0) h->idle_since_ms = gw_coarse_ms();
 }
 
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
@@ -299,7 +292,7 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     s->deferred = 1;
     return NGHTTP2_ERR_DEFERRED;
   }
-  s->conn->last_progress_ms = now_ms();
+  s->conn->last_progress_ms = gw_coarse_ms();
   if (s->pipe && s->pipe->want_write && have - n < STREAM_LOW_WATER) {
     s->pipe->want_write = 0;
     pipe_wake(s->pipe->wev, EV_WRITE); /* the reader writes on from the loop */
@@ -828,7 +821,7 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
 /* Control frames per second over the limit: the client floods. */
 static int control_flood(gw_h2_conn_t *h)
 {
-  int64_t sec = now_ms() / 1000;
+  int64_t sec = gw_coarse_ms() / 1000;
   if (sec != h->ctrl_second) {
     h->ctrl_second = sec;
     h->nctrl = 0;
@@ -1101,7 +1094,7 @@ static void h2_flush(gw_h2_conn_t *h)
       h2_close(h);
       return;
     }
-    if (n > 0) h->last_progress_ms = now_ms();
+    if (n > 0) h->last_progress_ms = gw_coarse_ms();
   }
   int blocked = evbuffer_get_length(h->out) > 0;
   if (blocked && !h->writing) {
@@ -1131,7 +1124,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   }
   enter(h);
   const gw_limits_t *lim = &h->ctx->server->limits;
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   int waiting = evbuffer_get_length(h->out) > 0;
   for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
     if (evbuffer_get_length(s->out) > 0) waiting = 1;
@@ -1207,7 +1200,7 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
   h->tls = tls;
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
   h->resets_left = RESET_BUDGET;
-  h->last_progress_ms = h->idle_since_ms = now_ms();
+  h->last_progress_ms = h->idle_since_ms = gw_coarse_ms();
   nghttp2_settings_entry settings[] = {
     {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS},
     {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_size},

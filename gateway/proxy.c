@@ -260,32 +260,14 @@ static const gw_head_filter_ops_t head_filter_ops = {
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
 
-/* 1 when the comma-separated list in h has the token tok. */
-static int has_token(const gw_header_t *h, const char *tok)
-{
-  if (h == NULL) return 0;
-  size_t tl = strlen(tok);
-  const char *p = h->value;
-  while (*p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *end = e;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
-    p = e;
-  }
-  return 0;
-}
-
 /* GET with Connection: upgrade and Upgrade: websocket, on a connection that
  * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
   if (req->websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
   return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
-         has_token(gw_headers_find((gw_headers_t *)&req->headers, "connection"), "upgrade") &&
-         has_token(gw_headers_find((gw_headers_t *)&req->headers, "upgrade"), "websocket") &&
+         gw_headers_have_token(&req->headers, "connection", "upgrade") &&
+         gw_headers_have_token(&req->headers, "upgrade", "websocket") &&
          gw_request_can_upgrade(req);
 }
 

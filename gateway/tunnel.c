@@ -9,6 +9,7 @@
 
 #include <event2/event_struct.h>
 
+#include "timeutil.h"
 #include "tls.h"
 #include "tunnel.h"
 
@@ -38,13 +39,6 @@ struct gw_tunnel_s {
 
 static gw_tunnel_t *tunnels;
 static unsigned long ntunnels;
-
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void tunnel_free(gw_tunnel_t *t)
 {
@@ -110,7 +104,7 @@ static int flush_side(gw_tunnel_t *t, int j)
   while (evbuffer_get_length(s->out) > 0) {
     int n = s->io ? s->io->write(s->ioc, s->out) : evbuffer_write(s->out, s->fd);
     if (n > 0) {
-      t->last = now_ms();
+      t->last = gw_coarse_ms();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -143,7 +137,7 @@ static void on_readable(gw_tunnel_t *t, int i)
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
     int n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : evbuffer_read(peer->out, s->fd, READ_SIZE);
     if (n > 0) {
-      t->last = now_ms();
+      t->last = gw_coarse_ms();
       if (n < READ_SIZE) break;
       continue;
     }
@@ -202,7 +196,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_tunnel_t *t = arg;
-  int64_t left = t->last + t->timeout_ms - now_ms();
+  int64_t left = t->last + t->timeout_ms - gw_coarse_ms();
   if (left > 0) {
     arm_timer(t, left);
     return;
@@ -262,7 +256,7 @@ gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_byte_end_t *a,
   for (int i = 0; i < 2; i++)
     if (t->s[i].io && t->s[i].io->watch) t->s[i].io->watch(t->s[i].ioc, &t->s[i].rev, &t->s[i].wev);
   t->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_TUNNEL_DEFAULT_TIMEOUT_MS;
-  t->last = now_ms();
+  t->last = gw_coarse_ms();
   arm_timer(t, t->timeout_ms);
   if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
   update_reading(t, 0); /* and what OpenSSL decrypted past the handshake */

@@ -11,6 +11,7 @@
 #include <event2/event_struct.h>
 
 #include "log.h"
+#include "timeutil.h"
 #include "websocket.h"
 #include "ws_frame.h"
 
@@ -50,13 +51,6 @@ struct gw_ws_s {
 
 static gw_ws_t *all;
 static unsigned long nws;
-
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void ws_free(gw_ws_t *ws)
 {
@@ -159,7 +153,7 @@ static void queue_close(gw_ws_t *ws, int code, const char *reason, size_t len)
     n = 2 + len;
   }
   queue_frame(ws, GW_WS_CLOSE, payload, n);
-  ws->close_at = now_ms() + GW_WS_CLOSE_TIMEOUT_MS;
+  ws->close_at = gw_coarse_ms() + GW_WS_CLOSE_TIMEOUT_MS;
   arm_timer(ws, ws->timeout_ms < GW_WS_CLOSE_TIMEOUT_MS ? ws->timeout_ms : GW_WS_CLOSE_TIMEOUT_MS);
 }
 
@@ -169,7 +163,7 @@ static void flush(gw_ws_t *ws)
   while (ws->open && evbuffer_get_length(ws->out) > 0) {
     int n = ws->io ? ws->io->write(ws->ioc, ws->out) : evbuffer_write(ws->out, ws->fd);
     if (n > 0) {
-      ws->last = now_ms();
+      ws->last = gw_coarse_ms();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -292,7 +286,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   for (int k = 0; k < READS_PER_EVENT && ws->open && may_read(ws); k++) {
     ssize_t n = ws->io ? layer_read(ws, buf, sizeof(buf)) : read(ws->fd, buf, sizeof(buf));
     if (n > 0) {
-      ws->last = now_ms();
+      ws->last = gw_coarse_ms();
       feed(ws, buf, (size_t)n);
       if ((size_t)n < sizeof(buf) && !(ws->io && ws->open && ws->io->pending(ws->ioc))) break;
       continue;
@@ -327,7 +321,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_ws_t *ws = arg;
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   int64_t left = ws->last + ws->timeout_ms - now;
   if (ws->close_at && ws->close_at - now < left) left = ws->close_at - now;
   if (left > 0) {
@@ -360,7 +354,7 @@ gw_ws_t *gw_ws_new(struct event_base *base, const gw_byte_end_t *end, const char
   if (ws->io == &gw_tls_io) gw_tls_conn_set_peer(ws->ioc, ws->peer); /* it keeps the pointer: ours lives as long */
   gw_ws_parser_init(&ws->parser, max_message ? max_message : GW_WS_DEFAULT_MAX_MESSAGE);
   ws->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_WS_DEFAULT_TIMEOUT_MS;
-  ws->last = now_ms();
+  ws->last = gw_coarse_ms();
   ws->next = all;
   if (all) all->prev = ws;
   all = ws;

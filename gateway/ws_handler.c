@@ -73,24 +73,6 @@ gw_ws_t *gw_ws_handler_socket(const gw_request_t *req)
   return req->proto == &session_protocol ? ((session_t *)req->proto_ctx)->ws : NULL;
 }
 
-/* 1 when the comma-separated list in h has the token tok (case-insensitive). */
-static int has_token(const gw_header_t *h, const char *tok)
-{
-  if (h == NULL) return 0;
-  size_t tl = strlen(tok);
-  const char *p = h->value;
-  while (*p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *end = e;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
-    p = e;
-  }
-  return 0;
-}
-
 static void refuse(gw_request_t *req, int status, const char *why)
 {
   gw_request_simple_response(req, status, why);
@@ -167,8 +149,8 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
       refuse(req, 426, "Unsupported Sec-WebSocket-Version: this server speaks version 13.\n");
       return;
     }
-  } else if (!has_token(gw_headers_find(hs, "upgrade"), "websocket") ||
-             !has_token(gw_headers_find(hs, "connection"), "upgrade")) {
+  } else if (!gw_headers_have_token(hs, "upgrade", "websocket") ||
+             !gw_headers_have_token(hs, "connection", "upgrade")) {
     refuse(req, 426, "This location speaks WebSocket: send an Upgrade: websocket handshake.\n");
     return;
   }
