@@ -395,6 +395,17 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
       GatewaySpec.poll('the TLS counters', timeout: 5) { tls_counters.first == 1 }
     end
 
+    it 'passes calls from a script: req.proxy_pass("h2://...") with the location\'s tls_ca:' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      gateway(<<~RUBY)
+        location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
+          req.proxy_pass("h2://127.0.0.1:#{@up}")
+        end
+      RUBY
+      expect(call('unary')).to include('text' => 'hi|http', 'trailing' => 't-m1')
+      expect(call('server_stream')['texts']).to eq((0...50).map(&:to_s))
+    end
+
     it 'resumes the TLS session on the next connection to the server' do
       @up, = start_upstream(max_streams: 10, cert: "#{@dir}/server")
       gateway(<<~RUBY)

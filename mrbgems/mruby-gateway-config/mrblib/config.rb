@@ -345,8 +345,8 @@ module Gateway
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
     #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
-    #   https:// upstreams this location talks to (proxy_pass:, req.proxy_pass,
-    #   sub-requests): see Gateway::TLS.client
+    #   https:// and h2:// (grpcs://) upstreams this location talks to
+    #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
