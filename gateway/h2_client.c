@@ -720,39 +720,38 @@ static void conn_ready(h2c_conn_t *c)
   kick(c); /* its calls are submitted once the server's SETTINGS came */
 }
 
-/* "h2 name@address": whose TLS sessions the connection offers and keeps
- * (apart from the HTTP/1.1 ones of the same settings). */
-static void session_key(const h2c_conn_t *c, char *buf, size_t size)
+/* "name@address": the upstream server in log lines. */
+static void server_label(const h2c_conn_t *c, char *buf, size_t size)
 {
   socklen_t len;
   const gw_sockaddr_t *a = gw_pool_key_addr(c->pc.key, &len);
   char addr[128];
   gw_addr_format(&a->sa, len, addr, sizeof(addr));
-  snprintf(buf, size, "h2 %s@%s", gw_pool_key_name(c->pc.key), addr);
+  snprintf(buf, size, "%s@%s", gw_pool_key_name(c->pc.key), addr);
 }
 
 /* Drives the TLS handshake of an h2:// connection; the connect timer keeps
  * running until it is done. The server must select h2 by ALPN. */
 static void conn_handshake(h2c_conn_t *c)
 {
-  char reason[256], key[400];
+  char reason[256], label[400];
   int rc = gw_tls_client_handshake(c->tls, reason, sizeof(reason));
   if (rc == GW_TLS_WANT_READ || rc == GW_TLS_WANT_WRITE) {
     gw_pool_conn_read(&c->pc, 1);
     gw_pool_conn_write(&c->pc, rc == GW_TLS_WANT_WRITE);
     return;
   }
-  session_key(c, key, sizeof(key));
+  server_label(c, label, sizeof(label));
   gw_pool_conn_write(&c->pc, 0);
   if (rc == GW_TLS_FAILED) {
-    gw_log_error("h2 upstream %s: TLS handshake failed: %s", key + 3, reason);
+    gw_log_error("h2 upstream %s: TLS handshake failed: %s", label, reason);
     conn_kill(c, gw_err(GW_ERR_TLS, "upstream TLS handshake failed"));
     return;
   }
   char alpn[64];
   gw_tls_client_alpn(c->tls, alpn, sizeof(alpn));
   if (strcmp(alpn, "h2") != 0) {
-    gw_log_error("h2 upstream %s: the server did not select h2 by ALPN (%s)", key + 3,
+    gw_log_error("h2 upstream %s: the server did not select h2 by ALPN (%s)", label,
                  alpn[0] ? alpn : "it selected no protocol");
     conn_kill(c, gw_err(GW_ERR_TLS, "upstream does not speak HTTP/2 over TLS (ALPN)"));
     return;
@@ -770,8 +769,10 @@ static void conn_connected(h2c_conn_t *c)
     conn_ready(c);
     return;
   }
-  char key[400];
-  session_key(c, key, sizeof(key));
+  /* sessions are kept per "h2 name@address", apart from HTTP/1.1 ones of the same settings */
+  char label[400], key[410];
+  server_label(c, label, sizeof(label));
+  snprintf(key, sizeof(key), "h2 %s", label);
   c->tls = gw_tls_client_conn_new(tls, c->pc.fd, gw_pool_key_name(c->pc.key), key);
   if (c->tls == NULL || gw_tls_client_conn_offer_h2(c->tls) != 0) {
     conn_kill(c, gw_err(GW_ERR_NOMEM, "out of memory"));
@@ -808,9 +809,9 @@ static void conn_on_timeout(gw_pool_conn_t *pc)
 {
   h2c_conn_t *c = (h2c_conn_t *)pc;
   if (!c->connected && c->tls) {
-    char key[400];
-    session_key(c, key, sizeof(key));
-    gw_log_error("h2 upstream %s: TLS handshake timed out", key + 3);
+    char label[400];
+    server_label(c, label, sizeof(label));
+    gw_log_error("h2 upstream %s: TLS handshake timed out", label);
     conn_kill(c, gw_err(GW_ERR_CONNECT_TIMEOUT, "upstream TLS handshake timed out"));
     return;
   }

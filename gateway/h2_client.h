@@ -1,5 +1,6 @@
-/* h2_client.h - the non-blocking HTTP/2 client (cleartext "h2c", prior
- * knowledge), for proxy_pass to h2c:// upstreams and gRPC (grpc_pass).
+/* h2_client.h - the non-blocking HTTP/2 client (cleartext "h2c" with prior
+ * knowledge, or over TLS "h2" by ALPN), for proxy_pass to h2c:// and h2://
+ * upstreams and gRPC (grpc_pass, grpcs://).
  *
  * nghttp2 does the frames, HPACK and flow control (a client session per
  * connection). Per worker, a gw_h2_client_t keeps a few connections per
