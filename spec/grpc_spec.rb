@@ -406,6 +406,18 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
       expect(call('server_stream')['texts']).to eq((0...50).map(&:to_s))
     end
 
+    it 'never lets calls with other TLS settings share a connection' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      # the same server twice: a group with its own settings, and the location's tls_ca:
+      gateway(<<~RUBY, prelude: %(upstream :lax, servers: ["h2://127.0.0.1:#{@up}"], tls_verify: false))
+        location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
+          req.proxy_pass(req.headers["x-req"] == "m1" ? "h2://127.0.0.1:#{@up}" : "h2://lax")
+        end
+      RUBY
+      expect(call('unary')['text']).to eq('hi|http') # x-req: m1, the location's settings
+      expect(call('concurrent')).to eq('ok' => 100, 'distinct' => 100, 'peers' => 2) # the group's: another connection
+    end
+
     it 'resumes the TLS session on the next connection to the server' do
       @up, = start_upstream(max_streams: 10, cert: "#{@dir}/server")
       gateway(<<~RUBY)
