@@ -10,7 +10,7 @@
  * the request is retried on the group's next live server; any other failure
  * is answered: 504 for timeouts, 502 otherwise.
  *
- * h2c:// upstreams (and grpc_pass) go through the HTTP/2 client
+ * h2c:// and h2:// upstreams (and grpc_pass) go through the HTTP/2 client
  * (h2_client.c) instead of exchange.c; their response trailers end the
  * streamed body (gw_request_stream_end_trailers). A gRPC request
  * (content-type application/grpc...) is answered the gRPC way when the

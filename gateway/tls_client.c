@@ -389,3 +389,16 @@ static void io_shutdown(void *c) { gw_tls_client_shutdown(c); }
 static void io_free(void *c) { gw_tls_client_conn_free(c); }
 
 const gw_io_t gw_tls_client_io = {io_read, io_write, io_pending, io_shutdown, io_free, NULL};
+int gw_tls_client_conn_offer_h2(gw_tls_client_conn_t *c)
+{
+  static const unsigned char alpn_h2[] = "\x02h2";
+  return SSL_set_alpn_protos(c->ssl, alpn_h2, sizeof(alpn_h2) - 1) == 0 ? 0 : -1; /* 0 is success here */
+}
+
+void gw_tls_client_alpn(const gw_tls_client_conn_t *c, char *buf, size_t len)
+{
+  const unsigned char *p = NULL;
+  unsigned int n = 0;
+  if (c->established) SSL_get0_alpn_selected(c->ssl, &p, &n);
+  snprintf(buf, len, "%.*s", (int)n, p ? (const char *)p : "");
+}

@@ -73,5 +73,11 @@ int gw_tls_client_resumed(const gw_tls_client_conn_t *c);
 /* A connection's TLS as a byte end's layer (byte_end.h; ioc: the
  * gw_tls_client_conn_t): a wss:// upstream's side of a tunnel. */
 extern const gw_io_t gw_tls_client_io;
+/* ALPN: offer only "h2" on this connection (instead of the context's
+ * http/1.1), before the handshake. 0, or -1 when out of memory. */
+int gw_tls_client_conn_offer_h2(gw_tls_client_conn_t *c);
+/* After the handshake: the protocol the server selected into buf ("h2",
+ * "http/1.1"), or "" when it selected none. */
+void gw_tls_client_alpn(const gw_tls_client_conn_t *c, char *buf, size_t len);
 
 #endif
