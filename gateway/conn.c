@@ -295,13 +295,6 @@ static llhttp_settings_t parser_settings = {
 
 /* -- timers, reading, writing ----------------------------------------------- */
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void arm_timer(gw_conn_t *c, int64_t now, int64_t at)
 {
   int64_t ms = at - now;
@@ -320,7 +313,7 @@ static void set_timer(gw_conn_t *c, int ms)
     c->deadline = 0;
     return;
   }
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   c->deadline = now + ms;
   if (c->timer_at == 0 || c->timer_at > c->deadline) arm_timer(c, now, c->deadline);
 }
@@ -972,7 +965,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   }
   c->timer_at = 0;
   if (c->deadline == 0) return; /* the timeout was cancelled meanwhile */
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   if (now < c->deadline) { /* the deadline moved on */
     arm_timer(c, now, c->deadline);
     return;
@@ -1196,10 +1189,10 @@ static int http1_can_upgrade(const gw_request_t *req)
 }
 
 static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
-                         gw_tls_conn_t **tls)
+                         gw_byte_end_t *end)
 {
   gw_conn_t *c = req->proto_ctx;
-  *tls = NULL;
+  *end = (gw_byte_end_t){-1, NULL, NULL};
   if (c->dead) return -1;
   size_t head = evbuffer_get_length(to_client);
   evbuffer_prepend_buffer(to_client, c->a->out);
@@ -1215,8 +1208,10 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   event_del(&c->read_ev);
   if (c->a->write_owner == c) event_del(&c->a->write_ev);
   c->fd = -1;
+  end->fd = fd;
   if (c->tls) { /* as take_h2() does: the state goes with the socket */
-    *tls = conn_tls(c);
+    end->io = &gw_tls_io;
+    end->ioc = conn_tls(c);
     ((gw_conn_tls_t *)c)->tls = NULL;
     c->tls = 0;
   }
@@ -1224,7 +1219,7 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   if (c->buf == shared_buf) c->buf = NULL;
   event_del(&c->timer_ev);
   event_active(&c->timer_ev, EV_TIMEOUT, 0);
-  return fd;
+  return 0;
 }
 
 static const gw_protocol_t http1_protocol = {

@@ -154,9 +154,9 @@ void gw_exchange_body_more(gw_exchange_t *x, int complete)
   else if (complete) x->params.body_complete = 1; /* resolving: the client starts with it */
 }
 
-int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest)
+int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest, struct gw_tls_client_conn_s **tls)
 {
-  return x->client ? gw_client_detach(x->client, rest) : -1;
+  return x->client ? gw_client_detach(x->client, rest, tls) : -1;
 }
 
 void gw_exchange_cancel(gw_exchange_t *x)

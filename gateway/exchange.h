@@ -24,8 +24,9 @@ void gw_exchange_resume(gw_exchange_t *x);
 void gw_exchange_body_more(gw_exchange_t *x, int complete);
 
 /* Inside on_head of a 101 to an upgrade request (gw_client_detach): the
- * socket, or -1. Cancel the exchange afterwards (from inside on_head too). */
-int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest);
+ * socket, or -1; *tls its TLS state (NULL: plain; tls NULL refuses TLS).
+ * Cancel the exchange afterwards (from inside on_head too). */
+int gw_exchange_detach(gw_exchange_t *x, struct evbuffer *rest, struct gw_tls_client_conn_s **tls);
 
 /* Abandons it (lookup or exchange): no callback afterwards. */
 void gw_exchange_cancel(gw_exchange_t *x);

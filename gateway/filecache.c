@@ -10,6 +10,7 @@
 
 #include "filecache.h"
 #include "static_http.h"
+#include "timeutil.h"
 
 struct gw_filecache_s {
   gw_filecache_conf_t conf;
@@ -24,13 +25,6 @@ struct gw_filecache_s {
 
 /* -1: not known yet, 1: openat2() works, 0: use the walk. */
 static int have_openat2 = -1;
-
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
 
 #define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 
@@ -262,7 +256,7 @@ static gw_file_t *oom_entry(void)
 
 gw_file_t *gw_filecache_get(gw_filecache_t *fc, const char *rel, size_t len)
 {
-  double now = now_ms();
+  double now = gw_coarse_ms();
   if (fc->conf.max_entries) {
     size_t b = hash_key(rel, len) & (fc->nbuckets - 1);
     for (gw_file_t *f = fc->buckets[b]; f; f = f->hnext) {

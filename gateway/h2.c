@@ -25,6 +25,17 @@
  * never freed) under the request code that answered it. Streams closed by
  * nghttp2 are freed when the connection's callback unwinds.
  *
+ * WebSockets (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL is advertised; an
+ * extended CONNECT with `:protocol websocket` is a request that a handler
+ * may upgrade (proxy.c, ws_handler.c): the stream then becomes a socketless
+ * byte end (byte_end.h, h2_pipe_t below) for tunnel.c or websocket.c. Its
+ * DATA is given to the pipe's reader and the stream window reopened only as
+ * the reader takes the bytes; what the reader writes waits in the stream's
+ * `out` (at most STREAM_HIGH_WATER) for the flow-control windows. END_STREAM
+ * each way is the half-close; RST_STREAM (or the connection's end) is lost.
+ * A plain CONNECT gets 405, another :protocol 501. A graceful stop resets
+ * these streams after its GOAWAY (they would never finish by themselves).
+ *
  * Defences: max concurrent streams, header list size (431), body limits
  * (413, or RST_STREAM once the request has started), rapid reset
  * (CVE-2023-44487: a budget of client resets that completed responses
@@ -68,6 +79,7 @@
 #define TICK_MS 1000
 
 typedef struct h2_stream_s h2_stream_t;
+typedef struct h2_pipe_s h2_pipe_t;
 
 struct gw_h2_conn_s {
   gw_context_t *ctx;
@@ -103,7 +115,21 @@ struct h2_stream_s {
   gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
   char status_text[4], length_text[24]; /* the head's values, sent without a copy */
+  int protocol;             /* :protocol was sent: 1 websocket, 2 another */
+  h2_pipe_t *pipe;          /* an upgraded stream's byte end, or NULL */
   h2_stream_t *next, *prev;
+};
+
+/* An upgraded stream as a byte end: shared by the stream and its reader (a
+ * tunnel, a WebSocket), freed by the reader (gw_io_t.free); the stream only
+ * forgets it when it goes (s NULL, lost set). */
+struct h2_pipe_s {
+  h2_stream_t *s;           /* NULL once the stream is gone */
+  struct evbuffer *in;      /* owned: DATA received, not read yet */
+  struct event *rev, *wev;  /* the reader's, woken here; NULL: none */
+  unsigned eof : 1;         /* END_STREAM received */
+  unsigned lost : 1;        /* reset, or the connection ended */
+  unsigned want_write : 1;  /* a write found the stream's queue full */
 };
 
 static const gw_protocol_t h2_protocol;
@@ -113,11 +139,10 @@ static void flush_soon(gw_h2_conn_t *h);
 
 static gw_h2_conn_t *all_h2; /* this worker's connections, for shutdown */
 
-static int64_t now_ms(void)
+/* A pipe's reader (tunnel.c, websocket.c) runs from the loop, never from here. */
+static void pipe_wake(struct event *ev, short what)
 {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+  if (ev) event_active(ev, what, 0);
 }
 
 /* -- I/O ---------------------------------------------------------------------- */
@@ -200,7 +225,7 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
   s->prev = NULL;
   h->closed = s;
   if (h->last_stream == s) h->last_stream = NULL;
-  if (--h->nstreams == 0) h->idle_since_ms = now_ms();
+  if (--h->nstreams == 0) h->idle_since_ms = gw_coarse_ms();
 }
 
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
@@ -278,7 +303,11 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
     s->deferred = 1;
     return NGHTTP2_ERR_DEFERRED;
   }
-  s->conn->last_progress_ms = now_ms();
+  s->conn->last_progress_ms = gw_coarse_ms();
+  if (s->pipe && s->pipe->want_write && have - n < STREAM_LOW_WATER) {
+    s->pipe->want_write = 0;
+    pipe_wake(s->pipe->wev, EV_WRITE); /* the reader writes on from the loop */
+  }
   if (s->paused && have - n < STREAM_LOW_WATER) {
     s->paused = 0;
     flush_soon(s->conn); /* on_drain runs from the flush, outside nghttp2 */
@@ -490,7 +519,165 @@ static void h2_body_taken(gw_request_t *req)
   }
 }
 
+/* -- an upgraded stream as a byte end (RFC 8441) --------------------------------- */
+
+/* The stream goes (reset, closed, the connection ended): its reader hears it. */
+static void pipe_lost(h2_stream_t *s)
+{
+  h2_pipe_t *p = s->pipe;
+  if (p == NULL) return;
+  s->pipe = NULL;
+  p->s = NULL;
+  p->lost = 1;
+  pipe_wake(p->rev, EV_READ);
+  pipe_wake(p->wev, EV_WRITE);
+}
+
+static int pipe_read(void *ioc, struct evbuffer *into, size_t max)
+{
+  h2_pipe_t *p = ioc;
+  size_t have = evbuffer_get_length(p->in);
+  if (have > 0) {
+    size_t n = have < max ? have : max;
+    evbuffer_remove_buffer(p->in, into, n);
+    if (p->s) { /* taken: the client may send that much more */
+      nghttp2_session_consume_stream(p->s->conn->session, p->s->id, n);
+      flush_soon(p->s->conn);
+    }
+    return (int)n;
+  }
+  if (p->lost) {
+    errno = ECONNRESET;
+    return -1;
+  }
+  if (p->eof) return 0;
+  errno = EAGAIN;
+  return -1;
+}
+
+static void pipe_resume(h2_stream_t *s)
+{
+  if (s->deferred) {
+    s->deferred = 0;
+    nghttp2_session_resume_data(s->conn->session, s->id);
+  }
+  flush_soon(s->conn);
+}
+
+/* Into the stream's queue, up to STREAM_HIGH_WATER; the windows do the rest. */
+static int pipe_write(void *ioc, struct evbuffer *out)
+{
+  h2_pipe_t *p = ioc;
+  h2_stream_t *s = p->s;
+  if (s == NULL || s->out_eof) {
+    errno = EPIPE;
+    return -1;
+  }
+  size_t queued = evbuffer_get_length(s->out);
+  size_t room = queued < STREAM_HIGH_WATER ? STREAM_HIGH_WATER - queued : 0;
+  size_t n = evbuffer_get_length(out);
+  if (n > room) n = room;
+  if (n == 0) {
+    p->want_write = 1;
+    errno = EAGAIN;
+    return -1;
+  }
+  evbuffer_remove_buffer(out, s->out, n);
+  s->resp_bytes += n;
+  pipe_resume(s);
+  return (int)n;
+}
+
+static int pipe_pending(void *ioc)
+{
+  h2_pipe_t *p = ioc;
+  return evbuffer_get_length(p->in) > 0 || p->eof || p->lost;
+}
+
+static void pipe_shutdown(void *ioc)
+{
+  h2_pipe_t *p = ioc;
+  if (p->s == NULL || p->s->out_eof) return;
+  p->s->out_eof = 1; /* END_STREAM once the queue is out */
+  pipe_resume(p->s);
+}
+
+/* The reader is done. What it wrote still goes out, then END_STREAM (a
+ * WebSocket's close frame, a tunnel's last bytes); with nothing pending
+ * and the client still sending, it was cut short: RST_STREAM. Later DATA
+ * is dropped (on_data_chunk: the stream is answered). */
+static void pipe_free(void *ioc)
+{
+  h2_pipe_t *p = ioc;
+  h2_stream_t *s = p->s;
+  if (s) {
+    s->pipe = NULL;
+    if (!s->closed && !p->eof && !s->out_eof && evbuffer_get_length(s->out) == 0) {
+      nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+    } else if (!s->closed && !s->out_eof) {
+      s->out_eof = 1;
+      pipe_resume(s);
+    }
+    flush_soon(s->conn);
+  }
+  evbuffer_free(p->in);
+  free(p);
+}
+
+static void pipe_watch(void *ioc, struct event *rev, struct event *wev)
+{
+  h2_pipe_t *p = ioc;
+  p->rev = rev;
+  p->wev = wev;
+  if (rev && pipe_pending(p)) pipe_wake(rev, EV_READ); /* DATA that came with the handshake */
+}
+
+static const gw_io_t pipe_io = {pipe_read, pipe_write, pipe_pending, pipe_shutdown, pipe_free, pipe_watch};
+
+static int h2_can_upgrade(const gw_request_t *req)
+{
+  const h2_stream_t *s = req->proto_ctx;
+  return req->websocket_connect && !s->closed && !s->answered && !s->conn->dead;
+}
+
+/* The handler accepted the extended CONNECT: the 2xx head goes out (no
+ * END_STREAM) and the stream becomes a pipe. */
+static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end)
+{
+  h2_stream_t *s = req->proto_ctx;
+  (void)to_client;
+  *end = (gw_byte_end_t){-1, NULL, NULL};
+  if (!h2_can_upgrade(req)) return -1;
+  h2_pipe_t *p = calloc(1, sizeof(*p));
+  if (p == NULL || (p->in = evbuffer_new()) == NULL) {
+    free(p);
+    nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    flush_soon(s->conn);
+    return -1;
+  }
+  evbuffer_add_buffer(from_client, req->body); /* DATA that came before the answer */
+  p->s = s;
+  p->eof = s->ended_remote;
+  s->pipe = p;
+  s->out_eof = 0;
+  int status = req->status >= 200 && req->status < 300 ? req->status : 200;
+  req->status = status;
+  if (submit_head(s, -1, 1) != 0) {
+    s->pipe = NULL;
+    p->s = NULL;
+    pipe_free(p);
+    nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
+    flush_soon(s->conn);
+    return -1;
+  }
+  stream_log(s, status);
+  *end = (gw_byte_end_t){-1, &pipe_io, p};
+  return 0;
+}
+
 static const gw_protocol_t h2_protocol = {
+  .can_upgrade = h2_can_upgrade,
+  .upgrade = h2_upgrade,
   .send = h2_send,
   .stream_head = h2_stream_head,
   .stream_body = h2_stream_body,
@@ -590,6 +777,8 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
       memcpy(r->target, v, valuelen);
       r->target[valuelen] = '\0';
       r->target_len = valuelen;
+    } else if (namelen == 9 && memcmp(n, ":protocol", 9) == 0) { /* RFC 8441 (nghttp2 checked it is a CONNECT) */
+      s->protocol = valuelen == 9 && strncasecmp(v, "websocket", 9) == 0 ? 1 : 2;
     } else if (namelen == 10 && memcmp(n, ":authority", 10) == 0) {
       if (!s->has_host && gw_headers_add(&r->headers, "host", 4, v, valuelen) == 0) s->has_host = 1;
     }
@@ -619,12 +808,12 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
     answer_error(s, s->error_status);
     return;
   }
-  if (r->method == NULL || r->target_len == 0) {
-    answer_error(s, 400);
+  if (r->method_id == HTTP_CONNECT && s->protocol != 1) {
+    answer_error(s, s->protocol ? 501 : 405); /* not a forward proxy; only WebSocket is spoken over CONNECT */
     return;
   }
-  if (r->method_id == HTTP_CONNECT) {
-    answer_error(s, 405);
+  if (r->method == NULL || r->target_len == 0) {
+    answer_error(s, 400);
     return;
   }
   if (r->target[0] != '/' && !(r->target_len == 1 && r->target[0] == '*')) {
@@ -633,6 +822,16 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
   }
   gw_request_split_target(r);
   r->head = r->method_id == HTTP_HEAD;
+  if (r->method_id == HTTP_CONNECT) { /* a WebSocket: runs now, its DATA is the connection's */
+    if (end_stream) {
+      answer_error(s, 400);
+      return;
+    }
+    r->websocket_connect = 1;
+    r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
+    stream_start(s);
+    return;
+  }
   if (end_stream) {
     s->ended_remote = 1;
     stream_start(s);
@@ -656,7 +855,7 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
 /* Control frames per second over the limit: the client floods. */
 static int control_flood(gw_h2_conn_t *h)
 {
-  int64_t sec = now_ms() / 1000;
+  int64_t sec = gw_coarse_ms() / 1000;
   if (sec != h->ctrl_second) {
     h->ctrl_second = sec;
     h->nctrl = 0;
@@ -692,7 +891,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
       head_complete(h, s, end);
     } else if (end && !s->ended_remote) { /* trailers end the body */
       s->ended_remote = 1;
-      if (!s->started && !s->answered) stream_start(s);
+      if (s->pipe) {
+        s->pipe->eof = 1;
+        pipe_wake(s->pipe->rev, EV_READ);
+      } else if (!s->started && !s->answered) stream_start(s);
       else if (s->req.body_streaming) {
         s->req.body_streaming = 0;
         if (s->req.on_body_more) s->req.on_body_more(&s->req);
@@ -708,6 +910,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     }
     if (s == NULL || s->closed || !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) break;
     s->ended_remote = 1;
+    if (s->pipe) { /* the client's half-close */
+      s->pipe->eof = 1;
+      pipe_wake(s->pipe->rev, EV_READ);
+      break;
+    }
     if (s->answered && !body_still_wanted(s)) break;
     if (!s->started) {
       stream_start(s);
@@ -747,6 +954,11 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   (void)flags;
   nghttp2_session_consume_connection(session, len); /* the connection window: at once */
   h2_stream_t *s = stream_of(h, id);
+  if (s && s->pipe) { /* the stream window reopens as the pipe's reader takes it */
+    evbuffer_add(s->pipe->in, data, len);
+    pipe_wake(s->pipe->rev, EV_READ);
+    return 0;
+  }
   if (s == NULL || s->closed || (s->answered && !body_still_wanted(s)) || s->error_status) {
     nghttp2_session_consume_stream(session, id, len);
     return 0;
@@ -781,6 +993,7 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
   h2_stream_t *s = stream_of(h, id);
   if (s == NULL || s->closed) return 0;
   s->closed = 1;
+  pipe_lost(s);
   if (error_code == NGHTTP2_NO_ERROR && s->logged && h->resets_left < RESET_BUDGET) h->resets_left++;
   nghttp2_session_set_stream_user_data(session, id, NULL);
   if (s->req.running) {
@@ -916,7 +1129,7 @@ static void h2_flush(gw_h2_conn_t *h)
       h2_close(h);
       return;
     }
-    if (n > 0) h->last_progress_ms = now_ms();
+    if (n > 0) h->last_progress_ms = gw_coarse_ms();
   }
   int blocked = evbuffer_get_length(h->out) > 0;
   if (blocked && !h->writing) {
@@ -946,7 +1159,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   }
   enter(h);
   const gw_limits_t *lim = &h->ctx->server->limits;
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   int waiting = evbuffer_get_length(h->out) > 0;
   for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
     if (evbuffer_get_length(s->out) > 0) waiting = 1;
@@ -984,6 +1197,7 @@ static void h2_close(gw_h2_conn_t *h)
     }
   while (h->streams) {
     h2_stream_t *s = h->streams;
+    pipe_lost(s);
     s->closed = 1;
     stream_unlink(h, s);
   }
@@ -1021,11 +1235,12 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
   h->tls = tls;
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
   h->resets_left = RESET_BUDGET;
-  h->last_progress_ms = h->idle_since_ms = now_ms();
+  h->last_progress_ms = h->idle_since_ms = gw_coarse_ms();
   nghttp2_settings_entry settings[] = {
     {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS},
     {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_size},
     {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+    {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* RFC 8441: WebSockets over streams */
   };
   nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, sizeof(settings) / sizeof(settings[0]));
   /* A larger connection window: it is given back as bytes arrive. */
@@ -1132,6 +1347,13 @@ void gw_h2_conn_shutdown(gw_h2_conn_t *h, int graceful)
     h->stopping = 1;
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
+    /* WebSocket streams never finish by themselves: as HTTP/1.1 tunnels, they
+     * end with the stop (reset; their readers hear it from the loop). */
+    for (h2_stream_t *s = h->streams; s; s = s->next)
+      if (s->pipe) {
+        pipe_lost(s);
+        nghttp2_submit_rst_stream(h->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_CANCEL);
+      }
     h2_flush(h);
   }
   leave(h);

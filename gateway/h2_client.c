@@ -24,6 +24,7 @@
 #include "log.h"
 #include "pool.h"
 #include "timeutil.h"
+#include "tls_client.h"
 
 #define STREAM_WINDOW (256 * 1024)        /* per stream: what a paused call may hold */
 #define CONN_WINDOW (16 * 1024 * 1024)    /* per connection: many streams in flight */
@@ -45,12 +46,13 @@ struct gw_h2_client_s {
 struct h2c_conn_s {
   gw_pool_conn_t pc;        /* first: the pool's part (socket, events, key) */
   gw_h2_client_t *cl;
+  gw_tls_client_conn_t *tls; /* owned; h2:// (the key has TLS settings): set while shaking hands and after */
   nghttp2_session *session;
   struct evbuffer *out;     /* frames not written yet */
   struct event kick;        /* send / fail / free, from the loop */
   gw_h2_call_t *calls;      /* every call assigned here, submitted or waiting to connect */
   size_t ncalls;
-  int connected, goaway, dead, in_callback, kicked;
+  int connected, goaway, dead, in_callback, kicked; /* connected: TCP up and, for h2://, TLS with ALPN h2 */
   int ready;                /* the server's first SETTINGS came: calls are submitted up to its limit */
   int ncalls_cap;           /* set while its overflow is placed elsewhere */
   int dispatch;             /* ... and the calls waiting for it are to be placed (from kick) */
@@ -75,6 +77,7 @@ struct gw_h2_call_s {
   /* the request, copied */
   char *method, *target, *authority, *host;
   int port;
+  struct gw_tls_client_s *tls;  /* h2://: its settings (they outlive the call), else NULL */
   gw_sockaddr_t addr;
   socklen_t addrlen;
   gw_headers_t headers;
@@ -104,16 +107,27 @@ static void conn_kill(h2c_conn_t *c, gw_err_t why);
 static void call_assign(gw_h2_call_t *call);
 static void call_finish(gw_h2_call_t *call, gw_err_t err);
 
-/* -- connection I/O: the one place TLS (h2://) would plug in ---------------- */
+/* -- connection I/O: plain, or through TLS (h2://) ---------------------------- */
 
 static ssize_t io_read(h2c_conn_t *c, void *buf, size_t n)
 {
+  if (c->tls) return gw_tls_client_read(c->tls, buf, n);
   return recv(c->pc.fd, buf, n, 0);
 }
 
 static int io_write(h2c_conn_t *c)
 {
-  return evbuffer_write(c->out, c->pc.fd);
+  if (c->tls == NULL) return evbuffer_write(c->out, c->pc.fd);
+  size_t len = evbuffer_get_length(c->out);
+  if (len > 16384) len = 16384; /* one record at a time */
+  unsigned char *p = evbuffer_pullup(c->out, (ssize_t)len);
+  if (p == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  ssize_t n = gw_tls_client_write(c->tls, p, len);
+  if (n > 0) evbuffer_drain(c->out, (size_t)n);
+  return (int)n;
 }
 
 /* -- calls ------------------------------------------------------------------- */
@@ -310,7 +324,8 @@ static void call_submit(gw_h2_call_t *call)
 #define NV(nm, nl, v, vl) \
   nv[n++] = (nghttp2_nv){(uint8_t *)(nm), (uint8_t *)(v), (nl), (vl), NGHTTP2_NV_FLAG_NONE}
   NV(":method", 7, call->method, strlen(call->method));
-  NV(":scheme", 7, "http", 4);
+  if (c->tls) NV(":scheme", 7, "https", 5);
+  else NV(":scheme", 7, "http", 4);
   NV(":authority", 10, call->authority, strlen(call->authority));
   NV(":path", 5, call->target, strlen(call->target));
   NV("te", 2, "trailers", 8); /* we pass trailers on (gRPC servers insist) */
@@ -593,6 +608,11 @@ static void conn_on_free(gw_pool_conn_t *pc)
 {
   h2c_conn_t *c = (h2c_conn_t *)pc;
   event_del(&c->kick);
+  if (c->tls) { /* close_notify unless it failed; the pool closes the socket after */
+    if (pc->fd < 0) gw_tls_client_conn_forget_fd(c->tls);
+    gw_tls_client_conn_free(c->tls);
+    c->tls = NULL;
+  }
   if (c->session) nghttp2_session_del(c->session);
   c->session = NULL;
   if (c->out) evbuffer_free(c->out);
@@ -656,10 +676,16 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
   conn_free(c);
 }
 
+static void conn_handshake(h2c_conn_t *c);
+
 static void conn_on_read(gw_pool_conn_t *pc)
 {
   h2c_conn_t *c = (h2c_conn_t *)pc;
   static uint8_t buf[READ_BUF_SIZE];
+  if (!c->connected) { /* only an h2:// handshake reads before */
+    if (c->tls && !c->dead) conn_handshake(c);
+    return;
+  }
   for (int rounds = 0; rounds < 16 && !c->dead; rounds++) {
     ssize_t n = io_read(c, buf, sizeof(buf));
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
@@ -680,10 +706,13 @@ static void conn_on_read(gw_pool_conn_t *pc)
   /* nghttp2 ended the session (a connection error: it queued GOAWAY) */
   if (!c->dead && !nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session))
     conn_kill(c, gw_err(GW_ERR_BAD_RESPONSE, "invalid upstream response"));
+  /* TLS holds decrypted bytes (or an end) no socket event will announce */
+  if (!c->dead && c->tls && gw_tls_client_pending(c->tls)) gw_pool_conn_kick_read(&c->pc);
   if (!c->dead) kick(c); /* SETTINGS ACK, WINDOW_UPDATE, PING answers, GOAWAY */
 }
 
-static void conn_connected(h2c_conn_t *c)
+/* TCP (and for h2:// TLS with ALPN h2) is up: the session starts. */
+static void conn_ready(h2c_conn_t *c)
 {
   c->connected = 1;
   gw_pool_conn_read(&c->pc, 1);
@@ -691,10 +720,75 @@ static void conn_connected(h2c_conn_t *c)
   kick(c); /* its calls are submitted once the server's SETTINGS came */
 }
 
+/* "name@address": the upstream server in log lines. */
+static void server_label(const h2c_conn_t *c, char *buf, size_t size)
+{
+  socklen_t len;
+  const gw_sockaddr_t *a = gw_pool_key_addr(c->pc.key, &len);
+  char addr[128];
+  gw_addr_format(&a->sa, len, addr, sizeof(addr));
+  snprintf(buf, size, "%s@%s", gw_pool_key_name(c->pc.key), addr);
+}
+
+/* Drives the TLS handshake of an h2:// connection; the connect timer keeps
+ * running until it is done. The server must select h2 by ALPN. */
+static void conn_handshake(h2c_conn_t *c)
+{
+  char reason[256], label[400];
+  int rc = gw_tls_client_handshake(c->tls, reason, sizeof(reason));
+  if (rc == GW_TLS_WANT_READ || rc == GW_TLS_WANT_WRITE) {
+    gw_pool_conn_read(&c->pc, 1);
+    gw_pool_conn_write(&c->pc, rc == GW_TLS_WANT_WRITE);
+    return;
+  }
+  server_label(c, label, sizeof(label));
+  gw_pool_conn_write(&c->pc, 0);
+  if (rc == GW_TLS_FAILED) {
+    gw_log_error("h2 upstream %s: TLS handshake failed: %s", label, reason);
+    conn_kill(c, gw_err(GW_ERR_TLS, "upstream TLS handshake failed"));
+    return;
+  }
+  char alpn[64];
+  gw_tls_client_alpn(c->tls, alpn, sizeof(alpn));
+  if (strcmp(alpn, "h2") != 0) {
+    gw_log_error("h2 upstream %s: the server did not select h2 by ALPN (%s)", label,
+                 alpn[0] ? alpn : "it selected no protocol");
+    conn_kill(c, gw_err(GW_ERR_TLS, "upstream does not speak HTTP/2 over TLS (ALPN)"));
+    return;
+  }
+  c->cl->stats.tls_handshakes++;
+  if (gw_tls_client_resumed(c->tls)) c->cl->stats.tls_resumed++;
+  conn_ready(c);
+}
+
+/* connect(2) done: an h2:// upstream shakes hands first. */
+static void conn_connected(h2c_conn_t *c)
+{
+  gw_tls_client_t *tls = (gw_tls_client_t *)gw_pool_key_tls(c->pc.key);
+  if (tls == NULL) {
+    conn_ready(c);
+    return;
+  }
+  /* sessions are kept per "h2 name@address", apart from HTTP/1.1 ones of the same settings */
+  char label[400], key[410];
+  server_label(c, label, sizeof(label));
+  snprintf(key, sizeof(key), "h2 %s", label);
+  c->tls = gw_tls_client_conn_new(tls, c->pc.fd, gw_pool_key_name(c->pc.key), key);
+  if (c->tls == NULL || gw_tls_client_conn_offer_h2(c->tls) != 0) {
+    conn_kill(c, gw_err(GW_ERR_NOMEM, "out of memory"));
+    return;
+  }
+  conn_handshake(c);
+}
+
 static void conn_on_write(gw_pool_conn_t *pc)
 {
   h2c_conn_t *c = (h2c_conn_t *)pc;
   if (c->dead) return;
+  if (!c->connected && c->tls) {
+    conn_handshake(c);
+    return;
+  }
   if (!c->connected) {
     int err = gw_pool_conn_error(pc);
     if (err == EINPROGRESS || err == EINTR) return;
@@ -714,6 +808,13 @@ static void conn_on_write(gw_pool_conn_t *pc)
 static void conn_on_timeout(gw_pool_conn_t *pc)
 {
   h2c_conn_t *c = (h2c_conn_t *)pc;
+  if (!c->connected && c->tls) {
+    char label[400];
+    server_label(c, label, sizeof(label));
+    gw_log_error("h2 upstream %s: TLS handshake timed out", label);
+    conn_kill(c, gw_err(GW_ERR_CONNECT_TIMEOUT, "upstream TLS handshake timed out"));
+    return;
+  }
   if (!c->connected) {
     conn_kill(c, gw_err(GW_ERR_CONNECT_TIMEOUT, "upstream connect timed out"));
     return;
@@ -769,10 +870,11 @@ static h2c_conn_t *conn_open(gw_h2_client_t *cl, gw_pool_key_t *key, int connect
   if (bad) {
     conn_kill(c, gw_err(GW_ERR_NOMEM, "out of memory"));
   } else if (rc == 0) {
+    gw_pool_conn_timer(pc, connect_timeout_ms > 0 ? connect_timeout_ms : 5000); /* an h2:// handshake's */
     conn_connected(c);
   } else if (rc == EINPROGRESS) {
     gw_pool_conn_write(pc, 1);
-    gw_pool_conn_timer(pc, connect_timeout_ms > 0 ? connect_timeout_ms : 5000);
+    gw_pool_conn_timer(pc, connect_timeout_ms > 0 ? connect_timeout_ms : 5000); /* and the handshake's */
   } else {
     conn_kill(c, rc == ECONNREFUSED ? gw_err(GW_ERR_CONNECT_REFUSED, "connection refused")
                                     : gw_err(GW_ERR_CONNECT, "cannot connect to upstream"));
@@ -796,7 +898,10 @@ static void call_assign(gw_h2_call_t *call)
   call->got_head = 0;
   call->in_trailers = 0;
   gw_headers_clear(&call->res.headers);
-  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen, NULL, NULL); /* plain: h2c */
+  /* h2://: TLS settings and server name are part of the key (never shared) */
+  const char *name = NULL;
+  if (call->tls) name = gw_tls_client_server_name(call->tls) ? gw_tls_client_server_name(call->tls) : call->host;
+  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen, call->tls, name);
   if (key == NULL) {
     call_fail_later(call, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
@@ -899,6 +1004,7 @@ gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, cons
   call->authority = strdup(host ? host->value : hostport);
   call->host = strdup(p->host ? p->host : "");
   call->port = p->port;
+  call->tls = p->tls;
   int oom = !call->res.body || !call->method || !call->target || !call->authority || !call->host ||
             gw_headers_copy(&call->headers, p->headers) != 0;
   if (!oom && p->body_source) {
@@ -923,11 +1029,15 @@ gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, cons
     else call_assign(call);
     return call;
   }
+  struct sockaddr_storage ip;
+  socklen_t ip_len;
   if (p->addr) {
     call->addrlen = p->addrlen <= sizeof(call->addr) ? p->addrlen : sizeof(call->addr);
     memcpy(&call->addr, p->addr, call->addrlen);
-  } else if (p->host && (call->addrlen = gw_addr_from_ip(p->host, p->port, (struct sockaddr_storage *)&call->addr)) > 0) {
-    /* an IP literal */
+  } else if (p->host && (ip_len = gw_addr_from_ip(p->host, p->port, &ip)) > 0 && ip_len <= sizeof(call->addr)) {
+    /* an IP literal (through a sockaddr_storage: it is larger than gw_sockaddr_t, and cleared whole) */
+    memcpy(&call->addr, &ip, ip_len);
+    call->addrlen = ip_len;
   } else if (p->host && resolver) {
     call->lookup = gw_resolve(resolver, p->host, p->port, on_resolved, call);
     if (call->lookup == NULL) {

@@ -1,5 +1,6 @@
-/* h2_client.h - the non-blocking HTTP/2 client (cleartext "h2c", prior
- * knowledge), for proxy_pass to h2c:// upstreams and gRPC (grpc_pass).
+/* h2_client.h - the non-blocking HTTP/2 client (cleartext "h2c" with prior
+ * knowledge, or over TLS "h2" by ALPN), for proxy_pass to h2c:// and h2://
+ * upstreams and gRPC (grpc_pass, grpcs://).
  *
  * nghttp2 does the frames, HPACK and flow control (a client session per
  * connection). Per worker, a gw_h2_client_t keeps a few connections per
@@ -19,8 +20,11 @@
  * resumes, so a slow client of one stream holds at most one stream window
  * and does not stall the others on the same connection.
  *
- * Connection I/O is one read/write pair (io_read/io_write in h2_client.c)
- * where TLS ("h2://") can plug in; it is not supported yet. */
+ * "h2://" upstreams (params.http.tls set): the connection's I/O goes through
+ * tls_client.c, offering ALPN "h2" only; a server that selects anything else
+ * fails the connection (GW_ERR_TLS, logged), as a failed handshake or
+ * verification does. The TLS settings and the server name are part of the
+ * connection's pool key, and sessions are resumed per "h2 name@address". */
 #ifndef GW_H2_CLIENT_H
 #define GW_H2_CLIENT_H
 
@@ -46,7 +50,8 @@ typedef struct {
    * :authority; hop-by-hop fields are dropped; "te: trailers" is sent),
    * body or body_source, connect_timeout_ms, timeout_ms (the longest wait
    * for the next frame of the stream), on_head/on_body (streaming; else the
-   * body is collected, up to max_response_body). upgrade is not supported. */
+   * body is collected, up to max_response_body), tls (h2://; the handshake
+   * counts against connect_timeout_ms). upgrade is not supported. */
   gw_client_params_t http;
   int deadline_ms;        /* > 0: the whole call fails with GW_ERR_TIMEOUT after this (gRPC's grpc-timeout) */
   /* Response trailer fields, just before the done callback of a complete
@@ -77,6 +82,8 @@ typedef struct {
   unsigned long streams;     /* started */
   unsigned long retried;     /* refused by the peer (GOAWAY, REFUSED_STREAM) and sent again */
   unsigned long open;        /* connections open now */
+  unsigned long tls_handshakes; /* h2:// handshakes completed (ALPN h2) */
+  unsigned long tls_resumed;    /* ... of which resumed a session */
 } gw_h2_client_stats_t;
 void gw_h2_client_stats(const gw_h2_client_t *cl, gw_h2_client_stats_t *out);
 

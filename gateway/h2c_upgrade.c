@@ -6,30 +6,6 @@
 
 #include "h2c_upgrade.h"
 
-/* 1 when the comma-separated list value contains token (case-insensitive). */
-static int list_has(const char *value, size_t len, const char *token)
-{
-  size_t tl = strlen(token), i = 0;
-  while (i < len) {
-    while (i < len && (value[i] == ' ' || value[i] == '\t' || value[i] == ',')) i++;
-    size_t start = i;
-    while (i < len && value[i] != ',') i++;
-    size_t end = i;
-    while (end > start && (value[end - 1] == ' ' || value[end - 1] == '\t')) end--;
-    if (end - start == tl && strncasecmp(value + start, token, tl) == 0) return 1;
-  }
-  return 0;
-}
-
-static int header_has(const gw_headers_t *h, const char *name, const char *token)
-{
-  for (size_t i = 0; i < h->count; i++) {
-    const gw_header_t *f = &h->items[i];
-    if (strcasecmp(f->name, name) == 0 && list_has(f->value, f->value_len, token)) return 1;
-  }
-  return 0;
-}
-
 /* base64url without padding (RFC 7540 §3.2.1) through OpenSSL's base64. */
 static int decode_base64url(const char *in, size_t len, unsigned char *out)
 {
@@ -54,8 +30,8 @@ static int decode_base64url(const char *in, size_t len, unsigned char *out)
 
 int gw_h2c_upgrade_settings(const gw_headers_t *headers, unsigned char *out)
 {
-  if (!header_has(headers, "upgrade", "h2c")) return -1;
-  if (!header_has(headers, "connection", "upgrade") || !header_has(headers, "connection", "http2-settings"))
+  if (!gw_headers_have_token(headers, "upgrade", "h2c")) return -1;
+  if (!gw_headers_have_token(headers, "connection", "upgrade") || !gw_headers_have_token(headers, "connection", "http2-settings"))
     return -1;
   const gw_header_t *settings = NULL;
   for (size_t i = 0; i < headers->count; i++)

@@ -150,3 +150,28 @@ int gw_header_field_is_safe(const char *name, size_t name_len, const char *value
   }
   return 1;
 }
+
+/* 1 when the comma-separated list value[0..len) holds tok. */
+static int list_has_token(const char *value, size_t len, const char *tok, size_t tl)
+{
+  size_t i = 0;
+  while (i < len) {
+    while (i < len && (value[i] == ' ' || value[i] == '\t' || value[i] == ',')) i++;
+    size_t start = i;
+    while (i < len && value[i] != ',') i++;
+    size_t end = i;
+    while (end > start && (value[end - 1] == ' ' || value[end - 1] == '\t')) end--;
+    if (end - start == tl && strncasecmp(value + start, tok, tl) == 0) return 1;
+  }
+  return 0;
+}
+
+int gw_headers_have_token(const gw_headers_t *h, const char *name, const char *tok)
+{
+  size_t tl = strlen(tok);
+  for (size_t i = 0; i < h->count; i++) {
+    const gw_header_t *f = &h->items[i];
+    if (strcasecmp(f->name, name) == 0 && list_has_token(f->value, f->value_len, tok, tl)) return 1;
+  }
+  return 0;
+}

@@ -40,6 +40,10 @@ gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name);
 void gw_headers_remove(gw_headers_t *h, const char *name);
 /* 1 if s is a non-empty RFC 9110 token (a method or a field name). */
 int gw_is_token(const char *s, size_t len);
+/* 1 when the fields named name (repeated ones are one list, RFC 9110 §5.3)
+ * hold the token tok in their comma-separated values, both compared without
+ * case: "Connection: keep-alive, Upgrade" has "upgrade". */
+int gw_headers_have_token(const gw_headers_t *h, const char *name, const char *tok);
 /* 1 if name/value may be written to the wire: a token name, and no CR, LF or NUL in the value. */
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len);
 

@@ -10,7 +10,7 @@
  * the request is retried on the group's next live server; any other failure
  * is answered: 504 for timeouts, 502 otherwise.
  *
- * h2c:// upstreams (and grpc_pass) go through the HTTP/2 client
+ * h2c:// and h2:// upstreams (and grpc_pass) go through the HTTP/2 client
  * (h2_client.c) instead of exchange.c; their response trailers end the
  * streamed body (gw_request_stream_end_trailers). A gRPC request
  * (content-type application/grpc...) is answered the gRPC way when the
@@ -31,7 +31,9 @@
 #include "proxy.h"
 #include "stats.h"
 #include "tls.h"
+#include "tls_client.h"
 #include "trace.h"
+#include "ws_frame.h"
 #include "tunnel.h"
 
 typedef struct {
@@ -52,6 +54,7 @@ typedef struct {
   int streaming;          /* the response head went to the client; the body follows */
   gw_head_filter_t head_filter; /* the location's header_filter on a streamed head */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
+  char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
   char *target;
   gw_headers_t headers;
@@ -257,31 +260,14 @@ static const gw_head_filter_ops_t head_filter_ops = {
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
 
-/* 1 when the comma-separated list in h has the token tok. */
-static int has_token(const gw_header_t *h, const char *tok)
-{
-  if (h == NULL) return 0;
-  size_t tl = strlen(tok);
-  const char *p = h->value;
-  while (*p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *end = e;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
-    p = e;
-  }
-  return 0;
-}
-
 /* GET with Connection: upgrade and Upgrade: websocket, on a connection that
  * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
+  if (req->websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
   return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
-         has_token(gw_headers_find((gw_headers_t *)&req->headers, "connection"), "upgrade") &&
-         has_token(gw_headers_find((gw_headers_t *)&req->headers, "upgrade"), "websocket") &&
+         gw_headers_have_token(&req->headers, "connection", "upgrade") &&
+         gw_headers_have_token(&req->headers, "upgrade", "websocket") &&
          gw_request_can_upgrade(req);
 }
 
@@ -299,7 +285,8 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
 {
   gw_request_t *req = op->req;
   struct evbuffer *to_client = evbuffer_new(), *to_upstream = evbuffer_new(), *rest = evbuffer_new();
-  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest) : -1;
+  gw_tls_client_conn_t *utls = NULL; /* a wss:// upstream's TLS: goes into the tunnel with its socket */
+  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest, &utls) : -1;
   gw_exchange_cancel(op->client);
   op->client = NULL;
   note_result(op, 0);
@@ -311,6 +298,11 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     gw_request_finish(req);
   } else {
     take_head(req, res);
+    if (req->websocket_connect) { /* HTTP/2: a 200 carries the upstream's end-to-end fields, the stream the bytes */
+      req->status = 200;
+      gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
+      evbuffer_add_buffer(to_client, rest);
+    } else {
     evbuffer_add_printf(to_client, "HTTP/1.1 101 Switching Protocols\r\n");
     for (size_t i = 0; i < req->resp_headers.count; i++) {
       const gw_header_t *h = &req->resp_headers.items[i];
@@ -323,18 +315,29 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     put_field(to_client, "Connection", 10, "upgrade", 7);
     evbuffer_add(to_client, "\r\n", 2);
     evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after */
+    }
     int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
     struct event_base *base = req->ctx->base;
     char peer[64];
     snprintf(peer, sizeof(peer), "%s", req->remote_addr ? req->remote_addr : "-");
-    gw_tls_conn_t *tls = NULL;
-    int cfd = gw_request_upgrade(req, to_client, to_upstream, &tls); /* req is gone */
-    if (cfd < 0) close(ufd);
-    else gw_tunnel_new_tls(base, cfd, tls, peer, to_client, ufd, to_upstream, timeout); /* owns both sockets */
+    gw_byte_end_t client;
+    int rc = gw_request_upgrade(req, to_client, to_upstream, &client); /* req is gone */
+    gw_byte_end_t upstream = {ufd, utls ? &gw_tls_client_io : NULL, utls};
+    if (rc < 0) gw_byte_end_drop(&upstream);
+    else gw_tunnel_new_ends(base, &client, to_client, peer, &upstream, to_upstream, timeout); /* owns both ends */
   }
   if (to_client) evbuffer_free(to_client);
   if (to_upstream) evbuffer_free(to_upstream);
   if (rest) evbuffer_free(rest);
+}
+
+/* The upstream's Sec-WebSocket-Accept answers our key (RFC 6455 §4.1). */
+static int accept_matches(const char *key, gw_client_response_t *res)
+{
+  char want[29];
+  gw_ws_accept(key, strlen(key), want);
+  const gw_header_t *got = gw_headers_find(&res->headers, "sec-websocket-accept");
+  return got && got->value_len == 28 && memcmp(got->value, want, 28) == 0;
 }
 
 static void on_upstream_head(gw_client_response_t *res, void *arg)
@@ -342,6 +345,18 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   if (op->upgrade && res->status == 101) {
+    if (op->ws_key[0] && !accept_matches(op->ws_key, res)) { /* we made the handshake: we check it */
+      gw_log_error("proxy_pass %s %.*s: the upstream's 101 has no valid Sec-WebSocket-Accept", req->method,
+                   (int)req->path_len, req->target);
+      gw_exchange_cancel(op->client);
+      op->client = NULL;
+      note_result(op, 1);
+      gw_request_pending_remove(&op->pending);
+      op_free(op);
+      gw_request_simple_response(req, 502, NULL);
+      gw_request_finish(req);
+      return;
+    }
     start_tunnel(op, res);
     return;
   }
@@ -593,7 +608,8 @@ static char *upstream_target(const gw_request_t *req, const char *path)
 }
 
 /* Request headers minus hop-by-hop ones, plus Host and X-Forwarded-*. */
-static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade)
+static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade,
+                             const char *ws_key)
 {
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
@@ -609,6 +625,7 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
       continue;
     }
     if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    if (ws_key && strcasecmp(h->name, "sec-websocket-key") == 0) continue; /* ours replaces it */
     if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
       continue;
@@ -617,6 +634,10 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
     gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
   }
   if (upgrade) gw_headers_add(hs, "Connection", 10, "Upgrade", 7);
+  if (upgrade && ws_key) { /* HTTP/2's extended CONNECT: the HTTP/1.1 handshake is ours to make */
+    gw_headers_add(hs, "Upgrade", 7, "websocket", 9);
+    gw_headers_add(hs, "Sec-WebSocket-Key", 17, ws_key, strlen(ws_key));
+  }
   add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
   if (via) add_joined(hs, "Via", &req->headers, via);
   if (req->tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
@@ -666,14 +687,20 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     op->grpc = is_grpc(req);
     op->deadline_ms = op->grpc ? grpc_timeout_ms(req) : 0;
   }
-  if (op->upgrade && (u->tls || (op->server && op->server->tls))) {
-    gw_log_error("proxy_pass %s: WebSocket to an https:// upstream is not supported", url);
+  if (op->h2c && req->websocket_connect) { /* RFC 8441 upstream: not spoken here */
+    gw_log_error("proxy_pass %s: a WebSocket (HTTP/2 extended CONNECT) to an h2c:// upstream is not supported", url);
+    op_free(op);
+    fail_now(req, 502);
+    return;
+  }
+  if (op->upgrade && req->websocket_connect && gw_ws_key_new(op->ws_key) < 0) {
+    gw_log_error("proxy_pass %s: no randomness for a Sec-WebSocket-Key", url);
     op_free(op);
     fail_now(req, 502);
     return;
   }
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
-                   req->location && req->location->pass_host, op->upgrade);
+                   req->location && req->location->pass_host, op->upgrade, op->ws_key[0] ? op->ws_key : NULL);
   size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
   op->params = (gw_client_params_t){
     .host = u->unix_path ? NULL : op->host,
@@ -682,7 +709,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .addr = u->addrlen ? (const struct sockaddr *)&u->addr : NULL,
     .addrlen = u->addrlen,
     .tls = u->tls ? tls_settings(req, NULL) : NULL,
-    .method = req->method,
+    .method = req->websocket_connect ? "GET" : req->method, /* RFC 8441's CONNECT is HTTP/1.1's GET */
     .target = op->target,
     .headers = &op->headers,
     .body = body_len ? (const char *)evbuffer_pullup(req->body, -1) : NULL,

@@ -96,13 +96,6 @@ struct gw_redis_s {
   int backoff_ms;
 };
 
-static double now_ms(void)
-{
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec * 1000.0 + (double)t.tv_nsec / 1e6;
-}
-
 /* -- replies ------------------------------------------------------------------ */
 
 static gw_redis_reply_t *new_reply(const redisReadTask *t)
@@ -292,7 +285,7 @@ static void conn_close(conn_t *c)
   gw_buf_dispose(&c->out);
   if (c->sub == NULL) r->nconns--;
   free(c);
-  if (r->wait_head && r->nconns < r->pool && now_ms() >= r->down_until_ms) {
+  if (r->wait_head && r->nconns < r->pool && gw_now_ms() >= r->down_until_ms) {
     gw_redis_op_t *op = r->wait_head;
     queue_remove(op);
     dispatch(r, op);
@@ -303,7 +296,7 @@ static void mark_down(gw_redis_t *r)
 {
   r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_FIRST_MS;
   if (r->backoff_ms > BACKOFF_MAX_MS) r->backoff_ms = BACKOFF_MAX_MS;
-  r->down_until_ms = now_ms() + r->backoff_ms;
+  r->down_until_ms = gw_now_ms() + r->backoff_ms;
 }
 
 static void op_finish(gw_redis_op_t *op, gw_err_t err)
@@ -655,7 +648,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     op_free(op);
     return NULL;
   }
-  if (now_ms() < r->down_until_ms && r->nconns == 0)
+  if (gw_now_ms() < r->down_until_ms && r->nconns == 0)
     finish_later(op, gw_err(GW_ERR_CONNECT, "redis is down (reconnecting with backoff)"));
   else
     dispatch(r, op);

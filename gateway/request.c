@@ -263,12 +263,11 @@ int gw_request_can_upgrade(const gw_request_t *req)
   return req->proto->upgrade != NULL && req->proto->can_upgrade(req);
 }
 
-int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
-                       struct gw_tls_conn_s **tls)
+int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end)
 {
   req->running = 0;
   release_state(req);
-  return req->proto->upgrade(req, to_client, from_client, tls);
+  return req->proto->upgrade(req, to_client, from_client, end);
 }
 
 int gw_request_can_stream(const gw_request_t *req)

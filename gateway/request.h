@@ -24,7 +24,7 @@
 #include "headers.h"
 #include "http_status.h"
 
-struct gw_tls_conn_s; /* tls.h: a connection's TLS state, handed over by an upgrade */
+#include "byte_end.h"
 
 typedef struct gw_request_s gw_request_t;
 
@@ -69,15 +69,19 @@ typedef struct {
    * response early: the connection closes. */
   void (*stream_file)(gw_request_t *req, int fd, long long offset, long long len);
   /* Optional (NULL: no protocol upgrades; can_upgrade may say no for one
-   * connection, e.g. HTTP/1.0). upgrade ends the request (logged with
-   * req->status, 101) and gives the connection up: its socket is returned
-   * and its TLS state (tls.h) put in *tls, NULL over plain TCP (the caller
-   * owns both now), the bytes queued for the client are moved to the front
-   * of `to_client`, and those read past the request to `from_client`. -1:
-   * it could not (the connection is closed). req must not be touched after. */
+   * request, e.g. HTTP/1.0). upgrade ends the request (logged with
+   * req->status) and gives its byte stream up as *end (byte_end.h), owned
+   * by the caller now:
+   *  - HTTP/1.1 (a 101 head already in to_client): the connection's socket
+   *    with its TLS state as the layer (none over plain TCP); the bytes
+   *    queued for the client are moved to the front of `to_client`;
+   *  - HTTP/2 (an RFC 8441 extended CONNECT): the response head is sent
+   *    from req->status (2xx) and resp_headers, and the stream becomes a
+   *    socketless end; to_client is left as it is.
+   * Bytes read past the request go to `from_client`. -1: it could not (the
+   * connection or stream is closed). req must not be touched after. */
   int (*can_upgrade)(const gw_request_t *req);
-  int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
-                 struct gw_tls_conn_s **tls);
+  int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end);
 } gw_protocol_t;
 
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
@@ -103,6 +107,7 @@ struct gw_request_s {
   int http_minor;           /* 0 or 1 (HTTP/1.x) */
   int http_major;           /* 1, or 2 (an HTTP/2 stream: then http_minor is 0) */
   int32_t stream_id;        /* an HTTP/2 stream's id (access log, trace); 0 for HTTP/1.x */
+  int websocket_connect;    /* HTTP/2: an extended CONNECT with :protocol websocket (RFC 8441) */
   /* The client connection's TLS (tls.h: protocol, cipher, SNI name), set by
    * its protocol; NULL over plain TCP. A sub-request has its parent's. */
   const struct gw_tls_info_s *tls;
@@ -217,10 +222,9 @@ int gw_request_can_stream_file(const gw_request_t *req);
  * the protocol's from now on). */
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len);
 
-/* Upgrades (a proxied WebSocket): see gw_protocol_t.upgrade. */
+/* Upgrades (a WebSocket): see gw_protocol_t.upgrade. */
 int gw_request_can_upgrade(const gw_request_t *req);
-int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
-                       struct gw_tls_conn_s **tls);
+int gw_request_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end);
 
 /* A streamed request body: the consumer took bytes out of req->body, so the
  * connection may read more (back-pressure). */

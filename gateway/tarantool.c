@@ -92,13 +92,6 @@ struct gw_tnt_s {
   int backoff_ms;
 };
 
-static double now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1000.0 + (double)ts.tv_nsec / 1e6;
-}
-
 /* -- operations ---------------------------------------------------------------- */
 
 static void op_detach(gw_tnt_op_t *op)
@@ -187,7 +180,7 @@ static void mark_down(gw_tnt_t *t)
 {
   t->backoff_ms = t->backoff_ms ? t->backoff_ms * 2 : BACKOFF_FIRST_MS;
   if (t->backoff_ms > BACKOFF_MAX_MS) t->backoff_ms = BACKOFF_MAX_MS;
-  t->down_until_ms = now_ms() + t->backoff_ms;
+  t->down_until_ms = gw_now_ms() + t->backoff_ms;
 }
 
 /* c is closed; each of its requests fails with err (from the loop). */
@@ -475,7 +468,7 @@ static conn_t *pick(gw_tnt_t *t, gw_err_t *err)
   for (conn_t *c = t->conns; c; c = c->next)
     if (!c->retired && (best == NULL || c->nops < best->nops)) best = c;
   if (best && (best->nops < PIPELINE_DEPTH || t->nconns >= t->pool)) return best;
-  if (now_ms() < t->down_until_ms) {
+  if (gw_now_ms() < t->down_until_ms) {
     *err = gw_err(GW_ERR_CONNECT, "tarantool is down (reconnecting with backoff)");
     return best;
   }

@@ -16,6 +16,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "byte_end.h"
+
 struct evbuffer;
 
 typedef struct gw_tls_ctx_s gw_tls_ctx_t;
@@ -89,6 +91,10 @@ int gw_tls_write(gw_tls_conn_t *c, struct evbuffer *out);
 int gw_tls_pending(const gw_tls_conn_t *c);
 /* close_notify before a half-close (lingering close). */
 void gw_tls_shutdown(gw_tls_conn_t *c);
+
+/* A connection's TLS as a byte end's layer (byte_end.h; ioc: the
+ * gw_tls_conn_t): how a tunnel or a WebSocket reads and writes it. */
+extern const gw_io_t gw_tls_io;
 
 /* After the handshake: the connection's info; NULL before. */
 const gw_tls_info_t *gw_tls_info(const gw_tls_conn_t *c);

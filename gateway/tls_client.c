@@ -45,6 +45,7 @@ struct gw_tls_client_conn_s {
   char *session_key;     /* owned */
   int fd;
   unsigned char established, failed;
+  unsigned char shut;    /* close_notify sent */
   unsigned char eof_due; /* close_notify/EOF met after data: the next read returns 0 */
   int err_due;           /* an errno met after data: the next read returns -1 with it */
 };
@@ -207,13 +208,20 @@ fail:
 
 void gw_tls_client_conn_forget_fd(gw_tls_client_conn_t *c) { c->fd = -1; }
 
+void gw_tls_client_shutdown(gw_tls_client_conn_t *c)
+{
+  if (c->established && !c->failed && c->fd >= 0 && !c->shut) {
+    SSL_set_quiet_shutdown(c->ssl, 0);
+    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
+    c->shut = 1;
+  }
+  ERR_clear_error();
+}
+
 void gw_tls_client_conn_free(gw_tls_client_conn_t *c)
 {
   if (c == NULL) return;
-  if (c->established && !c->failed && c->fd >= 0) {
-    SSL_set_quiet_shutdown(c->ssl, 0);
-    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
-  }
+  gw_tls_client_shutdown(c);
   ERR_clear_error();
   SSL_set_ex_data(c->ssl, conn_index, NULL);
   SSL_free(c->ssl);
@@ -340,3 +348,57 @@ int gw_tls_client_idle_ok(gw_tls_client_conn_t *c)
 }
 
 int gw_tls_client_resumed(const gw_tls_client_conn_t *c) { return c->established && SSL_session_reused(c->ssl); }
+
+/* -- as a byte end's layer (byte_end.h) -- */
+
+static int io_read(void *c, struct evbuffer *into, size_t max)
+{
+  struct evbuffer_iovec v;
+  if (evbuffer_reserve_space(into, (ev_ssize_t)max, &v, 1) < 1) {
+    errno = ENOMEM;
+    return -1;
+  }
+  ssize_t n = gw_tls_client_read(c, v.iov_base, v.iov_len < max ? v.iov_len : max);
+  v.iov_len = n > 0 ? (size_t)n : 0;
+  evbuffer_commit_space(into, &v, 1);
+  return (int)n;
+}
+
+/* One record's worth (16 KiB) per SSL_write, until the socket pushes back. */
+static int io_write(void *c, struct evbuffer *out)
+{
+  int total = 0;
+  size_t len;
+  while ((len = evbuffer_get_length(out)) > 0) {
+    if (len > 16384) len = 16384;
+    unsigned char *p = evbuffer_pullup(out, (ev_ssize_t)len);
+    if (p == NULL) {
+      errno = ENOMEM;
+      return -1;
+    }
+    ssize_t n = gw_tls_client_write(c, p, len);
+    if (n <= 0) return total > 0 ? total : (int)n;
+    evbuffer_drain(out, (size_t)n);
+    total += (int)n;
+  }
+  return total;
+}
+
+static int io_pending(void *c) { return gw_tls_client_pending(c); }
+static void io_shutdown(void *c) { gw_tls_client_shutdown(c); }
+static void io_free(void *c) { gw_tls_client_conn_free(c); }
+
+const gw_io_t gw_tls_client_io = {io_read, io_write, io_pending, io_shutdown, io_free, NULL};
+int gw_tls_client_conn_offer_h2(gw_tls_client_conn_t *c)
+{
+  static const unsigned char alpn_h2[] = "\x02h2";
+  return SSL_set_alpn_protos(c->ssl, alpn_h2, sizeof(alpn_h2) - 1) == 0 ? 0 : -1; /* 0 is success here */
+}
+
+void gw_tls_client_alpn(const gw_tls_client_conn_t *c, char *buf, size_t len)
+{
+  const unsigned char *p = NULL;
+  unsigned int n = 0;
+  if (c->established) SSL_get0_alpn_selected(c->ssl, &p, &n);
+  snprintf(buf, len, "%.*s", (int)n, p ? (const char *)p : "");
+}

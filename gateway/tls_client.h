@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "byte_end.h"
+
 typedef struct gw_tls_client_s gw_tls_client_t;
 typedef struct gw_tls_client_conn_s gw_tls_client_conn_t;
 
@@ -46,6 +48,8 @@ gw_tls_client_conn_t *gw_tls_client_conn_new(gw_tls_client_t *t, int fd, const c
 /* Sends close_notify (if established and the socket is still ours; never
  * blocks) and frees. */
 void gw_tls_client_conn_free(gw_tls_client_conn_t *c);
+/* Sends close_notify once (a half-close; never blocks). */
+void gw_tls_client_shutdown(gw_tls_client_conn_t *c);
 /* The socket was closed or taken: free without writing to it. */
 void gw_tls_client_conn_forget_fd(gw_tls_client_conn_t *c);
 
@@ -65,5 +69,15 @@ int gw_tls_client_pending(const gw_tls_client_conn_t *c);
 int gw_tls_client_idle_ok(gw_tls_client_conn_t *c);
 /* The handshake resumed a session. */
 int gw_tls_client_resumed(const gw_tls_client_conn_t *c);
+
+/* A connection's TLS as a byte end's layer (byte_end.h; ioc: the
+ * gw_tls_client_conn_t): a wss:// upstream's side of a tunnel. */
+extern const gw_io_t gw_tls_client_io;
+/* ALPN: offer only "h2" on this connection (instead of the context's
+ * http/1.1), before the handshake. 0, or -1 when out of memory. */
+int gw_tls_client_conn_offer_h2(gw_tls_client_conn_t *c);
+/* After the handshake: the protocol the server selected into buf ("h2",
+ * "http/1.1"), or "" when it selected none. */
+void gw_tls_client_alpn(const gw_tls_client_conn_t *c, char *buf, size_t len);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include <event2/event_struct.h>
 
+#include "timeutil.h"
 #include "tls.h"
 #include "tunnel.h"
 
@@ -16,8 +17,9 @@
 #define READS_PER_EVENT 4 /* then other connections get their turn */
 
 typedef struct {
-  int fd;
-  gw_tls_conn_t *tls;       /* owned: this side's TLS, or NULL (plain) */
+  int fd;                   /* -1: a socketless end (an HTTP/2 stream), driven by io->watch */
+  const gw_io_t *io;        /* this side's layer (TLS, a stream), or NULL: a plain socket */
+  void *ioc;                /* owned: io's state */
   struct event rev, wev;
   struct evbuffer *out;     /* owned: read from the other side, not yet written here */
   unsigned reading : 1;     /* rev is added */
@@ -38,13 +40,6 @@ struct gw_tunnel_s {
 static gw_tunnel_t *tunnels;
 static unsigned long ntunnels;
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void tunnel_free(gw_tunnel_t *t)
 {
   for (int i = 0; i < 2; i++) {
@@ -55,10 +50,12 @@ static void tunnel_free(gw_tunnel_t *t)
     evbuffer_free(s->out);
   }
   event_del(&t->tev);
-  for (int i = 0; i < 2; i++)
-    if (t->s[i].tls) gw_tls_conn_free(t->s[i].tls); /* close_notify while the socket is open */
-  close(t->s[0].fd);
-  close(t->s[1].fd);
+  for (int i = 0; i < 2; i++) {
+    side_t *s = &t->s[i];
+    if (s->io && s->io->watch && s->out) s->io->watch(s->ioc, NULL, NULL);
+    gw_byte_end_t e = {s->fd, s->io, s->ioc};
+    gw_byte_end_drop(&e); /* close_notify (or RST_STREAM) while the socket is open, then the socket */
+  }
   free(t->peer);
   if (t->prev) t->prev->next = t->next;
   else tunnels = t->next;
@@ -67,17 +64,18 @@ static void tunnel_free(gw_tunnel_t *t)
   free(t);
 }
 
+/* A socketless side's events are never added: its layer activates them. */
 static void set_reading(side_t *s, int on)
 {
-  if (on && !s->reading) event_add(&s->rev, NULL);
-  else if (!on && s->reading) event_del(&s->rev);
+  if (s->fd >= 0 && on && !s->reading) event_add(&s->rev, NULL);
+  else if (s->fd >= 0 && !on && s->reading) event_del(&s->rev);
   s->reading = on ? 1 : 0;
 }
 
 static void set_writing(side_t *s, int on)
 {
-  if (on && !s->writing) event_add(&s->wev, NULL);
-  else if (!on && s->writing) event_del(&s->wev);
+  if (s->fd >= 0 && on && !s->writing) event_add(&s->wev, NULL);
+  else if (s->fd >= 0 && !on && s->writing) event_del(&s->wev);
   s->writing = on ? 1 : 0;
 }
 
@@ -88,8 +86,8 @@ static void update_reading(gw_tunnel_t *t, int i)
   side_t *s = &t->s[i];
   size_t queued = evbuffer_get_length(t->s[1 - i].out);
   set_reading(s, !s->rd_eof && (s->reading ? queued <= GW_TUNNEL_HIGH_WATER : queued < GW_TUNNEL_LOW_WATER));
-  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
-  if (s->tls && s->reading && gw_tls_pending(s->tls)) event_active(&s->rev, EV_READ, 0);
+  /* Decrypted bytes OpenSSL holds (a stream's DATA) raise no socket event: read them now. */
+  if (s->io && s->reading && s->io->pending(s->ioc)) event_active(&s->rev, EV_READ, 0);
 }
 
 static int finished(const gw_tunnel_t *t)
@@ -104,9 +102,9 @@ static int flush_side(gw_tunnel_t *t, int j)
 {
   side_t *s = &t->s[j];
   while (evbuffer_get_length(s->out) > 0) {
-    int n = s->tls ? gw_tls_write(s->tls, s->out) : evbuffer_write(s->out, s->fd);
+    int n = s->io ? s->io->write(s->ioc, s->out) : evbuffer_write(s->out, s->fd);
     if (n > 0) {
-      t->last = now_ms();
+      t->last = gw_coarse_ms();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -117,8 +115,8 @@ static int flush_side(gw_tunnel_t *t, int j)
   int more = evbuffer_get_length(s->out) > 0;
   set_writing(s, more);
   if (!more && t->s[1 - j].rd_eof && !s->wr_shut) { /* half-close passed on, after the data */
-    if (s->tls) gw_tls_shutdown(s->tls);
-    shutdown(s->fd, SHUT_WR);
+    if (s->io) s->io->shutdown(s->ioc);
+    if (s->fd >= 0) shutdown(s->fd, SHUT_WR);
     s->wr_shut = 1;
   }
   if (finished(t)) {
@@ -129,30 +127,17 @@ static int flush_side(gw_tunnel_t *t, int j)
   return 0;
 }
 
-/* A TLS side's read, as evbuffer_read() does it for a plain one. */
-static int tls_read(gw_tls_conn_t *tls, struct evbuffer *into)
-{
-  struct evbuffer_iovec v;
-  if (evbuffer_reserve_space(into, READ_SIZE, &v, 1) < 1) {
-    errno = ENOMEM;
-    return -1;
-  }
-  ssize_t n = gw_tls_read(tls, v.iov_base, v.iov_len < READ_SIZE ? v.iov_len : READ_SIZE);
-  v.iov_len = n > 0 ? (size_t)n : 0;
-  evbuffer_commit_space(into, &v, 1);
-  return (int)n;
-}
-
 /* Reads side i into the other side's queue, then writes it there. */
 static void on_readable(gw_tunnel_t *t, int i)
 {
   side_t *s = &t->s[i];
   side_t *peer = &t->s[1 - i];
+  if (!s->reading) return; /* a socketless side's layer woke us while paused */
   for (int k = 0; k < READS_PER_EVENT; k++) {
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
-    int n = s->tls ? tls_read(s->tls, peer->out) : evbuffer_read(peer->out, s->fd, READ_SIZE);
+    int n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : evbuffer_read(peer->out, s->fd, READ_SIZE);
     if (n > 0) {
-      t->last = now_ms();
+      t->last = gw_coarse_ms();
       if (n < READ_SIZE) break;
       continue;
     }
@@ -187,14 +172,16 @@ static void on_write0(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
-  flush_side(arg, 0);
+  gw_tunnel_t *t = arg;
+  if (t->s[0].writing) flush_side(t, 0);
 }
 
 static void on_write1(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
   (void)what;
-  flush_side(arg, 1);
+  gw_tunnel_t *t = arg;
+  if (t->s[1].writing) flush_side(t, 1);
 }
 
 static void arm_timer(gw_tunnel_t *t, int64_t ms)
@@ -209,7 +196,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_tunnel_t *t = arg;
-  int64_t left = t->last + t->timeout_ms - now_ms();
+  int64_t left = t->last + t->timeout_ms - gw_coarse_ms();
   if (left > 0) {
     arm_timer(t, left);
     return;
@@ -220,27 +207,31 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms)
 {
-  return gw_tunnel_new_tls(base, fd_a, NULL, NULL, to_a, fd_b, to_b, idle_timeout_ms);
+  gw_byte_end_t a = {fd_a, NULL, NULL}, b = {fd_b, NULL, NULL};
+  return gw_tunnel_new_ends(base, &a, to_a, NULL, &b, to_b, idle_timeout_ms);
 }
 
-gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t *tls_a, const char *peer_a,
-                               struct evbuffer *to_a, int fd_b, struct evbuffer *to_b, int idle_timeout_ms)
+gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_byte_end_t *a, struct evbuffer *to_a,
+                                const char *peer_a, const gw_byte_end_t *b, struct evbuffer *to_b, int idle_timeout_ms)
 {
   gw_tunnel_t *t = calloc(1, sizeof(*t));
-  char *peer = tls_a ? strdup(peer_a ? peer_a : "-") : NULL;
-  if (t == NULL || (tls_a && peer == NULL)) {
+  int server_tls = a->io == &gw_tls_io;
+  char *peer = server_tls ? strdup(peer_a ? peer_a : "-") : NULL;
+  if (t == NULL || (server_tls && peer == NULL)) {
     free(t);
     free(peer);
-    if (tls_a) gw_tls_conn_free(tls_a);
-    close(fd_a);
-    close(fd_b);
+    gw_byte_end_drop(a);
+    gw_byte_end_drop(b);
     return NULL;
   }
-  t->s[0].fd = fd_a;
-  t->s[0].tls = tls_a;
+  t->s[0].fd = a->fd;
+  t->s[0].io = a->io;
+  t->s[0].ioc = a->ioc;
   t->peer = peer;
-  if (tls_a) gw_tls_conn_set_peer(tls_a, peer);
-  t->s[1].fd = fd_b;
+  if (server_tls) gw_tls_conn_set_peer(a->ioc, peer); /* it keeps the pointer: ours lives as long */
+  t->s[1].fd = b->fd;
+  t->s[1].io = b->io;
+  t->s[1].ioc = b->ioc;
   t->next = tunnels;
   if (tunnels) tunnels->prev = t;
   tunnels = t;
@@ -256,13 +247,16 @@ gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, gw_tls_conn_t 
   t->s[1].out = out1;
   if (to_a) evbuffer_add_buffer(out0, to_a);
   if (to_b) evbuffer_add_buffer(out1, to_b);
+  int fd_a = a->fd, fd_b = b->fd;
   event_assign(&t->s[0].rev, base, fd_a, EV_READ | EV_PERSIST, on_read0, t);
   event_assign(&t->s[0].wev, base, fd_a, EV_WRITE | EV_PERSIST, on_write0, t);
   event_assign(&t->s[1].rev, base, fd_b, EV_READ | EV_PERSIST, on_read1, t);
   event_assign(&t->s[1].wev, base, fd_b, EV_WRITE | EV_PERSIST, on_write1, t);
   evtimer_assign(&t->tev, base, on_timer, t);
+  for (int i = 0; i < 2; i++)
+    if (t->s[i].io && t->s[i].io->watch) t->s[i].io->watch(t->s[i].ioc, &t->s[i].rev, &t->s[i].wev);
   t->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_TUNNEL_DEFAULT_TIMEOUT_MS;
-  t->last = now_ms();
+  t->last = gw_coarse_ms();
   arm_timer(t, t->timeout_ms);
   if (flush_side(t, 0) < 0 || flush_side(t, 1) < 0) return NULL; /* what was already due */
   update_reading(t, 0); /* and what OpenSSL decrypted past the handshake */

@@ -11,22 +11,25 @@
  * both directions ended, on any error, or after idle_timeout_ms without a
  * byte moving either way. Then both sockets are closed and all is freed.
  *
- * Side a may be TLS (a wss:// client): its gw_tls_conn_t moves in with the
- * socket and does that side's reads and writes; a plain side costs nothing
- * more than before. */
+ * Each side is a byte end (byte_end.h): a plain socket (read and written
+ * here directly, as cheap as ever), a socket with a layer that moves in with
+ * it and does that side's reads and writes (TLS toward a wss:// client or a
+ * wss:// upstream), or a socketless end (an HTTP/2 stream carrying an RFC
+ * 8441 WebSocket) whose layer wakes the side's events itself and whose flow
+ * control is the back-pressure. */
 #ifndef GW_TUNNEL_H
 #define GW_TUNNEL_H
 
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "byte_end.h"
+
 #define GW_TUNNEL_HIGH_WATER (256 * 1024)
 #define GW_TUNNEL_LOW_WATER (64 * 1024)
 #define GW_TUNNEL_DEFAULT_TIMEOUT_MS 60000
 
 typedef struct gw_tunnel_s gw_tunnel_t;
-struct gw_tls_conn_s;
-
 /* Takes ownership of both sockets (non-blocking), also on failure (they are
  * closed). to_a / to_b: bytes already due to a / to b (a response head, what
  * was read past it); their contents are moved in (either may be NULL).
@@ -35,10 +38,13 @@ struct gw_tls_conn_s;
 gw_tunnel_t *gw_tunnel_new(struct event_base *base, int fd_a, struct evbuffer *to_a, int fd_b, struct evbuffer *to_b,
                            int idle_timeout_ms);
 
-/* The same with side a over TLS: tls_a (NULL: plain) is owned from now on,
- * peer_a (its address, for TLS's logs) is copied. */
-gw_tunnel_t *gw_tunnel_new_tls(struct event_base *base, int fd_a, struct gw_tls_conn_s *tls_a, const char *peer_a,
-                               struct evbuffer *to_a, int fd_b, struct evbuffer *to_b, int idle_timeout_ms);
+/* The general form: each side a byte end (byte_end.h: a socket, maybe with a
+ * layer such as TLS, or a socketless HTTP/2 stream), owned from now on, also
+ * on failure, with the bytes already due to it (moved in; may be NULL).
+ * peer_a (side a's address) is copied for TLS's logs when side a is a TLS
+ * client of ours (gw_tls_io). */
+gw_tunnel_t *gw_tunnel_new_ends(struct event_base *base, const gw_byte_end_t *a, struct evbuffer *to_a,
+                                const char *peer_a, const gw_byte_end_t *b, struct evbuffer *to_b, int idle_timeout_ms);
 
 /* Tunnels open in this process right now. */
 unsigned long gw_tunnel_count(void);

@@ -875,15 +875,17 @@ void gw_client_cancel(gw_client_req_t *r)
   if (r != NULL) gw_px_cancel(&r->x);
 }
 
-int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest)
+int gw_client_detach(gw_client_req_t *r, struct evbuffer *rest, gw_tls_client_conn_t **tls)
 {
   if (r == NULL || !r->x.in_cb || r->x.cancelled || !r->upgrade || r->res.status != 101 || r->x.conn == NULL) return -1;
   upstream_conn_t *c = (upstream_conn_t *)r->x.conn;
-  if (c->tls != NULL) return -1; /* the tunnel relays plain sockets only */
+  if (c->tls != NULL && tls == NULL) return -1; /* the caller relays plain sockets only */
   r->x.cancelled = 1; /* abandoned once on_head returned */
   if (r->rest_len > 0 && evbuffer_add(rest, r->rest, r->rest_len) < 0) return -1;
   int fd = c->xc.pc.fd;
   c->xc.pc.fd = -1; /* gw_pool_close() now closes nothing */
+  if (tls != NULL) *tls = c->tls; /* its state goes with the socket (NULL: plain) */
+  c->tls = NULL;
   gw_pool_conn_read(&c->xc.pc, 0);
   gw_pool_conn_write(&c->xc.pc, 0);
   gw_pool_conn_timer_stop(&c->xc.pc);

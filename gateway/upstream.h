@@ -27,6 +27,7 @@
 
 typedef struct gw_upstream_pool_s gw_upstream_pool_t;
 struct gw_tls_client_s;
+struct gw_tls_client_conn_s;
 typedef struct gw_client_req_s gw_client_req_t;
 
 typedef struct {
@@ -151,9 +152,12 @@ void gw_client_body_more(gw_client_req_t *req, int complete);
 /* Only inside on_head of a 101 to an upgrade request: takes the connection's
  * socket out of the client (it is never pooled) and appends the bytes read
  * past the response head to `rest`. The request is then over: no further
- * callback, memory freed once on_head returns. Returns the socket, or -1
- * (not a 101 upgrade, or out of memory: then it is as gw_client_cancel). */
-int gw_client_detach(gw_client_req_t *req, struct evbuffer *rest);
+ * callback, memory freed once on_head returns. *tls receives the
+ * connection's TLS state (an https:// upstream; NULL when plain), owned by
+ * the caller from now on; tls NULL refuses a TLS connection. Returns the
+ * socket, or -1 (not a 101 upgrade, or out of memory: then it is as
+ * gw_client_cancel). */
+int gw_client_detach(gw_client_req_t *req, struct evbuffer *rest, struct gw_tls_client_conn_s **tls);
 
 /* Pool counters for scripts and status. */
 typedef struct {

@@ -25,6 +25,10 @@ int gw_url_parse(const char *url, gw_url_t *u)
   } else if (strncmp(url, "h2c://", 6) == 0) {
     h = url + 6;
     u->h2c = 1;
+  } else if (strncmp(url, "h2://", 5) == 0) { /* HTTP/2 over TLS */
+    h = url + 5;
+    u->h2c = 1;
+    u->tls = 1;
   } else {
     return -1;
   }

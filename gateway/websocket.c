@@ -11,6 +11,7 @@
 #include <event2/event_struct.h>
 
 #include "log.h"
+#include "timeutil.h"
 #include "websocket.h"
 #include "ws_frame.h"
 
@@ -18,8 +19,10 @@
 #define READS_PER_EVENT 4 /* then other connections get their turn */
 
 struct gw_ws_s {
-  int fd;                   /* -1 once closed */
-  gw_tls_conn_t *tls;       /* owned, or NULL */
+  int fd;                   /* the socket, -1 for a socketless end (an HTTP/2 stream) */
+  const gw_io_t *io;        /* the end's layer (TLS, a stream), or NULL: a plain socket */
+  void *ioc;                /* owned: io's state */
+  unsigned open : 1;        /* the end is ours (not closed yet) */
   struct event rev, wev, tev;
   struct evbuffer *out;     /* owned: frames not written yet */
   gw_ws_parser_t parser;
@@ -49,13 +52,6 @@ struct gw_ws_s {
 static gw_ws_t *all;
 static unsigned long nws;
 
-static int64_t now_ms(void)
-{
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void ws_free(gw_ws_t *ws)
 {
   if (ws->events && ws->events->on_free) ws->events->on_free(ws->arg);
@@ -72,7 +68,7 @@ static void ws_free(gw_ws_t *ws)
 
 static void maybe_free(gw_ws_t *ws)
 {
-  if (ws->busy == 0 && ws->released && ws->fd < 0) ws_free(ws);
+  if (ws->busy == 0 && ws->released && !ws->open) ws_free(ws);
 }
 
 static void tell_closed(gw_ws_t *ws, int code)
@@ -85,15 +81,18 @@ static void tell_closed(gw_ws_t *ws, int code)
 /* Closes the socket (the struct stays until released). */
 static void shut(gw_ws_t *ws, int code)
 {
-  if (ws->fd < 0) return;
+  if (!ws->open) return;
   event_del(&ws->rev);
   event_del(&ws->wev);
   event_del(&ws->tev);
   ws->reading = ws->writing = 0;
-  if (ws->tls) gw_tls_conn_free(ws->tls); /* close_notify while the socket is open */
-  ws->tls = NULL;
-  close(ws->fd);
+  if (ws->io && ws->io->watch) ws->io->watch(ws->ioc, NULL, NULL);
+  gw_byte_end_t e = {ws->fd, ws->io, ws->ioc};
+  gw_byte_end_drop(&e); /* close_notify (RST_STREAM) while the socket is open, then the socket */
+  ws->io = NULL;
+  ws->ioc = NULL;
   ws->fd = -1;
+  ws->open = 0;
   evbuffer_drain(ws->out, evbuffer_get_length(ws->out));
   tell_closed(ws, code);
 }
@@ -106,12 +105,12 @@ static void arm_timer(gw_ws_t *ws, int64_t ms)
 
 static void set_reading(gw_ws_t *ws, int on)
 {
-  if (ws->fd < 0) return;
-  if (on && !ws->reading) event_add(&ws->rev, NULL);
-  else if (!on && ws->reading) event_del(&ws->rev);
+  if (!ws->open) return;
+  if (ws->fd >= 0 && on && !ws->reading) event_add(&ws->rev, NULL);
+  else if (ws->fd >= 0 && !on && ws->reading) event_del(&ws->rev);
   ws->reading = on ? 1 : 0;
-  /* Decrypted bytes OpenSSL holds raise no socket event: read them now. */
-  if (on && ws->tls && gw_tls_pending(ws->tls)) event_active(&ws->rev, EV_READ, 0);
+  /* Decrypted bytes OpenSSL holds (a stream's DATA) raise no socket event: read them now. */
+  if (on && ws->io && ws->io->pending(ws->ioc)) event_active(&ws->rev, EV_READ, 0);
 }
 
 /* Input is read while the owner takes messages and the output has room:
@@ -123,8 +122,9 @@ static int may_read(const gw_ws_t *ws)
 
 static void want_write(gw_ws_t *ws)
 {
-  if (ws->fd >= 0 && !ws->writing) {
-    event_add(&ws->wev, NULL);
+  if (ws->open && !ws->writing) {
+    if (ws->fd >= 0) event_add(&ws->wev, NULL);
+    else event_active(&ws->wev, EV_WRITE, 0); /* a socketless end: try now, its layer wakes us when full */
     ws->writing = 1;
   }
 }
@@ -141,7 +141,7 @@ static void queue_frame(gw_ws_t *ws, int opcode, const void *data, size_t len)
 
 static void queue_close(gw_ws_t *ws, int code, const char *reason, size_t len)
 {
-  if (ws->close_sent || ws->fd < 0) return;
+  if (ws->close_sent || !ws->open) return;
   ws->close_sent = 1;
   uint8_t payload[GW_WS_MAX_CONTROL];
   size_t n = 0;
@@ -153,17 +153,17 @@ static void queue_close(gw_ws_t *ws, int code, const char *reason, size_t len)
     n = 2 + len;
   }
   queue_frame(ws, GW_WS_CLOSE, payload, n);
-  ws->close_at = now_ms() + GW_WS_CLOSE_TIMEOUT_MS;
+  ws->close_at = gw_coarse_ms() + GW_WS_CLOSE_TIMEOUT_MS;
   arm_timer(ws, ws->timeout_ms < GW_WS_CLOSE_TIMEOUT_MS ? ws->timeout_ms : GW_WS_CLOSE_TIMEOUT_MS);
 }
 
 /* Writes what is queued; the socket may be closed after. */
 static void flush(gw_ws_t *ws)
 {
-  while (ws->fd >= 0 && evbuffer_get_length(ws->out) > 0) {
-    int n = ws->tls ? gw_tls_write(ws->tls, ws->out) : evbuffer_write(ws->out, ws->fd);
+  while (ws->open && evbuffer_get_length(ws->out) > 0) {
+    int n = ws->io ? ws->io->write(ws->ioc, ws->out) : evbuffer_write(ws->out, ws->fd);
     if (n > 0) {
-      ws->last = now_ms();
+      ws->last = gw_coarse_ms();
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -171,10 +171,10 @@ static void flush(gw_ws_t *ws)
     shut(ws, 1006); /* the peer is gone */
     return;
   }
-  if (ws->fd < 0) return;
+  if (!ws->open) return;
   size_t left = evbuffer_get_length(ws->out);
   if (left == 0 && ws->writing) {
-    event_del(&ws->wev);
+    if (ws->fd >= 0) event_del(&ws->wev);
     ws->writing = 0;
   }
   if (left == 0 && ws->shut_after_flush) {
@@ -208,7 +208,7 @@ static void feed(gw_ws_t *ws, const uint8_t *data, size_t len)
 {
   gw_ws_parser_t *p = &ws->parser;
   size_t i = 0;
-  while (i < len && ws->fd >= 0 && !ws->shut_after_flush) {
+  while (i < len && ws->open && !ws->shut_after_flush) {
     size_t used;
     gw_ws_event_t ev = gw_ws_parse(p, data + i, len - i, &used);
     i += used;
@@ -251,6 +251,19 @@ static void feed(gw_ws_t *ws, const uint8_t *data, size_t len)
   }
 }
 
+/* A read through the end's layer into buf, as read(2). */
+static ssize_t layer_read(gw_ws_t *ws, uint8_t *buf, size_t len)
+{
+  static struct evbuffer *in; /* the worker's, reused: empty between calls */
+  if (in == NULL && (in = evbuffer_new()) == NULL) {
+    errno = ENOMEM;
+    return -1;
+  }
+  int n = ws->io->read(ws->ioc, in, len);
+  if (n > 0) n = evbuffer_remove(in, buf, (size_t)n);
+  return n;
+}
+
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
   (void)fd;
@@ -270,12 +283,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     free(h);
   }
   uint8_t buf[READ_SIZE];
-  for (int k = 0; k < READS_PER_EVENT && ws->fd >= 0 && may_read(ws); k++) {
-    ssize_t n = ws->tls ? gw_tls_read(ws->tls, buf, sizeof(buf)) : read(ws->fd, buf, sizeof(buf));
+  for (int k = 0; k < READS_PER_EVENT && ws->open && may_read(ws); k++) {
+    ssize_t n = ws->io ? layer_read(ws, buf, sizeof(buf)) : read(ws->fd, buf, sizeof(buf));
     if (n > 0) {
-      ws->last = now_ms();
+      ws->last = gw_coarse_ms();
       feed(ws, buf, (size_t)n);
-      if ((size_t)n < sizeof(buf) && !(ws->tls && ws->fd >= 0 && gw_tls_pending(ws->tls))) break;
+      if ((size_t)n < sizeof(buf) && !(ws->io && ws->open && ws->io->pending(ws->ioc))) break;
       continue;
     }
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
@@ -283,7 +296,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     shut(ws, 1006); /* EOF or reset without a close frame */
     break;
   }
-  if (ws->fd >= 0) {
+  if (ws->open) {
     set_reading(ws, may_read(ws));
     flush(ws);
   }
@@ -308,7 +321,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   gw_ws_t *ws = arg;
-  int64_t now = now_ms();
+  int64_t now = gw_coarse_ms();
   int64_t left = ws->last + ws->timeout_ms - now;
   if (ws->close_at && ws->close_at - now < left) left = ws->close_at - now;
   if (left > 0) {
@@ -322,24 +335,26 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   maybe_free(ws);
 }
 
-gw_ws_t *gw_ws_new(struct event_base *base, int fd, gw_tls_conn_t *tls, const char *peer, struct evbuffer *to_client,
+gw_ws_t *gw_ws_new(struct event_base *base, const gw_byte_end_t *end, const char *peer, struct evbuffer *to_client,
                    struct evbuffer *from_client, size_t max_message, int idle_timeout_ms, const char *protocol)
 {
   gw_ws_t *ws = calloc(1, sizeof(*ws));
   if (ws == NULL || (ws->out = evbuffer_new()) == NULL || (protocol && (ws->protocol = strdup(protocol)) == NULL)) {
     if (ws && ws->out) evbuffer_free(ws->out);
     free(ws);
-    if (tls) gw_tls_conn_free(tls);
-    close(fd);
+    gw_byte_end_drop(end);
     return NULL;
   }
+  int fd = end->fd;
   ws->fd = fd;
-  ws->tls = tls;
+  ws->io = end->io;
+  ws->ioc = end->ioc;
+  ws->open = 1;
   snprintf(ws->peer, sizeof(ws->peer), "%s", peer ? peer : "-");
-  if (tls) gw_tls_conn_set_peer(tls, ws->peer);
+  if (ws->io == &gw_tls_io) gw_tls_conn_set_peer(ws->ioc, ws->peer); /* it keeps the pointer: ours lives as long */
   gw_ws_parser_init(&ws->parser, max_message ? max_message : GW_WS_DEFAULT_MAX_MESSAGE);
   ws->timeout_ms = idle_timeout_ms > 0 ? idle_timeout_ms : GW_WS_DEFAULT_TIMEOUT_MS;
-  ws->last = now_ms();
+  ws->last = gw_coarse_ms();
   ws->next = all;
   if (all) all->prev = ws;
   all = ws;
@@ -347,6 +362,7 @@ gw_ws_t *gw_ws_new(struct event_base *base, int fd, gw_tls_conn_t *tls, const ch
   event_assign(&ws->rev, base, fd, EV_READ | EV_PERSIST, on_read, ws);
   event_assign(&ws->wev, base, fd, EV_WRITE | EV_PERSIST, on_write, ws);
   evtimer_assign(&ws->tev, base, on_timer, ws);
+  if (ws->io && ws->io->watch) ws->io->watch(ws->ioc, &ws->rev, &ws->wev);
   arm_timer(ws, ws->timeout_ms);
   if (to_client) evbuffer_add_buffer(ws->out, to_client);
   if (evbuffer_get_length(ws->out)) want_write(ws);
@@ -365,7 +381,7 @@ void gw_ws_set_events(gw_ws_t *ws, const gw_ws_events_t *events, void *arg)
 {
   ws->events = events;
   ws->arg = arg;
-  if (events && ws->paused && !ws->msg_held && ws->fd >= 0) { /* the first listener: bytes read early, then the socket */
+  if (events && ws->paused && !ws->msg_held && ws->open) { /* the first listener: bytes read early, then the socket */
     ws->paused = 0;
     set_reading(ws, may_read(ws)); /* and what OpenSSL decrypted past the handshake */
     if (ws->held) event_active(&ws->rev, EV_READ, 0); /* bytes read with the handshake */
@@ -379,7 +395,7 @@ void *gw_ws_events_arg(const gw_ws_t *ws)
 
 int gw_ws_send(gw_ws_t *ws, int binary, const char *data, size_t len)
 {
-  if (ws->fd < 0 || ws->close_sent || ws->close_received) return -1;
+  if (!ws->open || ws->close_sent || ws->close_received) return -1;
   queue_frame(ws, binary ? GW_WS_BINARY : GW_WS_TEXT, data, len);
   return 0;
 }
@@ -391,20 +407,20 @@ size_t gw_ws_queued(const gw_ws_t *ws)
 
 void gw_ws_close(gw_ws_t *ws, int code, const char *reason, size_t len)
 {
-  if (ws->fd < 0 || ws->close_sent) return;
+  if (!ws->open || ws->close_sent) return;
   queue_close(ws, code, reason, len);
   if (ws->close_received) ws->shut_after_flush = 1;
-  else if (ws->paused && ws->fd >= 0) gw_ws_resume(ws); /* read on, for the peer's close frame */
+  else if (ws->paused && ws->open) gw_ws_resume(ws); /* read on, for the peer's close frame */
 }
 
 int gw_ws_is_open(const gw_ws_t *ws)
 {
-  return ws->fd >= 0 && !ws->close_sent && !ws->close_received;
+  return ws->open && !ws->close_sent && !ws->close_received;
 }
 
 void gw_ws_resume(gw_ws_t *ws)
 {
-  if (ws->fd < 0 || !ws->paused) return;
+  if (!ws->open || !ws->paused) return;
   if (ws->msg_held || ws->held) {
     if (!ws->msg_held) ws->paused = 0;
     event_active(&ws->rev, EV_READ, 0); /* delivered from the loop */
@@ -441,9 +457,9 @@ void gw_ws_close_all(void)
   for (int guard = 0; all != NULL && guard < 10000000; guard++) {
     gw_ws_t *ws = all;
     ws->closed_told = 1; /* no Ruby runs at worker exit: on_free only */
-    if (ws->fd >= 0) { /* 1001 going away (and what is queued before it), if the socket takes it now */
+    if (ws->open) { /* 1001 going away (and what is queued before it), if the end takes it now */
       queue_close(ws, GW_WS_GOING_AWAY, NULL, 0);
-      if (ws->tls) gw_tls_write(ws->tls, ws->out);
+      if (ws->io) ws->io->write(ws->ioc, ws->out);
       else evbuffer_write(ws->out, ws->fd);
     }
     shut(ws, 1001);

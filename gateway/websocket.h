@@ -1,5 +1,6 @@
 /* websocket.h - one server-side WebSocket connection after its 101: the
- * socket (plain, or TLS with its gw_tls_conn_t), RFC 6455 frames through
+ * byte end (byte_end.h: a socket, plain or TLS, or an HTTP/2 stream of RFC
+ * 8441), RFC 6455 frames through
  * ws_frame.c, and the rules that need a clock or a socket: pings answered
  * with pongs, the close handshake, an idle timeout, bounded output.
  *
@@ -25,6 +26,7 @@
 #include <event2/buffer.h>
 #include <event2/event.h>
 
+#include "byte_end.h"
 #include "tls.h"
 
 #define GW_WS_HIGH_WATER (256 * 1024)
@@ -48,13 +50,14 @@ typedef struct {
   void (*on_free)(void *arg);
 } gw_ws_events_t;
 
-/* Takes the socket and tls (NULL: plain) over, also on failure. to_client:
+/* Takes the end over (byte_end.h: a socket, plain or TLS, or a socketless
+ * HTTP/2 stream), also on failure. to_client:
  * bytes due first (the 101), from_client: bytes read past the handshake
  * (moved in; either may be NULL). peer is copied (for the logs), protocol
  * (the chosen subprotocol, or NULL) too. max_message 0 / idle_timeout_ms
  * <= 0: the defaults. Nothing is read before gw_ws_set_events(). NULL when
  * out of memory. */
-gw_ws_t *gw_ws_new(struct event_base *base, int fd, gw_tls_conn_t *tls, const char *peer, struct evbuffer *to_client,
+gw_ws_t *gw_ws_new(struct event_base *base, const gw_byte_end_t *end, const char *peer, struct evbuffer *to_client,
                    struct evbuffer *from_client, size_t max_message, int idle_timeout_ms, const char *protocol);
 
 /* Who hears the events (NULL: nobody; messages are then held). */

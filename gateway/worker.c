@@ -61,6 +61,12 @@ static void publish_stats(gw_context_t *w)
   st->upstream_retried = us.retried;
   st->upstream_tls_handshakes = us.tls_handshakes;
   st->upstream_tls_resumed = us.tls_resumed;
+  if (w->h2_client) { /* h2:// upstreams shake hands too */
+    gw_h2_client_stats_t hs;
+    gw_h2_client_stats(w->h2_client, &hs);
+    st->upstream_tls_handshakes += hs.tls_handshakes;
+    st->upstream_tls_resumed += hs.tls_resumed;
+  }
   st->upstream_idle = (uint32_t)us.idle;
   if (w->resolver) {
     gw_resolver_stats_t rs;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <openssl/sha.h>
 
 #include "ws_frame.h"
@@ -274,4 +275,12 @@ void gw_ws_accept(const char *key, size_t len, char out[29])
   memcpy(buf + len, guid, sizeof(guid) - 1);
   SHA1((const unsigned char *)buf, len + sizeof(guid) - 1, digest);
   EVP_EncodeBlock((unsigned char *)out, digest, SHA_DIGEST_LENGTH); /* 28 characters and a NUL */
+}
+
+int gw_ws_key_new(char out[25])
+{
+  unsigned char nonce[16];
+  if (RAND_bytes(nonce, sizeof(nonce)) != 1) return -1;
+  EVP_EncodeBlock((unsigned char *)out, nonce, sizeof(nonce)); /* 24 characters and a NUL */
+  return 0;
 }

@@ -106,5 +106,8 @@ int gw_ws_utf8_check(uint32_t *state, const uint8_t *s, size_t n);
 int gw_ws_key_valid(const char *key, size_t len);
 /* Sec-WebSocket-Accept for key: base64(SHA-1(key + GUID)), 28 characters + NUL. */
 void gw_ws_accept(const char *key, size_t len, char out[29]);
+/* A fresh Sec-WebSocket-Key (base64 of 16 random bytes, NUL-terminated), as
+ * a client sends it. 0, or -1 when no randomness could be had. */
+int gw_ws_key_new(char out[25]);
 
 #endif

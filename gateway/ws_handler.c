@@ -73,24 +73,6 @@ gw_ws_t *gw_ws_handler_socket(const gw_request_t *req)
   return req->proto == &session_protocol ? ((session_t *)req->proto_ctx)->ws : NULL;
 }
 
-/* 1 when the comma-separated list in h has the token tok (case-insensitive). */
-static int has_token(const gw_header_t *h, const char *tok)
-{
-  if (h == NULL) return 0;
-  size_t tl = strlen(tok);
-  const char *p = h->value;
-  while (*p) {
-    while (*p == ' ' || *p == ',' || *p == '\t') p++;
-    const char *e = p;
-    while (*e && *e != ',') e++;
-    const char *end = e;
-    while (end > p && (end[-1] == ' ' || end[-1] == '\t')) end--;
-    if ((size_t)(end - p) == tl && strncasecmp(p, tok, tl) == 0) return 1;
-    p = e;
-  }
-  return 0;
-}
-
 static void refuse(gw_request_t *req, int status, const char *why)
 {
   gw_request_simple_response(req, status, why);
@@ -129,8 +111,9 @@ static session_t *session_new(const gw_request_t *req)
   gw_request_t *r = &s->req;
   r->method = req->method;
   r->method_id = req->method_id;
-  r->http_major = 1;
+  r->http_major = req->http_major == 2 ? 2 : 1;
   r->http_minor = 1;
+  r->websocket_connect = req->websocket_connect;
   r->location = req->location;
   r->client_fd = -1;
   r->remote_port = req->remote_port;
@@ -158,29 +141,37 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   gw_headers_t *hs = &req->headers;
   const gw_header_t *key = gw_headers_find(hs, "sec-websocket-key");
   const gw_header_t *version = gw_headers_find(hs, "sec-websocket-version");
-  if (!has_token(gw_headers_find(hs, "upgrade"), "websocket") || !has_token(gw_headers_find(hs, "connection"), "upgrade"))
-    {
-      refuse(req, 426, "This location speaks WebSocket: send an Upgrade: websocket handshake.\n");
+  /* HTTP/2 (RFC 8441): the extended CONNECT is the handshake; no Upgrade,
+   * Connection or Sec-WebSocket-Key/Accept, the version is still checked. */
+  int h2 = req->websocket_connect;
+  if (h2) {
+    if (version == NULL || strcmp(version->value, "13") != 0) {
+      refuse(req, 426, "Unsupported Sec-WebSocket-Version: this server speaks version 13.\n");
       return;
     }
-  if (req->method == NULL || strcmp(req->method, "GET") != 0)
+  } else if (!gw_headers_have_token(hs, "upgrade", "websocket") ||
+             !gw_headers_have_token(hs, "connection", "upgrade")) {
+    refuse(req, 426, "This location speaks WebSocket: send an Upgrade: websocket handshake.\n");
+    return;
+  }
+  if (!h2 && (req->method == NULL || strcmp(req->method, "GET") != 0))
     {
       refuse(req, 400, "A WebSocket handshake is a GET request.\n");
       return;
     }
-  if (version == NULL || strcmp(version->value, "13") != 0)
+  if (!h2 && (version == NULL || strcmp(version->value, "13") != 0))
     {
       refuse(req, 426, "Unsupported Sec-WebSocket-Version: this server speaks version 13.\n");
       return;
     }
-  if (key == NULL || !gw_ws_key_valid(key->value, key->value_len))
+  if (!h2 && (key == NULL || !gw_ws_key_valid(key->value, key->value_len)))
     {
       refuse(req, 400, "Missing or invalid Sec-WebSocket-Key.\n");
       return;
     }
-  if (!gw_request_can_upgrade(req)) /* HTTP/1.0, HTTP/2 */
+  if (!gw_request_can_upgrade(req)) /* HTTP/1.0, an HTTP/2 GET */
     {
-      refuse(req, 426, "WebSockets need an HTTP/1.1 connection.\n");
+      refuse(req, 426, "WebSockets need an HTTP/1.1 connection, or HTTP/2's extended CONNECT (RFC 8441).\n");
       return;
     }
   session_t *s = session_new(req);
@@ -195,26 +186,31 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
       return;
     }
   }
-  char accept[29];
-  gw_ws_accept(key->value, key->value_len, accept);
   const char *protocol = choose_protocol(h, req);
-  evbuffer_add_printf(to_client,
-                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                      "Sec-WebSocket-Accept: %s\r\n",
-                      accept);
-  if (protocol) evbuffer_add_printf(to_client, "Sec-WebSocket-Protocol: %s\r\n", protocol);
-  evbuffer_add(to_client, "\r\n", 2);
+  if (h2) { /* a 200 on the stream (its protocol sends it) */
+    req->status = 200;
+    if (protocol) gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol));
+  } else {
+    char accept[29];
+    gw_ws_accept(key->value, key->value_len, accept);
+    evbuffer_add_printf(to_client,
+                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                        "Sec-WebSocket-Accept: %s\r\n",
+                        accept);
+    if (protocol) evbuffer_add_printf(to_client, "Sec-WebSocket-Protocol: %s\r\n", protocol);
+    evbuffer_add(to_client, "\r\n", 2);
+    req->status = 101;
+  }
   struct event_base *base = req->ctx->base;
-  req->status = 101;
-  gw_tls_conn_t *tls = NULL;
-  int fd = gw_request_upgrade(req, to_client, from_client, &tls); /* req is gone */
-  gw_ws_t *ws = fd < 0 ? NULL
-                       : gw_ws_new(base, fd, tls, s->remote_addr, to_client, from_client, h->max_message,
+  gw_byte_end_t end;
+  int rc = gw_request_upgrade(req, to_client, from_client, &end); /* req is gone */
+  gw_ws_t *ws = rc < 0 ? NULL
+                       : gw_ws_new(base, &end, s->remote_addr, to_client, from_client, h->max_message,
                                    h->timeout_ms, protocol);
   evbuffer_free(to_client);
   evbuffer_free(from_client);
   if (ws == NULL) {
-    if (fd >= 0) gw_log_error("websocket %.*s: out of memory", (int)s->req.path_len, s->req.target);
+    if (rc >= 0) gw_log_error("websocket %.*s: out of memory", (int)s->req.path_len, s->req.target);
     session_free(-1, 0, s);
     return;
   }

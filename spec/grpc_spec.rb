@@ -49,9 +49,11 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     [pid, r]
   end
 
-  def start_upstream(max_streams: nil)
+  # cert: "DIR/server" serves TLS with DIR/server.pem and DIR/server.key (grpcs).
+  def start_upstream(max_streams: nil, cert: nil)
     port = free_port
-    pid, = spawn_peer(File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'server', @stubs, port.to_s, *[max_streams&.to_s].compact)
+    extra = cert ? [(max_streams || 0).to_s, cert] : [max_streams&.to_s].compact
+    pid, = spawn_peer(File.join(GRPC_SUPPORT, 'grpc_peer.py'), 'server', @stubs, port.to_s, *extra)
     [port, pid]
   end
 
@@ -347,14 +349,177 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     expect(without).not_to include('grpc-status')
   end
 
-  it 'rejects h2:// (TLS) upstreams at load, naming FILE:LINE' do
+  # grpcs:// and h2://: the HTTP/2 client over TLS (tls_client.c, ALPN h2
+  # only), with the same tls_* settings as https:// upstreams. Certificates
+  # are made here: a test CA signing one for localhost/127.0.0.1, and one
+  # for another name.
+  describe 'over TLS (grpcs://, h2://)' do
+    def make_certs(dir)
+      ec = %w[-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes]
+      Dir.chdir(dir) do
+        run = lambda do |*args|
+          out, st = Open3.capture2e('openssl', *args)
+          raise "openssl #{args.first}: #{out}" unless st.success?
+        end
+        run.call('req', '-x509', *ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=gateway grpcs CA')
+        { 'server' => ['localhost', 'DNS:localhost,IP:127.0.0.1'], 'wrong' => ['other.example', 'DNS:other.example'] }
+          .each do |base, (cn, san)|
+          run.call('req', '-new', *ec, '-keyout', "#{base}.key", '-out', "#{base}.csr", '-subj', "/CN=#{cn}")
+          File.write("#{base}.ext", "subjectAltName=#{san}\n")
+          run.call('x509', '-req', '-in', "#{base}.csr", '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+                   '-days', '2', '-out', "#{base}.pem", '-extfile', "#{base}.ext")
+        end
+      end
+    end
+
+    before(:each) do
+      @dir = spec_dir
+      make_certs(@dir)
+    end
+
+    def tls_counters
+      w = JSON.parse(http_request(@port, 'GET', '/status', {}, nil, timeout: 10).body)['workers'].first
+      [w['upstream_tls_handshakes'], w['upstream_tls_resumed']]
+    end
+
+    it 'passes unary and bidi calls to a TLS gRPC server (grpc_pass "grpcs://", tls_ca:)' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      gateway(<<~RUBY)
+        location "/status", status: true
+        location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"
+      RUBY
+      expect(call('unary')).to include('text' => 'hi|http', 'count' => 3, 'initial' => 'm1', 'trailing' => 't-m1')
+      expect(call('bidi')['texts']).to eq((0...10).map { |i| "M#{i}" })
+      expect(call('not_found')).to eq('code' => 'NOT_FOUND', 'details' => 'no such thing')
+      expect(call('concurrent')).to eq('ok' => 100, 'distinct' => 100, 'peers' => 1) # one TLS connection
+      GatewaySpec.poll('the TLS counters', timeout: 5) { tls_counters.first == 1 }
+    end
+
+    it 'passes calls from a script: req.proxy_pass("h2://...") with the location\'s tls_ca:' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      gateway(<<~RUBY)
+        location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
+          req.proxy_pass("h2://127.0.0.1:#{@up}")
+        end
+      RUBY
+      expect(call('unary')).to include('text' => 'hi|http', 'trailing' => 't-m1')
+      expect(call('server_stream')['texts']).to eq((0...50).map(&:to_s))
+    end
+
+    it 'never lets calls with other TLS settings share a connection' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      # the same server twice: a group with its own settings, and the location's tls_ca:
+      gateway(<<~RUBY, prelude: %(upstream :lax, servers: ["h2://127.0.0.1:#{@up}"], tls_verify: false))
+        location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
+          req.proxy_pass(req.headers["x-req"] == "m1" ? "h2://127.0.0.1:#{@up}" : "h2://lax")
+        end
+      RUBY
+      expect(call('unary')['text']).to eq('hi|http') # x-req: m1, the location's settings
+      expect(call('concurrent')).to eq('ok' => 100, 'distinct' => 100, 'peers' => 2) # the group's: another connection
+    end
+
+    it 'resumes the TLS session on the next connection to the server' do
+      @up, = start_upstream(max_streams: 10, cert: "#{@dir}/server")
+      gateway(<<~RUBY)
+        location "/status", status: true
+        location "/", proxy_pass: "h2://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"
+      RUBY
+      expect(call('unary')['text']).to eq('hi|http') # the first connection: a full handshake, then a ticket
+      r = call('concurrent_slow') # 100 calls at once, 10 per connection: more connections
+      expect(r['ok']).to eq(100)
+      expect(r['peers']).to be >= 10
+      GatewaySpec.poll('the TLS counters', timeout: 5) do
+        h, res = tls_counters
+        h >= 10 && res >= 1
+      end
+    end
+
+    it 'refuses a server the default (system) CAs do not know: UNAVAILABLE, 502, and a log line' do
+      @up, = start_upstream(cert: "#{@dir}/server")
+      gateway(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}"))
+      expect(call('unary')).to eq('code' => 'UNAVAILABLE', 'details' => 'upstream TLS handshake failed')
+      expect(plain_get('/plain')).to start_with('HTTP/1.1 502')
+      expect(@gw.log).to match(/h2 upstream 127\.0\.0\.1@127\.0\.0\.1:#{@up}: TLS handshake failed: certificate verify failed/)
+      expect_alive
+    end
+
+    it 'accepts any certificate with tls_verify: false' do
+      @up, = start_upstream(cert: "#{@dir}/wrong")
+      gateway(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_verify: false))
+      expect(call('unary')['text']).to eq('hi|http')
+    end
+
+    it 'checks the name: a certificate for another name fails; tls_server_name: names the one to check' do
+      @up, = start_upstream(cert: "#{@dir}/wrong")
+      gateway(%(location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"))
+      expect(call('unary')['code']).to eq('UNAVAILABLE')
+      expect(@gw.log).to match(/TLS handshake failed: certificate verify failed: IP address mismatch/)
+      # an h2:// group whose tls_server_name: other.example is what is checked (and sent as SNI)
+      gateway(%(location "/gwtest.Echo/", grpc_pass: "named"),
+              prelude: %(upstream :named, servers: ["h2://127.0.0.1:#{@up}"], tls_ca: "#{@dir}/ca.pem", tls_server_name: "other.example"))
+      expect(call('unary')['text']).to eq('hi|http')
+      expect(@gw.log).not_to include('TLS handshake failed')
+    end
+
+    it 'fails clearly when the server does not select h2 by ALPN (a TLS listener without HTTP/2)' do
+      back = free_port
+      start_gateway(<<~RUBY, ports: [back], name: 'back.rb')
+        server listen: "127.0.0.1:#{back}", tls: { cert: "#{@dir}/server.pem", key: "#{@dir}/server.key" }, http2: false do
+          location "/" do "http/1.1 only" end
+        end
+      RUBY
+      gateway(<<~RUBY)
+        location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{back}", tls_ca: "#{@dir}/ca.pem"
+        location "/plain", proxy_pass: "h2://127.0.0.1:#{back}", tls_ca: "#{@dir}/ca.pem"
+      RUBY
+      expect(call('unary')).to eq('code' => 'UNAVAILABLE', 'details' => 'upstream does not speak HTTP/2 over TLS (ALPN)')
+      expect(plain_get('/plain')).to start_with('HTTP/1.1 502')
+      expect(@gw.log).to include("h2 upstream 127.0.0.1@127.0.0.1:#{back}: the server did not select h2 by ALPN (it selected no protocol)")
+      expect_alive
+    end
+
+    it 'answers DEADLINE_EXCEEDED / 504 when the handshake does not finish within connect_timeout' do
+      silent = TCPServer.new('127.0.0.1', 0) # accepts (the kernel does) and never answers
+      port = silent.addr[1]
+      gateway(%(location "/", proxy_pass: "h2://hang"),
+              prelude: %(upstream :hang, servers: ["h2://127.0.0.1:#{port}"], connect_timeout: 0.5, tls_verify: false))
+      t0 = GatewaySpec.now
+      expect(call('unary')).to eq('code' => 'DEADLINE_EXCEEDED', 'details' => 'upstream TLS handshake timed out')
+      expect(GatewaySpec.now - t0).to be < 5
+      expect(plain_get('/plain')).to start_with('HTTP/1.1 504')
+      expect(@gw.log).to include("h2 upstream 127.0.0.1@127.0.0.1:#{port}: TLS handshake timed out")
+    ensure
+      silent&.close
+    end
+
+    it 'proxies curl --http2 through proxy_pass "h2://" to the gateway\'s own TLS+h2 listener, bodies both ways' do
+      back = free_port
+      start_gateway(<<~RUBY, ports: [back], name: 'back.rb')
+        server listen: "127.0.0.1:#{back}", tls: { cert: "#{@dir}/server.pem", key: "#{@dir}/server.key" } do
+          location "/echo" do |req| "\#{req.http_version} \#{req.scheme} \#{req.body.bytesize} \#{req.body[0, 4]}" end
+          location "/big" do |req| "0123456789abcdef" * 65_536 end
+        end
+      RUBY
+      gateway(%(location "/", proxy_pass: "h2://localhost:#{back}", tls_ca: "#{@dir}/ca.pem"))
+      File.binwrite("#{@dir}/body.bin", 'abcd' + ('x' * 300_000))
+      out, st = Open3.capture2e('curl', '-sS', '--http2-prior-knowledge', '--data-binary', "@#{@dir}/body.bin",
+                                "http://127.0.0.1:#{@port}/echo")
+      expect(st.success?).to be(true), out
+      expect(out).to eq('HTTP/2.0 https 300004 abcd')
+      out, = Open3.capture2e('curl', '-sS', '--http2-prior-knowledge', "http://127.0.0.1:#{@port}/big")
+      expect(out.bytesize).to eq(16 * 65_536)
+      expect(plain_get('/echo')).to start_with('HTTP/1.1 200')
+    end
+  end
+
+  it 'rejects a malformed grpcs:// target at load, naming FILE:LINE' do
     path = write_config(<<~RUBY)
       server listen: #{free_port} do
-        location "/", proxy_pass: "h2://127.0.0.1:50051"
+        location "/", grpc_pass: "grpcs://127.0.0.1:50051/x"
       end
     RUBY
     r = run_gateway('-t', '-f', path)
     expect(r.exitstatus).to eq(1), r.output
-    expect(r.output).to match(/^#{Regexp.escape(path)}:2: .*not supported yet/), r.output
+    expect(r.output).to match(/^#{Regexp.escape(path)}:2: .*grpc_pass must be/), r.output
   end
 end

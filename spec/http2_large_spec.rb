@@ -46,6 +46,7 @@ RSpec.describe 'HTTP/2 large downloads' do
     @tls_port = free_port
     @gw = start_gateway(<<~RUBY, ports: [@port, @tls_port], env: rss_env)
       server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
+        location "/px/", proxy_pass: "http://127.0.0.1:#{@port}/" # back to this server, over HTTP/1.1
         location "/", root: #{@public.inspect}
         location "/pid" do Gateway.pid.to_s end
       end
@@ -100,6 +101,18 @@ RSpec.describe 'HTTP/2 large downloads' do
     expect(sha).to eq(@sha)
     expect(growth).to be < 8 * 1024 # KiB: the file is never held, only a few stream windows
     puts "  h2c 1 GiB: #{(LARGE_GIB / LARGE_MIB / secs).round} MiB/s, worker RSS +#{growth} KiB" if ENV['VERBOSE']
+  end
+
+  # The response streams from the upstream connection into the client's
+  # stream: the upstream is read only as fast as the client's window opens.
+  it 'downloads 1 GiB whole and correct over h2c through proxy_pass with the worker RSS flat' do
+    worker = worker_pid(@port)
+    bytes, sha, growth, version, secs = download(worker, '--http2-prior-knowledge', "http://127.0.0.1:#{@port}/px/huge.bin")
+    expect(version).to eq('2')
+    expect(bytes).to eq(LARGE_GIB)
+    expect(sha).to eq(@sha)
+    expect(growth).to be < 16 * 1024 # KiB (the issue's bound); both sides of the proxy are this worker
+    puts "  h2c via proxy_pass 1 GiB: #{(LARGE_GIB / LARGE_MIB / secs).round} MiB/s, worker RSS +#{growth} KiB" if ENV['VERBOSE']
   end
 
   it 'downloads 1 GiB whole and correct over h2 (TLS, ALPN) with the worker RSS flat' do

@@ -11,7 +11,10 @@
 # build/bench/grpc.md and build/bench/grpc.json.
 #
 # Environment: GRPC_CALLS (20000), GRPC_CONNS (10), GRPC_STREAMS (10 per
-# connection), GATEWAY_BIN, SERVER_CPU (1), LOAD_CPU (0), CPU_LOCK, BENCH_OUT.
+# connection), GRPC_TLS (1: the upstream serves TLS with a CA-signed
+# certificate made here; the gateway's `grpc_pass: "grpcs://"` and nginx's
+# `grpc_pass grpcs://` verify it and reuse sessions), GATEWAY_BIN,
+# SERVER_CPU (1), LOAD_CPU (0), CPU_LOCK, BENCH_OUT.
 
 require 'json'
 require 'open3'
@@ -29,6 +32,7 @@ module GatewayBench
       @calls = env_int(env, 'GRPC_CALLS', 20_000)
       @conns = env_int(env, 'GRPC_CONNS', 10)
       @streams = env_int(env, 'GRPC_STREAMS', 10)
+      @tls = env['GRPC_TLS'] == '1'
       @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
       @run = Runner.new(root: root, env: env, tag: 'grpc')
     end
@@ -80,8 +84,9 @@ module GatewayBench
 
       port = free_port
       r, w = IO.pipe
+      tls = @tls ? ['0', make_certs(dir)] : []
       pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, PY, File.join(support, 'grpc_peer.py'), 'server', dir,
-                          port.to_s, out: w, err: w)
+                          port.to_s, *tls, out: w, err: w)
       w.close
       line = r.wait_readable(15) && r.gets
       raise Error, "grpc_peer.py server did not start: #{line.inspect}" unless line&.start_with?('ready')
@@ -89,11 +94,30 @@ module GatewayBench
       [pid, port]
     end
 
+    # GRPC_TLS: a CA (dir/ca.pem) and the upstream's certificate for
+    # localhost/127.0.0.1 signed by it; returns the certificate's prefix.
+    def make_certs(dir)
+      ec = %w[-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes]
+      Dir.chdir(dir) do
+        [['req', '-x509', *ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=bench CA'],
+         ['req', '-new', *ec, '-keyout', 'up.key', '-out', 'up.csr', '-subj', '/CN=localhost'],
+         ['x509', '-req', '-in', 'up.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial', '-days', '2',
+          '-out', 'up.pem', '-extfile', 'up.ext']].each do |args|
+          File.write('up.ext', "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+          out, st = Open3.capture2e('openssl', *args)
+          raise Error, "openssl #{args.first}: #{out}" unless st.success?
+        end
+      end
+      @ca = File.join(dir, 'ca.pem')
+      File.join(dir, 'up')
+    end
+
     def start_server(name, port, up)
       if name == 'gateway'
+        pass = @tls ? %("grpcs://127.0.0.1:#{up}", tls_ca: "#{@ca}") : %("127.0.0.1:#{up}")
         @run.start_gateway(name, @bin, <<~RUBY, port)
           server listen: "#{HOST}:#{port}", workers: 1, http2: true do
-            location "/", grpc_pass: "127.0.0.1:#{up}"
+            location "/", grpc_pass: #{pass}
           end
         RUBY
       else
@@ -103,16 +127,17 @@ module GatewayBench
           upstream grpc_up { server 127.0.0.1:#{up}; keepalive 64; }
           server {
               listen #{HOST}:#{port} http2;
-              location / { grpc_pass grpc://grpc_up; }
+              location / { #{@tls ? "grpc_pass grpcs://grpc_up; grpc_ssl_verify on; grpc_ssl_trusted_certificate #{@ca}; grpc_ssl_name localhost; " \
+                                    'grpc_ssl_session_reuse on;' : 'grpc_pass grpc://grpc_up;'} }
           }
         NGINX
       end
     end
 
-    def h2load(port, body, n)
+    def h2load(port, body, n, scheme = 'http')
       cmd = ['taskset', '-c', @run.load_cpu.to_s, 'timeout', '120', 'h2load', '-n', n.to_s, '-c', @conns.to_s,
              '-m', @streams.to_s, '-H', 'content-type: application/grpc', '-H', 'te: trailers', '-d', body,
-             "http://#{HOST}:#{port}/gwtest.Echo/Unary"]
+             "#{scheme}://#{HOST}:#{port}/gwtest.Echo/Unary"]
       out = IO.popen([*cmd, err: %i[child out]], &:read)
       m = out.match(/finished in ([\d.]+)(m?s), ([\d.]+) req\/s/)
       ok = out[/(\d+) succeeded/, 1].to_i
@@ -125,17 +150,18 @@ module GatewayBench
     def measure(name, up, body)
       port = up
       worker = nil
+      scheme = @tls && name == 'direct' ? 'https' : 'http' # the proxies listen in clear text (h2c)
       if name != 'direct'
         port = free_port
         srv = start_server(name, port, up)
         worker = children(srv.pid).find { |k| runs?(k, srv.binary) }
         raise Error, "#{name}: no worker under #{srv.pid}" unless worker
       end
-      h2load(port, body, 500) # warm-up: connections made, caches hot
+      h2load(port, body, 500, scheme) # warm-up: connections made, caches hot
       row = nil
       @run.with_cpu_lock do
         t0 = worker && ticks(worker)
-        res = h2load(port, body, @calls)
+        res = h2load(port, body, @calls, scheme)
         cpu_s = worker ? (ticks(worker) - t0).to_f / clk_tck : nil
         row = { server: name, **res,
                 cpu_s: cpu_s&.round(2),
@@ -146,7 +172,7 @@ module GatewayBench
     end
 
     def write(rows)
-      md = +"# bench:grpc — #{@calls} unary gRPC calls (h2load -c#{@conns} -m#{@streams}, 64-byte message)\n\n"
+      md = +"# bench:grpc#{@tls ? ' (grpcs: TLS to the upstream)' : ''} — #{@calls} unary gRPC calls (h2load -c#{@conns} -m#{@streams}, 64-byte message)\n\n"
       md << "| path | calls/s | proxy CPU µs per call |\n|---|---:|---:|\n"
       rows.each do |r|
         md << (r[:error] ? "| #{r[:server]} | error: #{r[:error]} | |\n" :

@@ -119,7 +119,7 @@ module GatewayBench
           end
         RUBY
       else
-        @run.start_nginx(name, port, <<~NGINX, worker_connections: 4 * @idle + 64)
+        @run.start_nginx(name, port, <<~NGINX, worker_connections: 4 * [@idle, @conns].max + 64) # two sockets per WebSocket, with room
           server {
               listen #{HOST}:#{port};
               location / {

@@ -270,6 +270,26 @@ static void test_is_token(void)
   CHECK_EQ_INT(wrong, 0);
 }
 
+static void test_have_token(void)
+{
+  gw_headers_t h;
+  gw_headers_init(&h);
+  CHECK(!gw_headers_have_token(&h, "connection", "upgrade"));
+  gw_headers_add(&h, "Connection", 10, "keep-alive, Upgrade", 19);
+  gw_headers_add(&h, "Upgrade", 7, " websocket ,h2c", 15);
+  gw_headers_add(&h, "connection", 10, "\tHTTP2-Settings\t", 16);
+  CHECK(gw_headers_have_token(&h, "connection", "upgrade"));
+  CHECK(gw_headers_have_token(&h, "CONNECTION", "keep-alive"));
+  CHECK(gw_headers_have_token(&h, "connection", "http2-settings")); /* a repeated field is the same list */
+  CHECK(gw_headers_have_token(&h, "upgrade", "websocket"));
+  CHECK(gw_headers_have_token(&h, "upgrade", "H2C"));
+  CHECK(!gw_headers_have_token(&h, "upgrade", "h2"));        /* whole tokens only */
+  CHECK(!gw_headers_have_token(&h, "upgrade", "websocket ,h2c"));
+  CHECK(!gw_headers_have_token(&h, "connection", "keep"));
+  CHECK(!gw_headers_have_token(&h, "te", "trailers"));
+  gw_headers_dispose(&h);
+}
+
 static void test_field_is_safe(void)
 {
   CHECK(gw_header_field_is_safe("X-A", 3, "value", 5));
@@ -314,6 +334,7 @@ int main(void)
   test_long_values();
   test_copy();
   test_is_token();
+  test_have_token();
   test_field_is_safe();
   return unit_done();
 }

@@ -3,7 +3,7 @@
  * message and gw_ws_resume(), the close handshake both ways, a protocol
  * error's close code, output above the high water mark and on_drain, the
  * idle timeout, release and free.
- * unit: websocket ws_frame tls log -lssl -lcrypto */
+ * unit: websocket ws_frame byte_end tls log -lssl -lcrypto */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,7 +103,8 @@ static gw_ws_t *make(int *client, owner_t *o, int timeout_ms, const char *early,
   struct evbuffer *to = evbuffer_new(), *from = evbuffer_new();
   evbuffer_add(to, "HTTP/1.1 101 OK\r\n\r\n", 19);
   if (early_len) evbuffer_add(from, early, early_len);
-  gw_ws_t *ws = gw_ws_new(base, sp[1], NULL, "test", to, from, 100, timeout_ms, "chat");
+  gw_byte_end_t end = {sp[1], NULL, NULL};
+  gw_ws_t *ws = gw_ws_new(base, &end, "test", to, from, 100, timeout_ms, "chat");
   evbuffer_free(to);
   evbuffer_free(from);
   memset(o, 0, sizeof(*o));

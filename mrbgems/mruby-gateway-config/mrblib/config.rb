@@ -157,17 +157,15 @@ module Gateway
         raise ArgumentError, "location #{path.inspect}: give a handler block or proxy_pass:, not both"
       end
       if proxy_pass && !(proxy_pass.is_a?(String) && Gateway._proxy_url_valid?(proxy_pass))
-        if proxy_pass.is_a?(String) && proxy_pass.start_with?("h2://")
-          raise ArgumentError, "location #{path.inspect}: proxy_pass to h2:// (HTTP/2 over TLS) upstreams is not supported yet; use h2c://HOST:PORT, got #{proxy_pass.inspect}"
-        end
         raise ArgumentError, "location #{path.inspect}: proxy_pass must be a URL like \"http://127.0.0.1:8080/path\", " \
-                             "\"h2c://127.0.0.1:50051\", \"http://GROUP/path\" or \"unix:/path.sock\", got #{proxy_pass.inspect}"
+                             "\"h2c://127.0.0.1:50051\", \"h2://host:443\", \"http://GROUP/path\" or \"unix:/path.sock\", got #{proxy_pass.inspect}"
       end
-      if proxy_pass.is_a?(String) && proxy_pass.start_with?("h2c://")
-        host = proxy_pass[6..-1].split("/")[0].to_s
+      h2_scheme = proxy_pass.is_a?(String) && ["h2c://", "h2://"].find { |p| proxy_pass.start_with?(p) }
+      if h2_scheme
+        host = proxy_pass[h2_scheme.size..-1].split("/")[0].to_s
         up = Gateway::Config.current.upstreams[host]
         if up && up.protocol != :h2c
-          raise ArgumentError, "location #{path.inspect}: proxy_pass #{proxy_pass}: upstream #{host} is not an h2c group (give its servers as \"h2c://host:port\")"
+          raise ArgumentError, "location #{path.inspect}: proxy_pass #{proxy_pass}: upstream #{host} is not an HTTP/2 group (give its servers as \"h2c://host:port\" or \"h2://host:port\")"
         end
       end
       if body_filter && !body_filter.respond_to?(:call)
@@ -347,8 +345,8 @@ module Gateway
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
     #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
-    #   https:// upstreams this location talks to (proxy_pass:, req.proxy_pass,
-    #   sub-requests): see Gateway::TLS.client
+    #   https:// and h2:// (grpcs://) upstreams this location talks to
+    #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
@@ -361,15 +359,15 @@ module Gateway
       tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
       unless grpc_pass.nil?
         raise ArgumentError, "#{where}: give grpc_pass: or proxy_pass:, not both" if proxy_pass
-        if grpc_pass.is_a?(String) && grpc_pass.start_with?("grpcs://")
-          raise ArgumentError, "#{where}: grpc_pass to grpcs:// (TLS) upstreams is not supported yet, got #{grpc_pass.inspect}"
-        end
+        # "grpcs://host:port": over TLS (h2://); "grpc://host:port" or "host:port": cleartext (h2c://)
+        tls = grpc_pass.is_a?(String) && grpc_pass.start_with?("grpcs://")
         target = grpc_pass.is_a?(String) && grpc_pass.start_with?("grpc://") ? grpc_pass[7..-1] : grpc_pass
+        target = grpc_pass[8..-1] if tls
         target = nil unless target.is_a?(String)
         unless target && !target.empty? && !target.include?("/") && (Upstream.host_port?(target) || !target.include?(":"))
-          raise ArgumentError, "#{where}: grpc_pass must be \"host:port\" or an upstream group name, got #{grpc_pass.inspect}"
+          raise ArgumentError, "#{where}: grpc_pass must be \"host:port\", \"grpcs://host:port\" or an upstream group name, got #{grpc_pass.inspect}"
         end
-        proxy_pass = "h2c://#{target}"
+        proxy_pass = tls ? "h2://#{target}" : "h2c://#{target}"
       end
       unless tunnel_timeout.nil? || (tunnel_timeout.is_a?(Numeric) && tunnel_timeout > 0 && tunnel_timeout <= 86_400 * 7)
         raise ArgumentError, "#{where}: tunnel_timeout: must be a number of seconds > 0 (at most a week), got #{tunnel_timeout.inspect}"
@@ -474,19 +472,18 @@ module Gateway
         raise ArgumentError, "upstream #{name}: servers must be a non-empty Array of \"host:port\""
       end
       @weights = []
-      # "h2c://host:port" servers: an HTTP/2 (cleartext) group, all or none.
-      h2c = servers.map { |s| a = s.is_a?(Hash) ? s[:address] : s; a.is_a?(String) && a.start_with?("h2c://") }
+      # "h2c://host:port" (cleartext) or "h2://host:port" (TLS, the group's
+      # tls_* settings) servers: an HTTP/2 group, all or none.
+      h2c = servers.map { |s| a = s.is_a?(Hash) ? s[:address] : s; a.is_a?(String) && (a.start_with?("h2c://") || a.start_with?("h2://")) }
       if h2c.any?
-        raise ArgumentError, "upstream #{name}: either every server is h2c://host:port or none is" unless h2c.all?
-        raise ArgumentError, "upstream #{name}: h2c:// servers speak HTTP/2, not #{protocol.inspect}" unless protocol == :http || protocol == :h2c
+        raise ArgumentError, "upstream #{name}: either every server is h2c:// or h2://host:port, or none is" unless h2c.all?
+        raise ArgumentError, "upstream #{name}: h2c:// and h2:// servers speak HTTP/2, not #{protocol.inspect}" unless protocol == :http || protocol == :h2c
         @protocol = protocol = :h2c
-      end
-      if servers.any? { |s| a = s.is_a?(Hash) ? s[:address] : s; a.is_a?(String) && a.start_with?("h2://") }
-        raise ArgumentError, "upstream #{name}: h2:// (HTTP/2 over TLS) upstreams are not supported yet; use h2c://host:port"
       end
       @servers = servers.map do |s|
         addr = s.is_a?(Hash) ? s[:address] : s
         addr = addr[6..-1] if protocol == :h2c && addr.start_with?("h2c://")
+        addr = "https://#{addr[5..-1]}" if protocol == :h2c && addr.start_with?("h2://") # TLS, spoken as HTTP/2
         weight = s.is_a?(Hash) ? (s[:weight] || 1) : 1
         unless weight.is_a?(Integer) && weight >= 1 && weight <= 100
           raise ArgumentError, "upstream #{name}: weight must be an Integer from 1 to 100, got #{weight.inspect}"

@@ -149,14 +149,23 @@ assert('grpc_pass: "host:port" is proxy_pass to h2c://host:port') do
   assert_raise(ArgumentError) { s.location("/e", grpc_pass: "127.0.0.1:1", proxy_pass: "http://127.0.0.1:2") }
   assert_raise(ArgumentError) { s.location("/f", grpc_pass: "h2c://127.0.0.1:1/x") }
   assert_raise(ArgumentError) { s.location("/g", grpc_pass: 42) }
-  e = assert_raise(ArgumentError) { s.location("/h", grpc_pass: "grpcs://127.0.0.1:1") }
-  assert_include e.message, "not supported yet"
 end
 
-assert('h2:// upstreams are not supported yet; h2c:// ones are') do
-  e = assert_raise(ArgumentError) { Gateway::Location.new("/x", nil, "h2://127.0.0.1:1", nil, false) }
-  assert_include e.message, "not supported yet"
+assert('grpc_pass: "grpcs://host:port" is proxy_pass to h2://host:port, with the tls_* settings') do
+  s = Gateway::Server.new(1, 1, {})
+  l = s.location("/a.B/", grpc_pass: "grpcs://127.0.0.1:50051", tls_verify: false)
+  assert_equal "h2://127.0.0.1:50051", l.proxy_pass
+  assert_equal "h2://users", s.location("/c.D/", grpc_pass: "grpcs://users").proxy_pass
+  e = assert_raise(ArgumentError) { s.location("/h", grpc_pass: "grpcs://127.0.0.1:1/x") }
+  assert_include e.message, "grpc_pass must be"
+  assert_raise(ArgumentError) { s.location("/i", grpc_pass: "grpcs://") }
+end
+
+assert('proxy_pass takes h2:// (HTTP/2 over TLS) and h2c:// URLs') do
+  assert_equal "h2://127.0.0.1:1", Gateway::Location.new("/x", nil, "h2://127.0.0.1:1", nil, false).proxy_pass
+  assert_equal "h2://api.example/p", Gateway::Location.new("/z", nil, "h2://api.example/p", nil, false).proxy_pass
   assert_equal "h2c://127.0.0.1:1/p", Gateway::Location.new("/y", nil, "h2c://127.0.0.1:1/p", nil, false).proxy_pass
+  assert_raise(ArgumentError) { Gateway::Location.new("/w", nil, "h2://", nil, false) }
 end
 
 assert('an upstream of h2c:// servers is an h2c group, all or none') do
@@ -164,6 +173,14 @@ assert('an upstream of h2c:// servers is an h2c group, all or none') do
   assert_equal :h2c, up.protocol
   assert_equal ["127.0.0.1:1", "127.0.0.1:2"], up.servers
   assert_raise(ArgumentError) { Gateway::Upstream.new(:g2, ["h2c://127.0.0.1:1", "127.0.0.1:2"], 4) }
-  assert_raise(ArgumentError) { Gateway::Upstream.new(:g3, ["h2://127.0.0.1:1"], 4) }
   assert_raise(ArgumentError) { Gateway::Upstream.new(:g4, ["h2c://127.0.0.1:1"], 4, protocol: :fastcgi) }
+end
+
+assert('an upstream of h2:// servers is an HTTP/2 group over TLS (its servers as https://)') do
+  up = Gateway::Upstream.new(:g5, ["h2://127.0.0.1:1", { address: "h2://api.example:443", weight: 2 }], 4)
+  assert_equal :h2c, up.protocol
+  assert_equal ["https://127.0.0.1:1", "https://api.example:443"], up.servers
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g6, ["h2://127.0.0.1:1", "127.0.0.1:2"], 4) }
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g7, ["h2://127.0.0.1"], 4) } # a port is required
+  assert_raise(ArgumentError) { Gateway::Upstream.new(:g8, ["h2://127.0.0.1:1"], 4, protocol: :fastcgi) }
 end

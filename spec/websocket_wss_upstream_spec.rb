@@ -1,0 +1,171 @@
+# Proxied WebSockets to a wss:// (https://) upstream: the handshake goes over
+# TLS (tls_client.c, verified as for any HTTPS upstream), and after the 101
+# the upstream side of the tunnel reads and writes through that TLS state.
+# The upstream is Python's websockets (spec/support/ws_echo.py with a
+# certificate), signed by a CA made here with `openssl`; the client is
+# spec/support/ws_client.py, over ws:// and over wss:// to a TLS listener.
+require 'json'
+require 'open3'
+require_relative 'spec_helper'
+
+RSpec.describe 'WebSocket proxying to a wss:// upstream' do
+  WSS_PY = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3'
+  WSS_SUPPORT = File.join(__dir__, 'support')
+
+  before(:all) do
+    _, st = Open3.capture2e(WSS_PY, '-c', 'import websockets')
+    skip 'python3-websockets is not installed (./setup.sh)' unless st.success?
+  end
+
+  after(:each) do
+    (@echo_pids || []).each do |pid|
+      Process.kill('TERM', pid)
+      Process.wait(pid)
+    rescue Errno::ESRCH, Errno::ECHILD
+      nil
+    end
+  end
+
+  def openssl!(*args)
+    out, st = Open3.capture2e('openssl', *args)
+    raise "openssl #{args.first} failed: #{out}" unless st.success?
+  end
+
+  # ca.pem, and server.pem/server.key for localhost and 127.0.0.1 signed by it.
+  def make_certs
+    dir = spec_dir
+    ec = %w[-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes]
+    Dir.chdir(dir) do
+      openssl!('req', '-x509', *ec, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '2', '-subj', '/CN=ws spec CA')
+      openssl!('req', '-new', *ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost')
+      File.write('server.ext', "subjectAltName=DNS:localhost,IP:127.0.0.1\n")
+      openssl!('x509', '-req', '-in', 'server.csr', '-CA', 'ca.pem', '-CAkey', 'ca.key', '-CAcreateserial',
+               '-days', '2', '-out', 'server.pem', '-extfile', 'server.ext')
+    end
+    @ca = File.join(dir, 'ca.pem')
+    @cert = File.join(dir, 'server.pem')
+    @key = File.join(dir, 'server.key')
+  end
+
+  # Starts the TLS echo upstream; returns its port.
+  def start_wss_echo
+    r, w = IO.pipe
+    pid = Process.spawn(WSS_PY, File.join(WSS_SUPPORT, 'ws_echo.py'), '0', @cert, @key, out: w, err: w)
+    w.close
+    (@echo_pids ||= []) << pid
+    raise 'ws_echo.py did not start' unless r.wait_readable(10)
+    port = r.gets.to_i
+    r.close
+    raise 'ws_echo.py printed no port' unless port.positive?
+    port
+  end
+
+  def gateway_with(locations, tls: false)
+    @port = free_port
+    tls_opt = tls ? %(, tls: { cert: "#{@cert}", key: "#{@key}" }) : ''
+    @plain_port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port, @plain_port], env: rss_env)
+      server listen: "127.0.0.1:#{@plain_port}", workers: 1 do
+        location "/pid" do Gateway.pid.to_s end
+        location "/status", status: true
+      end
+      server listen: "127.0.0.1:#{@port}"#{tls_opt} do
+        #{locations}
+      end
+    RUBY
+  end
+
+  def ws_client(path, mode, arg = nil, scheme: 'ws', timeout: 60)
+    args = [WSS_PY, File.join(WSS_SUPPORT, 'ws_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
+    args << arg.to_s if arg
+    out, = Open3.capture2e({ 'SSL_CERT_FILE' => @ca }, 'timeout', timeout.to_s, *args)
+    out
+  end
+
+  def my_status
+    j = JSON.parse(http_get(@plain_port, '/status').body)
+    j['workers'].find { |w| w['pid'] == j['served_by'] }
+  end
+
+  def worker_pid
+    http_get(@plain_port, '/pid').body.to_i
+  end
+
+  def expect_torn_down(fds_before = nil, pid = nil)
+    poll('the tunnels to be gone', timeout: 5) do
+      s = my_status
+      s['tunnels_active'].zero? && s['connections_active'] == 1
+    end
+    return unless fds_before
+
+    poll('the sockets to be closed', timeout: 5) { open_fds(pid) <= fds_before }
+  end
+
+  before(:each) { make_certs }
+
+  it 'echoes text, binary and a 1 MiB message through a verified wss:// upstream' do
+    up = start_wss_echo
+    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
+    pid = worker_pid
+    expect(ws_client('/ws', 'echo')).to include('ok echo')
+    expect_torn_down
+    fds = open_fds(pid)
+    expect(ws_client('/ws', 'concurrent', 20)).to include('ok concurrent 20')
+    expect(ws_client('/ws', 'close_client')).to include('ok close_client 1000')
+    expect(ws_client('/ws', 'close_server')).to include('ok close_server 1000')
+    expect_torn_down(fds, pid)
+  end
+
+  it 'answers 502 when the upstream certificate does not verify (no tls_ca:)' do
+    up = start_wss_echo
+    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}"))
+    expect(ws_client('/ws', 'handshake')).to include('status 502')
+    expect_torn_down
+    poll('the reason in the log', timeout: 5) { @gw.log.match?(/certificate verify failed/) }
+  end
+
+  it 'passes an upstream group of https:// servers' do
+    up = start_wss_echo
+    gateway_with(<<~RUBY)
+      upstream :wss, servers: ["https://127.0.0.1:#{up}"], tls_ca: "#{@ca}"
+      location "/ws", proxy_pass: "http://wss"
+    RUBY
+    expect(ws_client('/ws', 'echo')).to include('ok echo')
+    expect_torn_down
+  end
+
+  it 'joins a wss:// client (TLS listener) to a wss:// upstream' do
+    up = start_wss_echo
+    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"), tls: true)
+    expect(ws_client('/ws', 'echo', scheme: 'wss')).to include('ok echo')
+    expect(ws_client('/ws', 'close_server', scheme: 'wss')).to include('ok close_server 1000')
+    expect_torn_down
+  end
+
+  it 'keeps memory bounded when the client reads slowly (32 MiB pushed over TLS)' do
+    up = start_wss_echo
+    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
+    pid = worker_pid
+    ws_client('/ws', 'echo') # warm up
+    rss0 = rss_kib(pid)
+    peak = rss0
+    args = [WSS_PY, File.join(WSS_SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s]
+    out = +''
+    Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
+      until (line = io.gets).nil?
+        out << line
+        next unless line.start_with?('paused')
+
+        30.times do
+          sleep 0.1
+          peak = [peak, rss_kib(pid)].max
+        end
+      end
+      wait.value
+    end
+    peak = [peak, rss_kib(pid)].max
+    expect(out).to include("ok slow #{32 << 20}")
+    expect(peak - rss0).to be < 8 * 1024 # KiB: the flood waits in the upstream, not in the gateway
+    expect_torn_down
+  end
+end
