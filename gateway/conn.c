@@ -626,7 +626,15 @@ static int conn_flush(gw_conn_t *c)
     }
     return 1;
   }
-  if (c->close_after && c->state != GW_CONN_CLOSING) start_lingering(c);
+  if (c->close_after && c->state != GW_CONN_CLOSING) {
+    /* Nothing unread (the request read whole, no byte after it): close now,
+     * as nginx does; else drain what the client still sends. */
+    if (c->read_whole && c->pos == c->len && !(c->tls && gw_tls_pending(conn_tls(c)))) {
+      conn_close(c);
+      return -1;
+    }
+    start_lingering(c);
+  }
   return 0;
 }
 
@@ -681,6 +689,7 @@ static void reject_request(gw_conn_t *c, int status)
   gw_access_log_write(r, status, sent, sent - head);
   gw_request_reset(r);
   c->close_after = 1;
+  c->read_whole = 0; /* the rest of the rejected request is drained */
   c->state = GW_CONN_BUSY; /* stop parsing */
   set_reading(c, 0);
   set_timer(c, 0);
@@ -1009,6 +1018,7 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   if (c->ctx->server->latency_histogram) gw_stats_latency(gw_now_ms() - req->start_ms);
   gw_request_logged(req); /* the location's log phase */
   c->served = 1;
+  c->read_whole = !req->body_streaming && !c->a->parser.upgrade;
   gw_request_reset(req);
   llhttp_resume(&c->a->parser);
   c->a->mid_message = 0; /* between two messages: a spare part may keep this parser */

@@ -75,6 +75,8 @@ struct gw_conn_s {
   uint32_t len, pos, cap;   /* buf[pos, len) is not parsed yet (at most 64 KiB) */
   unsigned char reading:1;  /* read_ev is added */
   unsigned char close_after:1;/* close once the output is flushed */
+  unsigned char read_whole:1; /* the last request was read to its end: that
+                               close need not linger (nothing more to drain) */
   unsigned char dead:1;     /* closed; free when in_callback drops to 0 */
   unsigned char served:1;   /* a response went out: later heads get header_timeout */
   unsigned char tls:1;      /* TLS: the struct is conn.c's gw_conn_tls_t, whose

@@ -45,6 +45,7 @@
  * whose queued output makes no progress for send_timeout closes the
  * connection), idle timeout (keepalive_timeout with no stream open). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -91,6 +92,7 @@ struct gw_h2_conn_s {
   h2_stream_t *streams;     /* live streams */
   size_t nstreams;
   h2_stream_t *closed;      /* closed by nghttp2, freed at leave() */
+  h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
   int in_callback, dead, reading, writing, flush_soon, stopping;
   int64_t last_progress_ms; /* output written, or nothing waited */
   int64_t idle_since_ms;    /* no stream open since */
@@ -102,7 +104,7 @@ struct gw_h2_conn_s {
 };
 
 struct h2_stream_s {
-  gw_request_t req;
+  gw_request_t req;         /* first: stream_new clears what follows it */
   gw_h2_conn_t *conn;
   int32_t id;
   size_t header_bytes, nheaders;
@@ -112,6 +114,7 @@ struct h2_stream_s {
   struct evbuffer *out;     /* response body queued for nghttp2 */
   gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
+  char status_text[4], length_text[24]; /* the head's values, sent without a copy */
   int protocol;             /* :protocol was sent: 1 websocket, 2 another */
   h2_pipe_t *pipe;          /* an upgraded stream's byte end, or NULL */
   h2_stream_t *next, *prev;
@@ -221,13 +224,16 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
   s->next = h->closed;
   s->prev = NULL;
   h->closed = s;
+  if (h->last_stream == s) h->last_stream = NULL;
   if (--h->nstreams == 0) h->idle_since_ms = gw_coarse_ms();
 }
 
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
 {
-  h2_stream_t *s = calloc(1, sizeof(*s));
+  /* not calloc: gw_request_init clears the request, the bulk of it */
+  h2_stream_t *s = malloc(sizeof(*s));
   if (s == NULL) return NULL;
+  memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
   s->out = evbuffer_new();
   if (s->out == NULL) {
     free(s);
@@ -253,9 +259,14 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   return s;
 }
 
-static h2_stream_t *stream_of(nghttp2_session *session, int32_t id)
+/* The stream of id, or NULL once closed. The last one found is kept: a
+ * request's header fields come one callback each, all on one stream. */
+static h2_stream_t *stream_of(gw_h2_conn_t *h, int32_t id)
 {
-  return nghttp2_session_get_stream_user_data(session, id);
+  if (h->last_stream && h->last_stream->id == id) return h->last_stream;
+  h2_stream_t *s = nghttp2_session_get_stream_user_data(h->session, id);
+  if (s) h->last_stream = s;
+  return s;
 }
 
 /* Counts and logs a response that is complete (whole, or its last piece). */
@@ -304,60 +315,79 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   return (ssize_t)n;
 }
 
+/* Fields HTTP/2 does not carry (and content-length, which submit_head
+ * writes itself); by length first: this runs for every response field. */
 static int is_connection_specific(const char *name, size_t len)
 {
-  static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                      "upgrade", "content-length", "te"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (strlen(names[i]) == len && strncasecmp(names[i], name, len) == 0) return 1;
-  return 0;
+  switch (len) {
+  case 2: return strncasecmp(name, "te", 2) == 0;
+  case 7: return strncasecmp(name, "upgrade", 7) == 0;
+  case 10: return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
+  case 14: return strncasecmp(name, "content-length", 14) == 0;
+  case 16: return strncasecmp(name, "proxy-connection", 16) == 0;
+  case 17: return strncasecmp(name, "transfer-encoding", 17) == 0;
+  default: return 0;
+  }
 }
 
 #define MAX_NV 128
 
+/* v in decimal at buf (room for 20 digits); returns its length. */
+static size_t format_decimal(char *buf, unsigned long long v)
+{
+  char tmp[20];
+  size_t n = 0;
+  do {
+    tmp[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v > 0);
+  for (size_t i = 0; i < n; i++) buf[i] = tmp[n - 1 - i];
+  return n;
+}
+
 /* Submits the response head of s; content_length < 0: unknown; with_body 0:
- * the HEADERS frame ends the stream. */
+ * the HEADERS frame ends the stream. nghttp2 copies (and lower-cases) each
+ * name and value unless told not to: constant strings, the worker's Date
+ * (rewritten only as a same-length later date) and the stream's own status
+ * and length text, which outlive the frame, are passed without a copy. */
 static int submit_head(h2_stream_t *s, long long content_length, int with_body)
 {
   gw_request_t *r = &s->req;
   gw_h2_conn_t *h = s->conn;
   nghttp2_nv nv[MAX_NV];
   size_t n = 0;
-  char status[4], length[24];
-  char names[4096];
-  size_t names_used = 0;
-  int st = r->status ? r->status : 200;
-  snprintf(status, sizeof(status), "%03d", st);
-#define NV(nm, nl, v, vl) \
+  char copy_status[4], copy_length[24];
+  /* a second head on the stream (never expected) must not rewrite the first's */
+  char *status = s->answered ? copy_status : s->status_text, *length = s->answered ? copy_length : s->length_text;
+  uint8_t own = s->answered ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  const uint8_t fixed = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
+  unsigned st = r->status >= 100 && r->status <= 999 ? (unsigned)r->status : 200;
+  status[0] = (char)('0' + st / 100);
+  status[1] = (char)('0' + st / 10 % 10);
+  status[2] = (char)('0' + st % 10);
+  status[3] = '\0';
+#define NV(nm, nl, v, vl, fl) \
   do { \
     nv[n].name = (uint8_t *)(nm); nv[n].namelen = (nl); nv[n].value = (uint8_t *)(v); nv[n].valuelen = (vl); \
-    nv[n].flags = NGHTTP2_NV_FLAG_NONE; n++; \
+    nv[n].flags = (fl); n++; \
   } while (0)
-  NV(":status", 7, status, 3);
+  NV(":status", 7, status, 3, own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
   int has_server = 0;
   for (size_t i = 0; i < r->resp_headers.count && n < MAX_NV - 5; i++) {
     const gw_header_t *hd = &r->resp_headers.items[i];
     if (is_connection_specific(hd->name, hd->name_len)) continue;
     if (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) continue;
     if (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0) has_server = 1;
-    if (names_used + hd->name_len > sizeof(names)) break;
-    char *lower = names + names_used; /* HTTP/2 field names are lower case */
-    for (size_t j = 0; j < hd->name_len; j++) {
-      char ch = hd->name[j];
-      lower[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-    }
-    names_used += hd->name_len;
-    NV(lower, hd->name_len, hd->value, hd->value_len);
+    NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
   }
-  if (!has_server) NV("server", 6, "gateway", 7);
-  if (r->text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25);
+  if (!has_server) NV("server", 6, "gateway", 7, fixed);
+  if (r->text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25, fixed);
   const char *date = gw_response_date_line(h->ctx); /* "Date: ...\r\n" */
   size_t dlen = strlen(date);
-  if (dlen > 8) NV("date", 4, date + 6, dlen - 8);
-  if (content_length >= 0 && !gw_request_bodyless(r)) {
-    int l = snprintf(length, sizeof(length), "%lld", content_length);
-    NV("content-length", 14, length, (size_t)l);
-  }
+  if (dlen > 8) NV("date", 4, date + 6, dlen - 8, fixed);
+  if (content_length >= 0 && !gw_request_bodyless(r))
+    NV("content-length", 14, length, format_decimal(length, (unsigned long long)content_length),
+       own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
 #undef NV
   size_t hb = 0;
   for (size_t i = 0; i < n; i++) hb += nv[i].namelen + nv[i].valuelen + 4;
@@ -690,19 +720,22 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 
 static const struct {
   const char *name;
+  size_t len;
   int id;
 } methods[] = {
-  {"GET", HTTP_GET}, {"HEAD", HTTP_HEAD}, {"POST", HTTP_POST}, {"PUT", HTTP_PUT}, {"DELETE", HTTP_DELETE},
-  {"OPTIONS", HTTP_OPTIONS}, {"PATCH", HTTP_PATCH}, {"TRACE", HTTP_TRACE}, {"CONNECT", HTTP_CONNECT},
+  {"GET", 3, HTTP_GET}, {"HEAD", 4, HTTP_HEAD}, {"POST", 4, HTTP_POST}, {"PUT", 3, HTTP_PUT},
+  {"DELETE", 6, HTTP_DELETE}, {"OPTIONS", 7, HTTP_OPTIONS}, {"PATCH", 5, HTTP_PATCH}, {"TRACE", 5, HTTP_TRACE},
+  {"CONNECT", 7, HTTP_CONNECT},
 };
 
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
                      const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
 {
   gw_h2_conn_t *h = user;
+  (void)session;
   (void)flags;
   if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+  h2_stream_t *s = stream_of(h, frame->hd.stream_id);
   if (s == NULL) return 0;
   const gw_limits_t *lim = &h->ctx->server->limits;
   s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
@@ -726,9 +759,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
   if (namelen > 0 && n[0] == ':') {
     if (namelen == 7 && memcmp(n, ":method", 7) == 0) {
       for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strlen(methods[i].name) == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
+        if (methods[i].len == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
           r->method = methods[i].name;
           r->method_id = methods[i].id;
+          break;
         }
       if (r->method == NULL) s->error_status = 501;
     } else if (namelen == 5 && memcmp(n, ":path", 5) == 0) {
@@ -847,9 +881,10 @@ static int body_still_wanted(const h2_stream_t *s)
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   gw_h2_conn_t *h = user;
+  (void)session;
   switch (frame->hd.type) {
   case NGHTTP2_HEADERS: {
-    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    h2_stream_t *s = stream_of(h, frame->hd.stream_id);
     if (s == NULL || s->closed) return 0;
     int end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
@@ -868,7 +903,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     break;
   }
   case NGHTTP2_DATA: {
-    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    h2_stream_t *s = stream_of(h, frame->hd.stream_id);
     if (frame->hd.length == 0 && !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && control_flood(h)) {
       go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "a flood of empty DATA frames");
       return 0;
@@ -890,7 +925,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     break;
   }
   case NGHTTP2_RST_STREAM: {
-    h2_stream_t *s = stream_of(session, frame->hd.stream_id);
+    h2_stream_t *s = stream_of(h, frame->hd.stream_id);
     if (s && !s->closed && --h->resets_left <= 0)
       go_away(h, NGHTTP2_ENHANCE_YOUR_CALM, "too many streams reset by the client (rapid reset)");
     break;
@@ -898,7 +933,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
   case NGHTTP2_SETTINGS:
     if (h->upgrade_waiting && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
       h->upgrade_waiting = 0;
-      h2_stream_t *s = stream_of(session, 1);
+      h2_stream_t *s = stream_of(h, 1);
       if (s && !s->closed && !s->started) stream_start(s);
     }
     /* fall through */
@@ -918,7 +953,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
   gw_h2_conn_t *h = user;
   (void)flags;
   nghttp2_session_consume_connection(session, len); /* the connection window: at once */
-  h2_stream_t *s = stream_of(session, id);
+  h2_stream_t *s = stream_of(h, id);
   if (s && s->pipe) { /* the stream window reopens as the pipe's reader takes it */
     evbuffer_add(s->pipe->in, data, len);
     pipe_wake(s->pipe->rev, EV_READ);
@@ -955,7 +990,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
   gw_h2_conn_t *h = user;
-  h2_stream_t *s = stream_of(session, id);
+  h2_stream_t *s = stream_of(h, id);
   if (s == NULL || s->closed) return 0;
   s->closed = 1;
   pipe_lost(s);

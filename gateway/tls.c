@@ -9,8 +9,9 @@
  *
  * The SSL reads and writes the socket itself (SSL_set_fd): no memory BIO and
  * no second copy. Reads loop until the caller's room is full or the socket
- * is empty, so a 16 KiB record is taken whole; bytes left inside OpenSSL are
- * reported by gw_tls_pending() for the caller to schedule another read.
+ * is empty, so a 16 KiB record is taken whole; OpenSSL reads ahead (whole
+ * socket buffers, not a record header then its body), and bytes left inside
+ * it are reported by gw_tls_pending() for the caller to schedule another read.
  * Writes take up to 16 KiB of the output at a time (one record, one
  * write(2)), with partial writes and a moving write buffer allowed. */
 #include <errno.h>
@@ -70,6 +71,7 @@ struct gw_tls_conn_s {
   int fd;
   const char *peer;
   unsigned char established, checked_plain, failed;
+  unsigned char starved; /* the last SSL_read wanted the socket: what OpenSSL holds is incomplete */
   unsigned char hook_cert; /* the hook chose the certificate: no site's OCSP staple */
   gw_tls_info_t info;
 };
@@ -387,6 +389,10 @@ static SSL_CTX *site_ctx(gw_tls_ctx_t *t, const gw_tls_config_t *cfg, const gw_t
   SSL_CTX_set_max_proto_version(ctx, version_of(cfg->max_version));
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE);
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  /* Read as much as the socket has, not a record header then its body: a
+   * handshake takes 5 read(2)s instead of 13 (what is read ahead is seen by
+   * gw_tls_pending()). */
+  SSL_CTX_set_read_ahead(ctx, 1);
   if (SSL_CTX_set_cipher_list(ctx, cfg->ciphers ? cfg->ciphers : DEFAULT_CIPHERS) != 1) {
     snprintf(err, errlen, "ciphers %s: no usable cipher in the list", cfg->ciphers ? cfg->ciphers : "(default)");
     goto fail;
@@ -508,9 +514,11 @@ void gw_tls_conn_set_peer(gw_tls_conn_t *c, const char *peer) { c->peer = peer; 
 void gw_tls_conn_free(gw_tls_conn_t *c)
 {
   if (c == NULL) return;
-  if (c->established && !c->failed && c->fd >= 0) {
+  /* One close_notify (the socket is non-blocking), unless gw_tls_shutdown
+   * sent it: a second SSL_shutdown only reads, for the client's. */
+  if (c->established && !c->failed && c->fd >= 0 && !(SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN)) {
     SSL_set_quiet_shutdown(c->ssl, 0);
-    SSL_shutdown(c->ssl); /* one close_notify; the socket is non-blocking */
+    SSL_shutdown(c->ssl);
   }
   ERR_clear_error();
   SSL_free(c->ssl);
@@ -523,7 +531,13 @@ void gw_tls_shutdown(gw_tls_conn_t *c)
   ERR_clear_error();
 }
 
-int gw_tls_pending(const gw_tls_conn_t *c) { return c->established && SSL_pending(c->ssl) > 0; }
+/* Decrypted bytes, or (read ahead) whole records not decrypted yet: no
+ * socket event will come for them. A partial record left when SSL_read last
+ * wanted the socket does not count: the rest of it brings the event. */
+int gw_tls_pending(const gw_tls_conn_t *c)
+{
+  return c->established && (SSL_pending(c->ssl) > 0 || (!c->starved && SSL_has_pending(c->ssl)));
+}
 
 const gw_tls_info_t *gw_tls_info(const gw_tls_conn_t *c) { return c->established ? &c->info : NULL; }
 
@@ -618,9 +632,11 @@ ssize_t gw_tls_read(gw_tls_conn_t *c, void *buf, size_t n)
     int r = SSL_read(c->ssl, (char *)buf + got, want);
     if (r > 0) {
       got += (size_t)r;
+      c->starved = 0;
       continue;
     }
     int e = SSL_get_error(c->ssl, r);
+    c->starved = e == SSL_ERROR_WANT_READ;
     if (got > 0) break; /* report what we have; the error comes again next time */
     if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE) {
       errno = EAGAIN;

@@ -2,6 +2,7 @@
 # `openssl req`, SNI, protocol versions, resumption, plain HTTP on a TLS
 # port, the handshake timeout, certificates at start-up and on reload.
 require_relative 'spec_helper'
+require 'json'
 require 'openssl'
 require 'open3'
 require 'timeout'
@@ -148,6 +149,56 @@ RSpec.describe 'TLS' do
                              stdin_data: "GET / HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
       expect(out).to include('HTTP/1.1 200 OK')
       expect(out).to include('https true')
+    end
+  end
+
+  describe 'reading and closing' do
+    before(:each) do
+      @cert, @key = make_cert(spec_dir, 'site', %w[localhost])
+      start_tls(%({ cert: "site.pem", key: "site.key" }), <<~'RUBY')
+        location "/status", status: true
+        location "/slow" do Async.sleep(0.3); "slow" end
+        location "/len" do |req| "#{req.method} #{req.body.to_s.bytesize}" end
+      RUBY
+    end
+
+    def tls_active_connections
+      j = JSON.parse(tls_get(@port, '/status')[2])
+      j['workers'].find { |w| w['pid'] == j['served_by'] }['connections_active']
+    end
+
+    # OpenSSL reads ahead (whole socket buffers, many records): pipelined
+    # requests behind a slow one (the reading stops while its backlog is
+    # large, then resumes) and a large body, in 1 KiB records sent back to
+    # back, are all answered in order.
+    it 'answers pipelined requests behind a slow one and a large body, sent as many records in one burst' do
+      body = 'x' * 100_000
+      pad = 'p' * 900
+      tls_connect(@port, hostname: 'localhost', ca: @cert) do |ssl|
+        reqs = "GET /slow HTTP/1.1\r\nHost: localhost\r\n\r\n" \
+               "POST /len HTTP/1.1\r\nHost: localhost\r\nContent-Length: #{body.bytesize}\r\n\r\n#{body}" +
+               (1..100).map { "GET /len HTTP/1.1\r\nHost: localhost\r\nX-Pad: #{pad}\r\n\r\n" }.join
+        reqs.bytes.each_slice(1024) { |b| ssl.write(b.pack('C*')) }
+        got = +''
+        Timeout.timeout(10 * GatewaySpec::SLACK) { got << ssl.readpartial(65_536) until got.scan('HTTP/1.1 200').size == 102 && got.end_with?('GET 0') }
+        expect(got.scan(/\r\n\r\n(slow|POST \d+|GET \d+)/).flatten).to eq(['slow', "POST #{body.bytesize}"] + ['GET 0'] * 100)
+      end
+    end
+
+    # nginx's behaviour: no lingering (shutdown, draining reads, a timer)
+    # when nothing can follow the request.
+    it 'closes at once after a Connection: close response to a request read whole, with a close_notify' do
+      ssl = tls_connect(@port, hostname: 'localhost', ca: @cert)
+      begin
+        ssl.write("GET /len HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        got = +''
+        Timeout.timeout(5 * GatewaySpec::SLACK) { (chunk = ssl.read(4096)) ? got << chunk : break while true }
+        expect(got).to end_with("\r\n\r\nGET 0") # then a clean EOF: the close_notify came
+        # the client keeps its end open: the gateway holds nothing for it (only the status request is active)
+        poll('the closed connection to be gone', timeout: 1) { tls_active_connections == 1 }
+      ensure
+        ssl.close rescue nil
+      end
     end
   end
 

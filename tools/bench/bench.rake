@@ -37,6 +37,11 @@ namespace :bench do
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
   GatewayBenchTasks.define(:instructions, 'instructions', :Instructions, binary: 'NEW')
 
+  desc 'Instructions (valgrind callgrind) per TLS handshake and per HTTP/2 request, gateway vs nginx vs h2o in ' \
+       'one run: ab handshakes (HANDSHAKES=300), h2load -c10 -m10 h2c/static/TLS (N=20000; SERVERS=, WORKLOADS=, ' \
+       'KEEP=dir); writes build/bench/h2_instructions.{md,json}'
+  GatewayBenchTasks.define(:h2_instructions, 'h2_instructions', :H2Instructions)
+
   desc 'Static files: W4 0-byte and 100-byte files (wrk -c100/-c300, h2load --h1) and a 100 MB file (wrk -c4), ' \
        'gateway vs nginx vs h2o (DURATION=5); writes build/bench/static.{md,json}'
   GatewayBenchTasks.define(:static, 'static', :Static)

@@ -1,0 +1,231 @@
+# frozen_string_literal: true
+
+# Instructions per TLS handshake and per HTTP/2 request, counted by
+# valgrind's callgrind, for the gateway and its peers in the same run:
+# nginx (Debian's, `master_process off` so the one process serving is the
+# one counted) and h2o (Debian's, one thread). Instruction counts do not move
+# with the load of a shared machine, where CPU time and req/s do.
+#
+#   ruby tools/bench/h2_instructions.rb [GATEWAY_BIN=build/gateway] [HANDSHAKES=300] [N=20000]
+#        [SERVERS=gateway,nginx,h2o] [WORKLOADS=tls,h2c,h2tls] [KEEP=/tmp/dumps]
+#   rake bench:h2_instructions
+#
+# Each server runs under callgrind on free loopback ports with its own
+# temporary config; after a warm-up its counters are zeroed, the load runs,
+# the counters are dumped and Ir is divided by the count:
+#   tls    ab -n HANDSHAKES -c 10, no keep-alive, ECDSA P-256 certificate:
+#          Ir per handshake (with its one GET of a 22-byte body)
+#   h2c       h2load -c 10 -m 10 -n N, prior knowledge: Ir per request; the
+#             gateway answers from a Ruby handler (as in bench:h2), nginx
+#             with `return 200`, h2o from file.dir
+#   h2static  the same, each serving the 22-byte file (gateway root:, nginx
+#             root, h2o file.dir): the same work on every side
+#   h2tls     h2c's handlers over TLS (ALPN h2; its 10 handshakes included)
+# Writes build/bench/h2_instructions.{md,json}.
+require 'fileutils'
+require 'json'
+require 'openssl'
+require 'socket'
+require 'tmpdir'
+
+module GatewayBench
+  class Error < StandardError; end unless const_defined?(:Error)
+
+  class H2Instructions
+    BODY = "hello, world from h2!\n" # 22 bytes
+    SERVERS = %w[gateway nginx h2o].freeze
+    WORKLOADS = %w[tls h2c h2static h2tls].freeze
+
+    def initialize(root: File.expand_path('../..', __dir__), env: ENV)
+      @root = root
+      @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
+      raise Error, "no executable #{@bin}" unless File.executable?(@bin)
+
+      @hs = Integer(env.fetch('HANDSHAKES', '300'))
+      @n = Integer(env.fetch('N', '20000'))
+      @servers = env.fetch('SERVERS', SERVERS.join(',')).split(',')
+      @loads = env.fetch('WORKLOADS', WORKLOADS.join(',')).split(',')
+      @keep = env['KEEP']
+      FileUtils.mkdir_p(@keep) if @keep
+    end
+
+    def run
+      %w[valgrind callgrind_control ab h2load openssl].each do |t|
+        raise Error, "#{t} is not installed (setup.sh)" unless system("command -v #{t} >/dev/null")
+      end
+      res = {}
+      Dir.mktmpdir('gw-h2instr-') do |certs|
+        cert(certs)
+        @servers.each do |s|
+          res[s] = {}
+          # ab's TLS connections to Debian's h2o fail half the time: no h2o handshake row
+          @loads.each { |w| res[s][w] = measure(s, w, certs) unless s == 'h2o' && w == 'tls' }
+        end
+      end
+      report(res)
+    end
+
+    private
+
+    def free_port
+      s = TCPServer.new('127.0.0.1', 0)
+      s.addr[1]
+    ensure
+      s&.close
+    end
+
+    def cert(dir)
+      system('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
+             '-keyout', "#{dir}/site.key", '-out', "#{dir}/site.pem", '-days', '2', '-subj', '/CN=localhost',
+             out: File::NULL, err: File::NULL) or raise Error, 'openssl req failed'
+    end
+
+    def tls?(workload) = %w[tls h2tls].include?(workload)
+
+    # [argv, path]: the server's command line, written into dir.
+    def server(name, port, tls, static, dir, certs)
+      File.write("#{dir}/index.txt", BODY)
+      case name
+      when 'gateway'
+        opts = tls ? %(, tls: { cert: "#{certs}/site.pem", key: "#{certs}/site.key" }) : ''
+        root = static ? %(location "/", root: "#{dir}") : %(location "/" do "#{BODY.chomp}\\n" end)
+        File.write("#{dir}/gw.rb", <<~RUBY)
+          server listen: "127.0.0.1:#{port}", http2: true#{opts} do
+            location "/pid" do Gateway.pid.to_s end
+            #{root}
+          end
+        RUBY
+        [[@bin, '-f', "#{dir}/gw.rb"], static ? '/index.txt' : '/']
+      when 'nginx'
+        FileUtils.mkdir_p("#{dir}/tmp")
+        listen = tls ? "ssl http2; ssl_certificate #{certs}/site.pem; ssl_certificate_key #{certs}/site.key; " \
+                       'ssl_protocols TLSv1.2 TLSv1.3' : 'http2'
+        File.write("#{dir}/nginx.conf", <<~NGINX)
+          daemon off;
+          master_process off;
+          #{Process.uid.zero? ? 'user root;' : ''}
+          pid #{dir}/nginx.pid;
+          error_log #{dir}/error.log warn;
+          events { worker_connections 1024; }
+          http {
+            access_log off;
+            keepalive_requests 1000000; # its default (1000) ends each h2load connection half-way
+            client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
+            uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
+            default_type text/plain;
+            server { listen 127.0.0.1:#{port} #{listen};
+                     location / { #{static ? "root #{dir};" : %(return 200 "#{BODY.chomp}\\n";)} } }
+          }
+        NGINX
+        [['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"], static ? '/index.txt' : '/']
+      when 'h2o'
+        ssl = tls ? ", ssl: { certificate-file: #{certs}/site.pem, key-file: #{certs}/site.key }" : ''
+        File.write("#{dir}/h2o.conf", <<~YAML)
+          listen: { host: 127.0.0.1, port: #{port}#{ssl} }
+          num-threads: 1
+          #{Process.uid.zero? ? 'user: root' : ''}
+          access-log: /dev/null
+          error-log: #{dir}/error.log
+          pid-file: #{dir}/h2o.pid
+          hosts:
+            default:
+              paths:
+                /:
+                  file.dir: #{dir}
+        YAML
+        [['h2o', '-c', "#{dir}/h2o.conf"], '/index.txt']
+      else raise Error, "unknown server #{name}"
+      end
+    end
+
+    def get(port, tls, path)
+      sock = TCPSocket.new('127.0.0.1', port)
+      io = sock
+      if tls
+        ctx = OpenSSL::SSL::SSLContext.new
+        ctx.verify_mode = OpenSSL::SSL::VERIFY_NONE
+        io = OpenSSL::SSL::SSLSocket.new(sock, ctx)
+        io.connect
+      end
+      io.write("GET #{path} HTTP/1.0\r\nHost: b\r\n\r\n")
+      io.read.split("\r\n\r\n", 2)
+    ensure
+      io&.close rescue nil
+      sock&.close
+    end
+
+    # Waits for the server to answer (valgrind starts slowly): the gateway's
+    # /pid (its worker's), the peers' port (nginx's h2c port speaks only h2).
+    def wait_up(port, tls, path)
+      300.times do
+        return TCPSocket.new('127.0.0.1', port).close if path.nil?
+
+        head, body = get(port, tls, path)
+        return body if head&.start_with?('HTTP/1.') && head.include?(' 200 ')
+      rescue SystemCallError, OpenSSL::SSL::SSLError, IOError
+        sleep 0.1
+      end
+      raise Error, "no answer on #{port}"
+    end
+
+    def load(workload, url, count)
+      argv = workload == 'tls' ? ['ab', '-q', '-n', count.to_s, '-c', '10', url] : ['h2load', '-c', '10', '-m', '10', '-n', count.to_s, url]
+      out = IO.popen(argv, err: %i[child out], &:read)
+      ok = workload == 'tls' ? out[/Complete requests:\s+(\d+)/, 1].to_i - out[/Failed requests:\s+(\d+)/, 1].to_i : out[/(\d+) succeeded/, 1].to_i
+      raise Error, "#{argv.join(' ')}: #{ok} of #{count} succeeded:\n#{out[-600..] || out}" unless ok == count
+
+      out
+    end
+
+    def measure(name, workload, certs)
+      dir = Dir.mktmpdir("gw-h2instr-#{name}-")
+      port = free_port
+      argv, path = server(name, port, tls?(workload), workload == 'h2static', dir, certs)
+      pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
+                          *argv, out: "#{dir}/log", err: %i[child out], pgroup: true)
+      body = wait_up(port, tls?(workload), name == 'gateway' ? '/pid' : nil)
+      target = name == 'gateway' ? body.to_i : pid
+      url = "#{tls?(workload) ? 'https' : 'http'}://127.0.0.1:#{port}#{path}"
+      count = workload == 'tls' ? @hs : @n
+      load(workload, url, [count / 10, 20].max) # warm-up
+      system('callgrind_control', '-z', target.to_s, out: File::NULL, err: File::NULL)
+      load(workload, url, count)
+      system('callgrind_control', '-d', target.to_s, out: File::NULL, err: File::NULL)
+      dump = Dir["#{dir}/cg.#{target}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{name}"
+      ir = File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
+      FileUtils.cp(dump, File.join(@keep, "#{name}-#{workload}.callgrind")) if @keep
+      ir.to_f / count
+    ensure
+      if pid
+        Process.kill('TERM', pid) rescue nil
+        Process.wait(pid) rescue nil
+      end
+      FileUtils.rm_rf(dir) if dir
+    end
+
+    def report(res)
+      label = { 'tls' => 'TLS handshake (ab, no keep-alive, P-256)', 'h2c' => 'h2c request (h2load -c10 -m10)',
+                'h2static' => 'h2c request, the same 22-byte file',
+                'h2tls' => 'h2 over TLS request (h2load -c10 -m10)' }
+      peers = @servers - ['gateway']
+      lines = ['| Ir per | ' + @servers.join(' | ') + ' | ' + peers.map { |p| "gateway/#{p}" }.join(' | ') + ' |',
+               '|---|' + ('--:|' * (@servers.size + peers.size))]
+      @loads.each do |w|
+        cells = @servers.map { |s| res[s][w] ? res[s][w].round.to_s : '-' }
+        cells += peers.map { |p| res.dig('gateway', w) && res[p][w] ? format('%.2f', res['gateway'][w] / res[p][w]) : '-' }
+        lines << "| #{label[w]} | #{cells.join(' | ')} |"
+      end
+      text = lines.join("\n") + "\n"
+      puts text
+      out = File.join(@root, 'build', 'bench')
+      FileUtils.mkdir_p(out)
+      File.write(File.join(out, 'h2_instructions.md'), text)
+      File.write(File.join(out, 'h2_instructions.json'), JSON.pretty_generate(res))
+    end
+  end
+end
+
+if $PROGRAM_NAME == __FILE__
+  env = ENV.to_h.merge(ARGV.map { |a| a.split('=', 2) }.to_h)
+  GatewayBench::H2Instructions.new(env: env).run
+end
