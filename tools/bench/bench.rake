@@ -37,8 +37,8 @@ namespace :bench do
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
   GatewayBenchTasks.define(:instructions, 'instructions', :Instructions, binary: 'NEW')
 
-  desc 'Instructions (valgrind callgrind) per TLS handshake and per HTTP/2 request, gateway vs nginx vs h2o in ' \
-       'one run: ab handshakes (HANDSHAKES=300), h2load -c10 -m10 h2c/static/TLS (N=20000; SERVERS=, WORKLOADS=, ' \
+  desc 'Instructions (valgrind callgrind) per TLS handshake, HTTP/2 request and HTTP/1.1 static request, gateway vs nginx vs h2o in ' \
+       'one run: ab handshakes (HANDSHAKES=300), h2load -c10 -m10 h2c/static/TLS and --h1 static (N=20000; SERVERS=, WORKLOADS=, ' \
        'KEEP=dir); writes build/bench/h2_instructions.{md,json}'
   GatewayBenchTasks.define(:h2_instructions, 'h2_instructions', :H2Instructions)
 

@@ -1,6 +1,7 @@
 # frozen_string_literal: true
 
-# Instructions per TLS handshake and per HTTP/2 request, counted by
+# Instructions per TLS handshake, per HTTP/2 request and per HTTP/1.1 static
+# request (W4), counted by
 # valgrind's callgrind, for the gateway and its peers in the same run:
 # nginx (Debian's, `master_process off` so the one process serving is the
 # one counted) and h2o (Debian's, one thread). Instruction counts do not move
@@ -21,6 +22,9 @@
 #   h2static  the same, each serving the 22-byte file (gateway root:, nginx
 #             root, h2o file.dir): the same work on every side
 #   h2tls     h2c's handlers over TLS (ALPN h2; its 10 handshakes included)
+#   h1static  W4 in instructions: HTTP/1.1 keep-alive, h2load --h1 -c 10 -n N,
+#             each serving the 22-byte file (nginx with sendfile and
+#             open_file_cache, as bench:static configures it)
 # Writes build/bench/h2_instructions.{md,json}.
 require 'fileutils'
 require 'json'
@@ -34,7 +38,7 @@ module GatewayBench
   class H2Instructions
     BODY = "hello, world from h2!\n" # 22 bytes
     SERVERS = %w[gateway nginx h2o].freeze
-    WORKLOADS = %w[tls h2c h2static h2tls].freeze
+    WORKLOADS = %w[tls h2c h2static h2tls h1static].freeze
 
     def initialize(root: File.expand_path('../..', __dir__), env: ENV)
       @root = root
@@ -81,9 +85,10 @@ module GatewayBench
     end
 
     def tls?(workload) = %w[tls h2tls].include?(workload)
+    def static?(workload) = %w[h2static h1static].include?(workload)
 
     # [argv, path]: the server's command line, written into dir.
-    def server(name, port, tls, static, dir, certs)
+    def server(name, port, tls, static, h1, dir, certs)
       File.write("#{dir}/index.txt", BODY)
       case name
       when 'gateway'
@@ -98,8 +103,11 @@ module GatewayBench
         [[@bin, '-f', "#{dir}/gw.rb"], static ? '/index.txt' : '/']
       when 'nginx'
         FileUtils.mkdir_p("#{dir}/tmp")
-        listen = tls ? "ssl http2; ssl_certificate #{certs}/site.pem; ssl_certificate_key #{certs}/site.key; " \
-                       'ssl_protocols TLSv1.2 TLSv1.3' : 'http2'
+        listen = if tls then "ssl http2; ssl_certificate #{certs}/site.pem; ssl_certificate_key #{certs}/site.key; " \
+                             'ssl_protocols TLSv1.2 TLSv1.3'
+                 elsif h1 then '' # nginx's cleartext http2 port speaks only h2
+                 else 'http2'
+                 end
         File.write("#{dir}/nginx.conf", <<~NGINX)
           daemon off;
           master_process off;
@@ -113,6 +121,7 @@ module GatewayBench
             client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
             uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
             default_type text/plain;
+            sendfile on; open_file_cache max=1000 inactive=60s;
             server { listen 127.0.0.1:#{port} #{listen};
                      location / { #{static ? "root #{dir};" : %(return 200 "#{BODY.chomp}\\n";)} } }
           }
@@ -169,7 +178,11 @@ module GatewayBench
     end
 
     def load(workload, url, count)
-      argv = workload == 'tls' ? ['ab', '-q', '-n', count.to_s, '-c', '10', url] : ['h2load', '-c', '10', '-m', '10', '-n', count.to_s, url]
+      argv = case workload
+             when 'tls' then ['ab', '-q', '-n', count.to_s, '-c', '10', url]
+             when 'h1static' then ['h2load', '--h1', '-c', '10', '-n', count.to_s, url]
+             else ['h2load', '-c', '10', '-m', '10', '-n', count.to_s, url]
+             end
       out = IO.popen(argv, err: %i[child out], &:read)
       ok = workload == 'tls' ? out[/Complete requests:\s+(\d+)/, 1].to_i - out[/Failed requests:\s+(\d+)/, 1].to_i : out[/(\d+) succeeded/, 1].to_i
       raise Error, "#{argv.join(' ')}: #{ok} of #{count} succeeded:\n#{out[-600..] || out}" unless ok == count
@@ -180,7 +193,7 @@ module GatewayBench
     def measure(name, workload, certs)
       dir = Dir.mktmpdir("gw-h2instr-#{name}-")
       port = free_port
-      argv, path = server(name, port, tls?(workload), workload == 'h2static', dir, certs)
+      argv, path = server(name, port, tls?(workload), static?(workload), workload == 'h1static', dir, certs)
       pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
                           *argv, out: "#{dir}/log", err: %i[child out], pgroup: true)
       body = wait_up(port, tls?(workload), name == 'gateway' ? '/pid' : nil)
@@ -206,7 +219,8 @@ module GatewayBench
     def report(res)
       label = { 'tls' => 'TLS handshake (ab, no keep-alive, P-256)', 'h2c' => 'h2c request (h2load -c10 -m10)',
                 'h2static' => 'h2c request, the same 22-byte file',
-                'h2tls' => 'h2 over TLS request (h2load -c10 -m10)' }
+                'h2tls' => 'h2 over TLS request (h2load -c10 -m10)',
+                'h1static' => 'HTTP/1.1 request, the same file (h2load --h1 -c10)' }
       peers = @servers - ['gateway']
       lines = ['| Ir per | ' + @servers.join(' | ') + ' | ' + peers.map { |p| "gateway/#{p}" }.join(' | ') + ' |',
                '|---|' + ('--:|' * (@servers.size + peers.size))]
