@@ -1,8 +1,8 @@
 # frozen_string_literal: true
 
 # Instructions per TLS handshake, per HTTP/2 request and per HTTP/1.1 static
-# request (W4), counted by
-# valgrind's callgrind, for the gateway and its peers in the same run:
+# request (W4), counted by valgrind's callgrind, for the gateway and its
+# peers in the same run:
 # nginx (Debian's, `master_process off` so the one process serving is the
 # one counted) and h2o (Debian's, one thread). Instruction counts do not move
 # with the load of a shared machine, where CPU time and req/s do.
