@@ -30,6 +30,7 @@
 
 #include "log.h"
 #include "tls.h"
+#include "tls_common.h"
 
 #define TLS_WRITE_CHUNK 16384
 #define TICKET_KEY_LEN 80
@@ -85,20 +86,6 @@ struct gw_tls_hello_s {
   int own_cert, own_key;
 };
 
-static void openssl_reason(char *buf, size_t len)
-{
-  unsigned long e = ERR_get_error();
-  if (e == 0) {
-    snprintf(buf, len, "unknown error");
-    return;
-  }
-  /* The last error on the queue is the most specific. */
-  unsigned long next;
-  while ((next = ERR_get_error()) != 0) e = next;
-  const char *r = ERR_reason_error_string(e);
-  snprintf(buf, len, "%s", r ? r : "unknown error");
-}
-
 /* SNI: exact names first, then "*.example.com" for one more label. */
 static void choose_site(gw_tls_ctx_t *t, SSL *ssl, const char *name)
 {
@@ -151,7 +138,7 @@ static int run_hook(gw_tls_ctx_t *t, SSL *ssl)
     SSL_certs_clear(ssl); /* the configured one must not be offered beside it */
     if (SSL_use_cert_and_key(ssl, h.cert, h.key, h.chain, 1) != 1) {
       char reason[256];
-      openssl_reason(reason, sizeof(reason));
+      gw_tls_error_reason(reason, sizeof(reason));
       snprintf(err, sizeof(err), "the certificate and key chosen cannot be used: %s", reason);
       ok = 0;
     } else if (c) {
@@ -381,7 +368,7 @@ static SSL_CTX *site_ctx(gw_tls_ctx_t *t, const gw_tls_config_t *cfg, const gw_t
   char reason[256];
   SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
   if (ctx == NULL) {
-    openssl_reason(reason, sizeof(reason));
+    gw_tls_error_reason(reason, sizeof(reason));
     snprintf(err, errlen, "cannot create a TLS context: %s", reason);
     return NULL;
   }
@@ -401,21 +388,7 @@ static SSL_CTX *site_ctx(gw_tls_ctx_t *t, const gw_tls_config_t *cfg, const gw_t
     snprintf(err, errlen, "ciphersuites %s: no usable TLS 1.3 suite in the list", cfg->ciphersuites);
     goto fail;
   }
-  if (SSL_CTX_use_certificate_chain_file(ctx, c->cert) != 1) {
-    openssl_reason(reason, sizeof(reason));
-    snprintf(err, errlen, "tls cert %s: %s", c->cert, reason);
-    goto fail;
-  }
-  if (SSL_CTX_use_PrivateKey_file(ctx, c->key, SSL_FILETYPE_PEM) != 1) {
-    openssl_reason(reason, sizeof(reason));
-    snprintf(err, errlen, "tls key %s: %s", c->key, reason);
-    goto fail;
-  }
-  if (SSL_CTX_check_private_key(ctx) != 1) {
-    openssl_reason(reason, sizeof(reason));
-    snprintf(err, errlen, "tls key %s does not match cert %s: %s", c->key, c->cert, reason);
-    goto fail;
-  }
+  if (gw_tls_ctx_use_keypair(ctx, c->cert, c->key, "tls cert", "tls key", err, errlen) < 0) goto fail;
   SSL_CTX_set_session_id_context(ctx, (const unsigned char *)"gateway", 7);
   SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_SERVER);
   SSL_CTX_sess_set_cache_size(ctx, SESSION_CACHE_SIZE);
@@ -611,7 +584,7 @@ static int handshake(gw_tls_conn_t *c)
   if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0)
     snprintf(reason, sizeof(reason), "%s", errno ? strerror(errno) : "the client closed the connection");
   else
-    openssl_reason(reason, sizeof(reason));
+    gw_tls_error_reason(reason, sizeof(reason));
   gw_log_info("%s: TLS handshake failed: %s", c->peer, reason);
   ERR_clear_error();
   errno = EPROTO;

@@ -23,6 +23,7 @@
 
 #include "addr.h"
 #include "tls_client.h"
+#include "tls_common.h"
 
 /* Upstream servers remembered per settings; the oldest entry makes room. */
 #define SESSION_SLOTS 64
@@ -51,18 +52,6 @@ struct gw_tls_client_conn_s {
 };
 
 static int conn_index = -1; /* SSL ex_data slot for the gw_tls_client_conn_t */
-
-static void last_reason(char *buf, size_t len)
-{
-  unsigned long e = ERR_get_error(), next;
-  if (e == 0) {
-    snprintf(buf, len, "unknown error");
-    return;
-  }
-  while ((next = ERR_get_error()) != 0) e = next; /* the last is the most specific */
-  const char *r = ERR_reason_error_string(e);
-  snprintf(buf, len, "%s", r ? r : "unknown error");
-}
 
 static session_slot_t *slot_of(gw_tls_client_t *t, const char *key)
 {
@@ -117,7 +106,7 @@ gw_tls_client_t *gw_tls_client_new(const gw_tls_client_config_t *cfg, char *err,
   }
   SSL_CTX *ctx = t->ctx = SSL_CTX_new(TLS_client_method());
   if (ctx == NULL) {
-    last_reason(reason, sizeof(reason));
+    gw_tls_error_reason(reason, sizeof(reason));
     snprintf(err, errlen, "cannot create a TLS context: %s", reason);
     goto fail;
   }
@@ -132,30 +121,17 @@ gw_tls_client_t *gw_tls_client_new(const gw_tls_client_config_t *cfg, char *err,
   SSL_CTX_set_verify(ctx, cfg->verify ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
   if (cfg->ca) {
     if (SSL_CTX_load_verify_locations(ctx, cfg->ca, NULL) != 1) {
-      last_reason(reason, sizeof(reason));
+      gw_tls_error_reason(reason, sizeof(reason));
       snprintf(err, errlen, "tls_ca %s: %s", cfg->ca, reason);
       goto fail;
     }
   } else if (cfg->verify && SSL_CTX_set_default_verify_paths(ctx) != 1) {
-    last_reason(reason, sizeof(reason));
+    gw_tls_error_reason(reason, sizeof(reason));
     snprintf(err, errlen, "the system CA certificates: %s", reason);
     goto fail;
   }
   if (cfg->cert) {
-    if (SSL_CTX_use_certificate_chain_file(ctx, cfg->cert) != 1) {
-      last_reason(reason, sizeof(reason));
-      snprintf(err, errlen, "tls_cert %s: %s", cfg->cert, reason);
-      goto fail;
-    }
-    if (SSL_CTX_use_PrivateKey_file(ctx, cfg->key, SSL_FILETYPE_PEM) != 1) {
-      last_reason(reason, sizeof(reason));
-      snprintf(err, errlen, "tls_key %s: %s", cfg->key, reason);
-      goto fail;
-    }
-    if (SSL_CTX_check_private_key(ctx) != 1) {
-      snprintf(err, errlen, "tls_key %s does not match tls_cert %s", cfg->key, cfg->cert);
-      goto fail;
-    }
+    if (gw_tls_ctx_use_keypair(ctx, cfg->cert, cfg->key, "tls_cert", "tls_key", err, errlen) < 0) goto fail;
   }
   return t;
 fail:
@@ -251,7 +227,7 @@ int gw_tls_client_handshake(gw_tls_client_conn_t *c, char *reason, size_t len)
   } else if (e == SSL_ERROR_SYSCALL && ERR_peek_error() == 0) {
     snprintf(reason, len, "%s", errno ? strerror(errno) : "the upstream closed the connection");
   } else {
-    last_reason(reason, len);
+    gw_tls_error_reason(reason, len);
   }
   ERR_clear_error();
   forget_session(c); /* a session the server chokes on is not offered again */

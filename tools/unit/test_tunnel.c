@@ -1,6 +1,6 @@
 /* test_tunnel.c - tunnel.c: bytes both ways, bytes already due, half-close,
  * the idle timeout, close_all; over socketpairs on a real event_base.
- * unit: tunnel byte_end tls log -lssl -lcrypto */
+ * unit: tunnel byte_end tls tls_common log -lssl -lcrypto */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

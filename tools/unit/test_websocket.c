@@ -3,7 +3,7 @@
  * message and gw_ws_resume(), the close handshake both ways, a protocol
  * error's close code, output above the high water mark and on_drain, the
  * idle timeout, release and free.
- * unit: websocket ws_frame byte_end tls log -lssl -lcrypto */
+ * unit: websocket ws_frame byte_end tls tls_common log -lssl -lcrypto */
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
