@@ -45,7 +45,9 @@
 #               spec/https_upstream_spec.rb and rake bench:https_upstream)
 #   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
 #               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
-#               with grpc_tools.protoc); nginx (grpc_pass, the bench's peer)
+#               with grpc_tools.protoc; it imports pkg_resources without
+#               depending on python3-pkg-resources, so that is listed too);
+#               nginx (grpc_pass, the bench's peer)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -70,7 +72,7 @@ packages=(
   libssl-dev libnghttp2-dev openssl nghttp2-client python3-h2 media-types
   python3-websockets
   ca-certificates nginx
-  python3-grpcio python3-grpc-tools
+  python3-grpcio python3-grpc-tools python3-pkg-resources
 )
 
 missing=()
