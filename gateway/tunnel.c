@@ -127,6 +127,29 @@ static int flush_side(gw_tunnel_t *t, int j)
   return 0;
 }
 
+/* A plain socket's read: into a stack buffer, then straight to the other
+ * side's socket when it is plain with nothing queued (the common case, a
+ * WebSocket message each way: no FIONREAD ioctl as evbuffer_read() makes,
+ * no buffer chain allocated and freed); what that socket does not take is
+ * queued. As read(2). A failed send is left to flush_side, which meets the
+ * error again on the queued bytes. */
+static ssize_t relay_plain(side_t *s, side_t *peer)
+{
+  char buf[READ_SIZE];
+  ssize_t n = recv(s->fd, buf, sizeof(buf), 0);
+  if (n <= 0) return n;
+  ssize_t sent = 0;
+  if (peer->io == NULL && peer->fd >= 0 && evbuffer_get_length(peer->out) == 0) {
+    sent = send(peer->fd, buf, (size_t)n, MSG_NOSIGNAL);
+    if (sent < 0) sent = 0;
+  }
+  if (sent < n && evbuffer_add(peer->out, buf + sent, (size_t)(n - sent)) < 0) {
+    errno = ENOMEM;
+    return -1;
+  }
+  return n;
+}
+
 /* Reads side i into the other side's queue, then writes it there. */
 static void on_readable(gw_tunnel_t *t, int i)
 {
@@ -135,7 +158,7 @@ static void on_readable(gw_tunnel_t *t, int i)
   if (!s->reading) return; /* a socketless side's layer woke us while paused */
   for (int k = 0; k < READS_PER_EVENT; k++) {
     if (evbuffer_get_length(peer->out) > GW_TUNNEL_HIGH_WATER) break;
-    int n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : evbuffer_read(peer->out, s->fd, READ_SIZE);
+    ssize_t n = s->io ? s->io->read(s->ioc, peer->out, READ_SIZE) : relay_plain(s, peer);
     if (n > 0) {
       t->last = gw_coarse_ms();
       if (n < READ_SIZE) break;
