@@ -42,6 +42,10 @@ namespace :bench do
        'KEEP=dir); writes build/bench/h2_instructions.{md,json}'
   GatewayBenchTasks.define(:h2_instructions, 'h2_instructions', :H2Instructions)
 
+  desc 'Instructions (valgrind callgrind) per proxied WebSocket echo, gateway vs nginx in one run ' \
+       '(WS_CONNS=20, WS_SIZE=64, DURATION=6, KEEP=dir); writes build/bench/ws_instructions.{md,json}'
+  GatewayBenchTasks.define(:ws_instructions, 'ws_instructions', :WsInstructions)
+
   desc 'Static files: W4 0-byte and 100-byte files (wrk -c100/-c300, h2load --h1) and a 100 MB file (wrk -c4), ' \
        'gateway vs nginx vs h2o (DURATION=5); writes build/bench/static.{md,json}'
   GatewayBenchTasks.define(:static, 'static', :Static)
