@@ -189,6 +189,32 @@ module GatewayBench
     end
   end
 
+  # Instruction counts of a server under valgrind's callgrind, which do not
+  # move with the machine's load (bench:instructions, bench:h2_instructions,
+  # bench:ws_instructions).
+  module Callgrind
+    module_function
+
+    # Starts argv under callgrind, children followed, their dumps and its
+    # output in dir (a process group of its own); returns the pid.
+    def spawn(argv, dir)
+      Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
+                    *argv, out: "#{dir}/log", err: %i[child out], pgroup: true)
+    end
+
+    # Zeroes the counters of pid (one of spawn's processes), runs the block
+    # (the load), dumps them: the instructions pid ran meanwhile. keep: a
+    # path to copy the dump to, for callgrind_annotate (nil: none).
+    def count(pid, dir, keep = nil)
+      system('callgrind_control', '-z', pid.to_s, out: File::NULL, err: File::NULL)
+      yield
+      system('callgrind_control', '-d', pid.to_s, out: File::NULL, err: File::NULL)
+      dump = Dir["#{dir}/cg.#{pid}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{pid}"
+      FileUtils.cp(dump, keep) if keep
+      File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
+    end
+  end
+
   # Starts and stops servers; holds the CPU lock around measurement steps.
   class Runner
     include Util

@@ -31,10 +31,9 @@ require 'json'
 require 'openssl'
 require 'socket'
 require 'tmpdir'
+require_relative 'common'
 
 module GatewayBench
-  class Error < StandardError; end unless const_defined?(:Error)
-
   class H2Instructions
     BODY = "hello, world from h2!\n" # 22 bytes
     SERVERS = %w[gateway nginx h2o].freeze
@@ -70,13 +69,6 @@ module GatewayBench
     end
 
     private
-
-    def free_port
-      s = TCPServer.new('127.0.0.1', 0)
-      s.addr[1]
-    ensure
-      s&.close
-    end
 
     def cert(dir)
       system('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
@@ -192,21 +184,17 @@ module GatewayBench
 
     def measure(name, workload, certs)
       dir = Dir.mktmpdir("gw-h2instr-#{name}-")
-      port = free_port
+      port = Util.free_port
       argv, path = server(name, port, tls?(workload), static?(workload), workload == 'h1static', dir, certs)
-      pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
-                          *argv, out: "#{dir}/log", err: %i[child out], pgroup: true)
+      pid = Callgrind.spawn(argv, dir)
       body = wait_up(port, tls?(workload), name == 'gateway' ? '/pid' : nil)
       target = name == 'gateway' ? body.to_i : pid
       url = "#{tls?(workload) ? 'https' : 'http'}://127.0.0.1:#{port}#{path}"
       count = workload == 'tls' ? @hs : @n
       load(workload, url, [count / 10, 20].max) # warm-up
-      system('callgrind_control', '-z', target.to_s, out: File::NULL, err: File::NULL)
-      load(workload, url, count)
-      system('callgrind_control', '-d', target.to_s, out: File::NULL, err: File::NULL)
-      dump = Dir["#{dir}/cg.#{target}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{name}"
-      ir = File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
-      FileUtils.cp(dump, File.join(@keep, "#{name}-#{workload}.callgrind")) if @keep
+      ir = Callgrind.count(target, dir, @keep && File.join(@keep, "#{name}-#{workload}.callgrind")) do
+        load(workload, url, count)
+      end
       ir.to_f / count
     ensure
       if pid

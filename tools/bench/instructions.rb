@@ -29,6 +29,7 @@
 require 'fileutils'
 require 'socket'
 require 'tmpdir'
+require_relative 'common'
 
 module GatewayBench
   class Instructions
@@ -56,13 +57,6 @@ module GatewayBench
     end
 
     private
-
-    def free_port
-      s = TCPServer.new('127.0.0.1', 0)
-      s.addr[1]
-    ensure
-      s&.close
-    end
 
     def config(front, back, workload, dir)
       regex = workload == 'regex' ? 'location %r{^/regex/(\\w+)$} do "ok" end' : ''
@@ -128,21 +122,17 @@ module GatewayBench
 
     def measure(bin, workload)
       dir = Dir.mktmpdir('gw-instr-')
-      front, back = free_port, free_port
+      front, back = Util.free_port, Util.free_port
       fpm = start_fpm(dir) if workload == 'fastcgi'
       File.write("#{dir}/gw.rb", config(front, back, workload, dir))
-      pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
-                          bin, '-f', "#{dir}/gw.rb", out: "#{dir}/log", err: %i[child out], pgroup: true)
+      pid = Callgrind.spawn([bin, '-f', "#{dir}/gw.rb"], dir)
       worker = wait_up(front).to_i
       path = PATHS.fetch(workload, "/#{workload}")
       system('ab', '-q', '-k', '-n', (@n / 4).to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL)
-      system('callgrind_control', '-z', worker.to_s, out: File::NULL, err: File::NULL)
-      system('ab', '-q', '-k', '-n', @n.to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL) or
-        raise "ab failed on #{path}"
-      system('callgrind_control', '-d', worker.to_s, out: File::NULL, err: File::NULL)
-      dump = Dir["#{dir}/cg.#{worker}.*"].max_by { |f| File.mtime(f) } or raise "no callgrind dump for #{worker}"
-      ir = File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
-      FileUtils.cp(dump, File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) if @keep
+      ir = Callgrind.count(worker, dir, @keep && File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) do
+        system('ab', '-q', '-k', '-n', @n.to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL) or
+          raise "ab failed on #{path}"
+      end
       ir.to_f / @n
     ensure
       [pid, fpm].compact.each do |p|

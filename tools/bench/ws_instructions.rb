@@ -52,13 +52,6 @@ module GatewayBench
 
     private
 
-    def free_port
-      s = TCPServer.new('127.0.0.1', 0)
-      s.addr[1]
-    ensure
-      s&.close
-    end
-
     def with_echo
       r, w = IO.pipe
       pid = Process.spawn(PY, File.join(@root, 'spec/support/ws_echo.py'), out: w, err: File::NULL)
@@ -134,18 +127,13 @@ module GatewayBench
 
     def measure(name, up)
       dir = Dir.mktmpdir("gw-wsinstr-#{name}-")
-      port = free_port
-      pid = Process.spawn('valgrind', '--tool=callgrind', '--trace-children=yes', "--callgrind-out-file=#{dir}/cg.%p",
-                          *server(name, port, up, dir), out: "#{dir}/log", err: %i[child out], pgroup: true)
+      port = Util.free_port
+      pid = Callgrind.spawn(server(name, port, up, dir), dir)
       worker = pid_of(port)
       target = name == 'gateway' ? worker : pid
       load(port, 2) # warm-up
-      system('callgrind_control', '-z', target.to_s, out: File::NULL, err: File::NULL)
-      msgs = load(port, @secs)
-      system('callgrind_control', '-d', target.to_s, out: File::NULL, err: File::NULL)
-      dump = Dir["#{dir}/cg.#{target}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{name}"
-      ir = File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
-      FileUtils.cp(dump, File.join(@keep, "#{name}-ws.callgrind")) if @keep
+      msgs = nil
+      ir = Callgrind.count(target, dir, @keep && File.join(@keep, "#{name}-ws.callgrind")) { msgs = load(port, @secs) }
       { messages: msgs, ir: ir, ir_per_message: ir.to_f / msgs }
     ensure
       if pid
