@@ -213,6 +213,28 @@ module GatewayBench
       FileUtils.cp(dump, keep) if keep
       File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
     end
+
+    # Writes dir/nginx.conf for an nginx counted under callgrind (in the
+    # foreground, no master: the process spawned is the one serving, its
+    # files in dir) with http_body inside http { }; returns nginx's argv.
+    def nginx(dir, http_body)
+      FileUtils.mkdir_p("#{dir}/tmp")
+      File.write("#{dir}/nginx.conf", <<~NGINX)
+        daemon off;
+        master_process off;
+        #{Process.uid.zero? ? 'user root;' : ''}
+        pid #{dir}/nginx.pid;
+        error_log #{dir}/error.log warn;
+        events { worker_connections 1024; }
+        http {
+          access_log off;
+          client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
+          uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
+        #{http_body.gsub(/^/, '  ')}
+        }
+      NGINX
+      ['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"]
+    end
   end
 
   # Starts and stops servers; holds the CPU lock around measurement steps.

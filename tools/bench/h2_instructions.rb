@@ -94,31 +94,19 @@ module GatewayBench
         RUBY
         [[@bin, '-f', "#{dir}/gw.rb"], static ? '/index.txt' : '/']
       when 'nginx'
-        FileUtils.mkdir_p("#{dir}/tmp")
         listen = if tls then "ssl http2; ssl_certificate #{certs}/site.pem; ssl_certificate_key #{certs}/site.key; " \
                              'ssl_protocols TLSv1.2 TLSv1.3'
                  elsif h1 then '' # nginx's cleartext http2 port speaks only h2
                  else 'http2'
                  end
-        File.write("#{dir}/nginx.conf", <<~NGINX)
-          daemon off;
-          master_process off;
-          #{Process.uid.zero? ? 'user root;' : ''}
-          pid #{dir}/nginx.pid;
-          error_log #{dir}/error.log warn;
-          events { worker_connections 1024; }
-          http {
-            access_log off;
-            keepalive_requests 1000000; # its default (1000) ends each h2load connection half-way
-            client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
-            uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
-            default_type text/plain;
-            sendfile on; open_file_cache max=1000 inactive=60s;
-            server { listen 127.0.0.1:#{port} #{listen};
-                     location / { #{static ? "root #{dir};" : %(return 200 "#{BODY.chomp}\\n";)} } }
-          }
+        argv = Callgrind.nginx(dir, <<~NGINX)
+          keepalive_requests 1000000; # its default (1000) ends each h2load connection half-way
+          default_type text/plain;
+          sendfile on; open_file_cache max=1000 inactive=60s;
+          server { listen 127.0.0.1:#{port} #{listen};
+                   location / { #{static ? "root #{dir};" : %(return 200 "#{BODY.chomp}\\n";)} } }
         NGINX
-        [['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"], static ? '/index.txt' : '/']
+        [argv, static ? '/index.txt' : '/']
       when 'h2o'
         ssl = tls ? ", ssl: { certificate-file: #{certs}/site.pem, key-file: #{certs}/site.key }" : ''
         File.write("#{dir}/h2o.conf", <<~YAML)

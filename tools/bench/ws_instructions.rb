@@ -80,26 +80,13 @@ module GatewayBench
         RUBY
         return [@bin, '-f', "#{dir}/gw.rb"]
       end
-      FileUtils.mkdir_p("#{dir}/tmp")
-      File.write("#{dir}/nginx.conf", <<~NGINX)
-        daemon off;
-        master_process off;
-        #{Process.uid.zero? ? 'user root;' : ''}
-        pid #{dir}/nginx.pid;
-        error_log #{dir}/error.log warn;
-        events { worker_connections 1024; }
-        http {
-          access_log off;
-          client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
-          uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
-          server { listen 127.0.0.1:#{port};
-                   location /pid { return 200 "0"; }
-                   location /ws { proxy_pass http://127.0.0.1:#{up}; proxy_http_version 1.1;
-                                  proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade";
-                                  proxy_read_timeout 300s; } }
-        }
+      Callgrind.nginx(dir, <<~NGINX)
+        server { listen 127.0.0.1:#{port};
+                 location /pid { return 200 "0"; }
+                 location /ws { proxy_pass http://127.0.0.1:#{up}; proxy_http_version 1.1;
+                                proxy_set_header Upgrade $http_upgrade; proxy_set_header Connection "upgrade";
+                                proxy_read_timeout 300s; } }
       NGINX
-      ['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"]
     end
 
     # The body of GET /pid once the server answers (valgrind starts slowly).
