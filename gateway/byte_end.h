@@ -11,6 +11,7 @@
 #define GW_BYTE_END_H
 
 #include <stddef.h>
+#include <sys/types.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -39,5 +40,10 @@ typedef struct {
 
 /* Drops an end that will not be used: its state, then its socket. */
 void gw_byte_end_drop(const gw_byte_end_t *e);
+
+/* A layer's read, for a layer whose own read works as read(2): up to max
+ * bytes from read_fn(ioc, ...) straight into space reserved in `into`. */
+int gw_byte_end_read_with(struct evbuffer *into, size_t max, ssize_t (*read_fn)(void *ioc, void *buf, size_t n),
+                          void *ioc);
 
 #endif

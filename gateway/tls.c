@@ -663,18 +663,8 @@ int gw_tls_write(gw_tls_conn_t *c, struct evbuffer *out)
 
 /* -- as a byte end's layer (byte_end.h) -- */
 
-static int io_read(void *c, struct evbuffer *into, size_t max)
-{
-  struct evbuffer_iovec v;
-  if (evbuffer_reserve_space(into, (ev_ssize_t)max, &v, 1) < 1) {
-    errno = ENOMEM;
-    return -1;
-  }
-  ssize_t n = gw_tls_read(c, v.iov_base, v.iov_len < max ? v.iov_len : max);
-  v.iov_len = n > 0 ? (size_t)n : 0;
-  evbuffer_commit_space(into, &v, 1);
-  return (int)n;
-}
+static ssize_t read_fn(void *c, void *buf, size_t n) { return gw_tls_read(c, buf, n); }
+static int io_read(void *c, struct evbuffer *into, size_t max) { return gw_byte_end_read_with(into, max, read_fn, c); }
 
 static int io_write(void *c, struct evbuffer *out) { return gw_tls_write(c, out); }
 static int io_pending(void *c) { return gw_tls_pending(c); }
