@@ -152,3 +152,16 @@ int gw_addr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t s
   }
   return 0;
 }
+
+socklen_t gw_addr_parse_fixed(const char *addr, gw_sockaddr_t *out)
+{
+  const char *path = gw_addr_unix_path(addr);
+  if (path) return gw_addr_from_unix(path, out);
+  gw_hostport_t hp;
+  if (gw_addr_split(addr, strlen(addr), &hp, 0) < 0 || hp.port <= 0) return 0;
+  const char *host = strcmp(hp.host, "localhost") == 0 ? "127.0.0.1" : hp.host;
+  socklen_t len;
+  if (gw_addr_parse_literal(host, strlen(host), out, &len) != 1) return 0;
+  gw_addr_set_port(out, hp.port);
+  return len;
+}

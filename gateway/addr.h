@@ -67,6 +67,11 @@ const char *gw_addr_unix_path(const char *s);
  * *out (zeroed first): its length, or 0 when the path is unusable. */
 socklen_t gw_addr_from_unix(const char *path, gw_sockaddr_t *out);
 
+/* A fixed address that needs no DNS (a data server's: Redis, Tarantool):
+ * "unix:/path", "IP:port" or "localhost:port" (as 127.0.0.1). Its length,
+ * or 0 when addr is none of these. */
+socklen_t gw_addr_parse_fixed(const char *addr, gw_sockaddr_t *out);
+
 /* The IP of an AF_INET/AF_INET6 address as text ("10.0.0.1", "::1": no port,
  * no brackets) into buf (size bytes, 46 is always enough). Returns 0, or -1
  * for another family or a buffer too small (buf is then ""). */

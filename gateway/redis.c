@@ -740,15 +740,7 @@ gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, ch
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  const char *path = gw_addr_unix_path(p->addr);
-  gw_hostport_t hp;
-  if (path) {
-    r->salen = gw_addr_from_unix(path, &r->sa);
-  } else if (gw_addr_split(p->addr, strlen(p->addr), &hp, 0) == 0 && hp.port > 0) {
-    const char *host = strcmp(hp.host, "localhost") == 0 ? "127.0.0.1" : hp.host;
-    if (gw_addr_parse_literal(host, strlen(host), &r->sa, &r->salen) == 1) gw_addr_set_port(&r->sa, hp.port);
-    else r->salen = 0;
-  }
+  r->salen = gw_addr_parse_fixed(p->addr, &r->sa);
   if (r->salen == 0) {
     snprintf(err, errlen, "redis address must be \"IP:port\", \"localhost:port\" or \"unix:/path\", got \"%s\"",
              p->addr);

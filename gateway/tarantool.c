@@ -526,15 +526,7 @@ gw_tnt_t *gw_tnt_new(struct event_base *base, const gw_tnt_params_t *p, char *er
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  const char *path = gw_addr_unix_path(p->addr);
-  gw_hostport_t hp;
-  if (path) {
-    t->salen = gw_addr_from_unix(path, &t->sa);
-  } else if (gw_addr_split(p->addr, strlen(p->addr), &hp, 0) == 0 && hp.port > 0) {
-    const char *host = strcmp(hp.host, "localhost") == 0 ? "127.0.0.1" : hp.host;
-    if (gw_addr_parse_literal(host, strlen(host), &t->sa, &t->salen) == 1) gw_addr_set_port(&t->sa, hp.port);
-    else t->salen = 0;
-  }
+  t->salen = gw_addr_parse_fixed(p->addr, &t->sa);
   if (t->salen == 0) {
     snprintf(err, errlen, "tarantool address must be \"IP:port\", \"localhost:port\" or \"unix:/path\", got \"%s\"",
              p->addr);

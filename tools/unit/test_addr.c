@@ -175,6 +175,24 @@ static void test_unix(void)
   CHECK(gw_addr_from_unix(path, &a) == 0);
 }
 
+static void test_fixed(void)
+{
+  gw_sockaddr_t a;
+  CHECK(gw_addr_parse_fixed("127.0.0.1:6379", &a) == sizeof(struct sockaddr_in));
+  CHECK(a.sa.sa_family == AF_INET && ntohs(a.in4.sin_port) == 6379);
+  CHECK(gw_addr_parse_fixed("localhost:3301", &a) == sizeof(struct sockaddr_in));
+  CHECK(a.in4.sin_addr.s_addr == htonl(INADDR_LOOPBACK) && ntohs(a.in4.sin_port) == 3301);
+  CHECK(gw_addr_parse_fixed("[::1]:6380", &a) == sizeof(struct sockaddr_in6));
+  CHECK(a.sa.sa_family == AF_INET6 && ntohs(a.in6.sin6_port) == 6380);
+  CHECK(gw_addr_parse_fixed("unix:/run/redis.sock", &a) > 0);
+  CHECK(a.sa.sa_family == AF_UNIX);
+  CHECK(gw_addr_parse_fixed("redis.example:6379", &a) == 0); /* a name to resolve */
+  CHECK(gw_addr_parse_fixed("127.0.0.1", &a) == 0);           /* no port */
+  CHECK(gw_addr_parse_fixed("127.0.0.1:0", &a) == 0);
+  CHECK(gw_addr_parse_fixed("unix:", &a) == 0);
+  CHECK(gw_addr_parse_fixed("", &a) == 0);
+}
+
 static void test_to_string(void)
 {
   struct sockaddr_storage ss;
@@ -207,6 +225,7 @@ int main(void)
   test_literals();
   test_split();
   test_unix();
+  test_fixed();
   test_to_string();
   return UNIT_DONE();
 }
