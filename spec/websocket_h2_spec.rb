@@ -10,36 +10,14 @@
 require 'json'
 require 'open3'
 require_relative 'spec_helper'
+require_relative 'websocket_helper'
 
 RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
-  H2WS_PY = '/usr/bin/python3' # Debian's, with python3-h2 and python3-websockets
-  H2WS_SUPPORT = File.join(__dir__, 'support')
+  include WebSocketHelper
 
-  before(:all) do
-    _, st = Open3.capture2e(H2WS_PY, '-c', 'import h2, websockets')
-    skip 'python3-h2 or python3-websockets is not installed (./setup.sh)' unless st.success?
-  end
+  before(:all) { require_python_modules('h2', 'websockets') }
 
-  after(:each) do
-    (@echo_pids || []).each do |pid|
-      Process.kill('TERM', pid)
-      Process.wait(pid)
-    rescue Errno::ESRCH, Errno::ECHILD
-      nil
-    end
-  end
-
-  def start_echo
-    r, w = IO.pipe
-    pid = Process.spawn(H2WS_PY, File.join(H2WS_SUPPORT, 'ws_echo.py'), out: w, err: w)
-    w.close
-    (@echo_pids ||= []) << pid
-    raise 'ws_echo.py did not start' unless r.wait_readable(10)
-    port = r.gets.to_i
-    r.close
-    raise 'ws_echo.py printed no port' unless port.positive?
-    port
-  end
+  after(:each) { stop_echoes }
 
   def make_cert
     @cert = File.join(spec_dir, 'site.pem')
@@ -80,7 +58,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
   end
 
   def h2ws(mode, path, arg = nil, tls: false, timeout: 60)
-    args = [H2WS_PY, File.join(H2WS_SUPPORT, 'h2_ws_client.py'), (tls ? @tls_port : @port).to_s, mode, path]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), (tls ? @tls_port : @port).to_s, mode, path]
     args << arg.to_s if arg
     env = tls ? { 'H2_TLS_CA' => @cert } : {}
     out, = Open3.capture2e(env, 'timeout', timeout.to_s, *args)
@@ -88,8 +66,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
   end
 
   def my_status
-    j = JSON.parse(http_get(@port, '/status').body)
-    j['workers'].find { |w| w['pid'] == j['served_by'] }
+    own_status(@port)
   end
 
   def expect_torn_down
@@ -168,7 +145,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
     pid = http_get(@port, '/pid').body.to_i
     fds = open_fds(pid)
     # the client keeps its connection 2 s after the reset: the tunnel must go meanwhile
-    Open3.popen2e(H2WS_PY, File.join(H2WS_SUPPORT, 'h2_ws_client.py'), @port.to_s, 'reset', '/ws', '2') do |_i, io, wait|
+    Open3.popen2e(WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), @port.to_s, 'reset', '/ws', '2') do |_i, io, wait|
       out = +''
       out << io.gets.to_s until out.include?('ok reset') || io.eof?
       expect(out).to include('other stream 200', 'ok reset')
@@ -189,7 +166,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
     h2ws('echo', '/ws') # warm up
     rss0 = rss_kib(pid)
     peak = rss0
-    args = [H2WS_PY, File.join(H2WS_SUPPORT, 'h2_ws_client.py'), @port.to_s, 'slow', '/ws', (32 << 20).to_s]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), @port.to_s, 'slow', '/ws', (32 << 20).to_s]
     out = +''
     Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
       until (line = io.gets).nil?
@@ -212,7 +189,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
   it 'resets open WebSocket streams at a graceful stop (GOAWAY), and the worker exits' do
     start
     out = +''
-    Open3.popen2e(H2WS_PY, File.join(H2WS_SUPPORT, 'h2_ws_client.py'), @port.to_s, 'hold', '/ws', '10') do |_i, io, wait|
+    Open3.popen2e(WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), @port.to_s, 'hold', '/ws', '10') do |_i, io, wait|
       out << io.gets.to_s until out.include?('holding') || io.eof?
       expect(my_status['tunnels_active']).to eq(1)
       t = Time.now

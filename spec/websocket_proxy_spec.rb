@@ -9,37 +9,14 @@ require 'digest'
 require 'json'
 require 'open3'
 require_relative 'spec_helper'
+require_relative 'websocket_helper'
 
 RSpec.describe 'WebSocket proxying' do
-  PY_WS = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-websockets
-  WS_SUPPORT = File.join(__dir__, 'support')
+  include WebSocketHelper
 
-  before(:all) do
-    _, st = Open3.capture2e(PY_WS, '-c', 'import websockets')
-    skip 'python3-websockets is not installed (./setup.sh)' unless st.success?
-  end
+  before(:all) { require_python_modules('websockets') }
 
-  after(:each) do
-    (@echo_pids || []).each do |pid|
-      Process.kill('TERM', pid)
-      Process.wait(pid)
-    rescue Errno::ESRCH, Errno::ECHILD
-      nil
-    end
-  end
-
-  # Starts the echo upstream; returns its port.
-  def start_echo
-    r, w = IO.pipe
-    pid = Process.spawn(PY_WS, File.join(WS_SUPPORT, 'ws_echo.py'), out: w, err: w)
-    w.close
-    (@echo_pids ||= []) << pid
-    raise 'ws_echo.py did not start' unless r.wait_readable(10)
-    port = r.gets.to_i
-    r.close
-    raise 'ws_echo.py printed no port' unless port.positive?
-    port
-  end
+  after(:each) { stop_echoes }
 
   def gateway_with(locations)
     @port = free_port
@@ -54,15 +31,14 @@ RSpec.describe 'WebSocket proxying' do
 
   # Runs ws_client.py MODE against path; returns its output (stdout+stderr).
   def ws_client(path, mode, arg = nil, timeout: 60)
-    args = [PY_WS, File.join(WS_SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}#{path}", mode]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}#{path}", mode]
     args << arg.to_s if arg
     out, = Open3.capture2e('timeout', timeout.to_s, *args)
     out
   end
 
   def my_status
-    j = JSON.parse(http_get(@port, '/status').body)
-    j['workers'].find { |w| w['pid'] == j['served_by'] }
+    own_status(@port)
   end
 
   def worker_pid
@@ -184,7 +160,7 @@ RSpec.describe 'WebSocket proxying' do
     ws_client('/ws', 'echo') # warm up
     rss0 = rss_kib(pid)
     peak = rss0
-    args = [PY_WS, File.join(WS_SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (64 << 20).to_s]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (64 << 20).to_s]
     out = +''
     Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
       until (line = io.gets).nil?

@@ -7,24 +7,14 @@
 require 'json'
 require 'open3'
 require_relative 'spec_helper'
+require_relative 'websocket_helper'
 
 RSpec.describe 'WebSocket proxying to a wss:// upstream' do
-  WSS_PY = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3'
-  WSS_SUPPORT = File.join(__dir__, 'support')
+  include WebSocketHelper
 
-  before(:all) do
-    _, st = Open3.capture2e(WSS_PY, '-c', 'import websockets')
-    skip 'python3-websockets is not installed (./setup.sh)' unless st.success?
-  end
+  before(:all) { require_python_modules('websockets') }
 
-  after(:each) do
-    (@echo_pids || []).each do |pid|
-      Process.kill('TERM', pid)
-      Process.wait(pid)
-    rescue Errno::ESRCH, Errno::ECHILD
-      nil
-    end
-  end
+  after(:each) { stop_echoes }
 
   def openssl!(*args)
     out, st = Open3.capture2e('openssl', *args)
@@ -49,15 +39,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
 
   # Starts the TLS echo upstream; returns its port.
   def start_wss_echo
-    r, w = IO.pipe
-    pid = Process.spawn(WSS_PY, File.join(WSS_SUPPORT, 'ws_echo.py'), '0', @cert, @key, out: w, err: w)
-    w.close
-    (@echo_pids ||= []) << pid
-    raise 'ws_echo.py did not start' unless r.wait_readable(10)
-    port = r.gets.to_i
-    r.close
-    raise 'ws_echo.py printed no port' unless port.positive?
-    port
+    start_echo('0', @cert, @key)
   end
 
   def gateway_with(locations, tls: false)
@@ -76,15 +58,14 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
   end
 
   def ws_client(path, mode, arg = nil, scheme: 'ws', timeout: 60)
-    args = [WSS_PY, File.join(WSS_SUPPORT, 'ws_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
     args << arg.to_s if arg
     out, = Open3.capture2e({ 'SSL_CERT_FILE' => @ca }, 'timeout', timeout.to_s, *args)
     out
   end
 
   def my_status
-    j = JSON.parse(http_get(@plain_port, '/status').body)
-    j['workers'].find { |w| w['pid'] == j['served_by'] }
+    own_status(@plain_port)
   end
 
   def worker_pid
@@ -149,7 +130,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
     ws_client('/ws', 'echo') # warm up
     rss0 = rss_kib(pid)
     peak = rss0
-    args = [WSS_PY, File.join(WSS_SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s]
+    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s]
     out = +''
     Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
       until (line = io.gets).nil?
