@@ -23,3 +23,10 @@ int gw_byte_end_read_with(struct evbuffer *into, size_t max, ssize_t (*read_fn)(
   evbuffer_commit_space(into, &v, 1);
   return (int)n;
 }
+
+static ssize_t read_plain(void *ioc, void *buf, size_t n) { return read(*(const int *)ioc, buf, n); }
+
+int gw_byte_end_read_fd(struct evbuffer *into, int fd, size_t max)
+{
+  return gw_byte_end_read_with(into, max, read_plain, &fd);
+}

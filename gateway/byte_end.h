@@ -46,4 +46,8 @@ void gw_byte_end_drop(const gw_byte_end_t *e);
 int gw_byte_end_read_with(struct evbuffer *into, size_t max, ssize_t (*read_fn)(void *ioc, void *buf, size_t n),
                           void *ioc);
 
+/* As evbuffer_read() on a plain socket, without the FIONREAD ioctl it makes
+ * before every read: up to max bytes by one read(2). */
+int gw_byte_end_read_fd(struct evbuffer *into, int fd, size_t max);
+
 #endif

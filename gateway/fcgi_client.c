@@ -19,11 +19,16 @@
 
 #include "addr.h"
 #include "buf.h"
+#include "byte_end.h"
 #include "fcgi.h"
 #include "fcgi_client.h"
 #include "log.h"
 #include "pooled_exchange.h"
+#include "str.h"
 
+/* Most responses are a few records in one segment: the first read of an
+ * event reserves a small chain for them, the reads after it large ones. */
+#define FIRST_READ_SIZE 4096
 #define READ_SIZE (64 * 1024)
 #define READS_PER_EVENT 4
 #define REQUEST_ID 1
@@ -276,11 +281,12 @@ static void conn_readable(gw_px_conn_t *xc)
   gw_fcgi_req_t *r = req_of(xc);
   if (conn_process(c) != GO_ON) return;
   for (int i = 0; i < READS_PER_EVENT; i++) {
-    int n = evbuffer_read(c->in, xc->pc.fd, READ_SIZE);
+    int want = i == 0 ? FIRST_READ_SIZE : READ_SIZE;
+    int n = gw_byte_end_read_fd(c->in, xc->pc.fd, (size_t)want);
     if (n > 0) {
       gw_px_got_bytes(xc);
       if (conn_process(c) != GO_ON) return;
-      if (n < READ_SIZE) return;
+      if (n < want) return;
       continue;
     }
     if (n == 0) {
@@ -387,7 +393,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
   x->body_complete = p->body_complete != 0;
   x->connect_timeout_ms = p->connect_timeout_ms > 0 ? p->connect_timeout_ms : DEFAULT_CONNECT_TIMEOUT_MS;
   x->timeout_ms = p->timeout_ms > 0 ? p->timeout_ms : DEFAULT_TIMEOUT_MS;
-  snprintf(r->label, sizeof(r->label), "%s", p->label ? p->label : "-");
+  gw_copy_cstr(r->label, sizeof(r->label), p->label ? p->label : "-");
   x->label = r->label;
   gw_fcgi_decoder_init(&r->dec, REQUEST_ID);
   gw_headers_init(&r->res.headers);
