@@ -15,6 +15,7 @@
 
 #include "access_log.h"
 #include "log.h"
+#include "str.h"
 
 struct gw_access_log_s {
   int fd;                  /* STDERR_FILENO, or an owned file */

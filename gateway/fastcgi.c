@@ -28,6 +28,7 @@
 #include "head_filter.h"
 #include "log.h"
 #include "stats.h"
+#include "str.h"
 
 #define SERVER_SOFTWARE "gateway"
 #define MAX_COLLECTED ((size_t)64 * 1024 * 1024) /* a sub-request's body */
@@ -149,11 +150,9 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fastcgi_han
   add_std_s(b, h, "DOCUMENT_ROOT", root ? root : "");
   add_std_s(b, h, "SERVER_PROTOCOL", req->http_minor ? "HTTP/1.1" : "HTTP/1.0");
   add_std_s(b, h, "REMOTE_ADDR", req->remote_addr ? req->remote_addr : "");
-  snprintf(num, sizeof(num), "%d", req->remote_port);
-  add_std_s(b, h, "REMOTE_PORT", num);
+  add_std_s(b, h, "REMOTE_PORT", gw_uint_cstr(num, sizeof(num), (unsigned)req->remote_port));
   add_std_s(b, h, "SERVER_ADDR", req->server ? req->server->host : "");
-  snprintf(num, sizeof(num), "%d", req->server ? req->server->port : 0);
-  add_std_s(b, h, "SERVER_PORT", num);
+  add_std_s(b, h, "SERVER_PORT", gw_uint_cstr(num, sizeof(num), req->server ? (unsigned)req->server->port : 0));
   const gw_header_t *host = gw_headers_find(&req->headers, "host");
   if (host) { /* SERVER_NAME: the Host without its port */
     size_t n = host->value_len;
@@ -170,9 +169,8 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fastcgi_han
   if (req->tls) add_std_s(b, h, "HTTPS", "on"); /* nginx: $https if_not_empty */
   const gw_header_t *ct = gw_headers_find(&req->headers, "content-type");
   add_std(b, h, "CONTENT_TYPE", ct ? ct->value : "", ct ? ct->value_len : 0);
-  if (content_length > 0 || ct) snprintf(num, sizeof(num), "%lld", content_length);
-  else num[0] = '\0';
-  add_std_s(b, h, "CONTENT_LENGTH", num);
+  add_std_s(b, h, "CONTENT_LENGTH",
+            content_length > 0 || ct ? gw_uint_cstr(num, sizeof(num), (unsigned long long)content_length) : "");
   gw_buf_t name = GW_BUF_INIT;
   for (size_t i = 0; i < req->headers.count; i++) {
     const gw_header_t *f = &req->headers.items[i];
@@ -218,15 +216,6 @@ static void cancel_op(gw_pending_t *p)
     if (op->server) op->server->active--;
   }
   op_free(op);
-}
-
-static int is_hop_by_hop(const gw_header_t *h)
-{
-  static const char *const names[] = {"connection", "keep-alive", "transfer-encoding", "te", "trailer", "upgrade",
-                                      "proxy-connection", "content-length"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (strcasecmp(h->name, names[i]) == 0) return 1;
-  return 0;
 }
 
 static void on_client_drain(gw_request_t *req)
@@ -281,12 +270,13 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
   long long length = -1;
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
-    if (h->name_len == 14 && strcasecmp(h->name, "content-length") == 0) {
+    if (h->name_len == 14 && strcasecmp(h->name, "content-length") == 0) { /* the gateway frames the body */
       char *end;
       long long v = strtoll(h->value, &end, 10);
       if (end != h->value && *end == '\0' && v >= 0 && h->value[0] >= '0' && h->value[0] <= '9') length = v;
+      continue;
     }
-    if (is_hop_by_hop(h)) continue;
+    if (gw_header_is_hop_by_hop(h->name, h->name_len)) continue;
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
   req->inline_body = NULL;
@@ -347,10 +337,10 @@ static int send_op(fcgi_op_t *op)
       addr = (const struct sockaddr *)&s->addr;
       addrlen = s->addrlen;
     }
-    snprintf(op->label, sizeof(op->label), "%s", s->label);
+    gw_copy_cstr(op->label, sizeof(op->label), s->label);
     s->active++;
   }
-  snprintf(req->upstream_addr, sizeof(req->upstream_addr), "%s", op->label);
+  gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), op->label);
   struct evbuffer *body = op->gathered ? op->gathered : req->body;
   int streamed = req->body_streaming && !op->gathered;
   size_t blen = streamed ? 0 : evbuffer_get_length(body);
@@ -466,6 +456,7 @@ static void start_op(fcgi_op_t *op)
   long long clen = op->gathered            ? (long long)evbuffer_get_length(op->gathered)
                    : req->body_streaming ? req->body_length
                                          : (long long)evbuffer_get_length(req->body);
+  gw_buf_reserve(&op->params, 1024); /* the usual params in one block, not doubled into */
   build_params(&op->params, req, op->h, op->script, clen);
   if (req->body_streaming && !op->gathered) {
     req->on_body_more = on_stream_more;
@@ -510,7 +501,7 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
     return;
   }
   if (op->addrlen) {
-    snprintf(op->label, sizeof(op->label), "%s", target);
+    gw_copy_cstr(op->label, sizeof(op->label), target);
   } else {
     op->group = find_group(req->ctx->config, target);
     if (op->group == NULL || !op->group->fastcgi) {

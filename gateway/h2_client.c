@@ -234,7 +234,12 @@ static void call_fail_later(gw_h2_call_t *call, gw_err_t err)
 
 /* -- the request body ------------------------------------------------------- */
 
-static int is_hop_by_hop(const char *n, size_t len);
+/* Fields an HTTP/2 request does not carry: the hop-by-hop ones, and Host
+ * (its :authority). */
+static int not_forwarded(const char *n, size_t len)
+{
+  return gw_header_is_hop_by_hop(n, len) || (len == 4 && strncasecmp(n, "host", 4) == 0);
+}
 
 /* The request trailers of call (lower-cased names) as its last frame. */
 static void submit_body_trailers(nghttp2_session *session, gw_h2_call_t *call)
@@ -244,7 +249,7 @@ static void submit_body_trailers(nghttp2_session *session, gw_h2_call_t *call)
   size_t n = 0, used = 0;
   for (size_t i = 0; i < call->body_trailers->count && n < 64; i++) {
     const gw_header_t *h = &call->body_trailers->items[i];
-    if (is_hop_by_hop(h->name, h->name_len) || used + h->name_len > sizeof(lower)) continue;
+    if (not_forwarded(h->name, h->name_len) || used + h->name_len > sizeof(lower)) continue;
     char *l = lower + used;
     for (size_t j = 0; j < h->name_len; j++) l[j] = h->name[j] >= 'A' && h->name[j] <= 'Z' ? (char)(h->name[j] + 32) : h->name[j];
     used += h->name_len;
@@ -304,15 +309,6 @@ static ssize_t body_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
 
 /* -- submitting ----------------------------------------------------------------- */
 
-static int is_hop_by_hop(const char *n, size_t len)
-{
-  static const char *const names[] = {"connection", "keep-alive", "proxy-connection", "transfer-encoding",
-                                      "upgrade",    "te",         "host",             "trailer"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-    if (strlen(names[i]) == len && strncasecmp(names[i], n, len) == 0) return 1;
-  return 0;
-}
-
 #define MAX_NV 128
 
 static void call_submit(gw_h2_call_t *call)
@@ -334,7 +330,7 @@ static void call_submit(gw_h2_call_t *call)
   if (has_body && len >= 0) NV("content-length", 14, length, (size_t)snprintf(length, sizeof(length), "%lld", len));
   for (size_t i = 0; i < call->headers.count && n < MAX_NV; i++) {
     const gw_header_t *h = &call->headers.items[i];
-    if (is_hop_by_hop(h->name, h->name_len) || (h->name_len == 14 && strcasecmp(h->name, "content-length") == 0))
+    if (not_forwarded(h->name, h->name_len) || (h->name_len == 14 && strcasecmp(h->name, "content-length") == 0))
       continue;
     if (used + h->name_len > sizeof(lower)) break;
     char *l = lower + used; /* HTTP/2 field names are lower case */

@@ -166,6 +166,20 @@ static int list_has_token(const char *value, size_t len, const char *tok, size_t
   return 0;
 }
 
+int gw_header_is_hop_by_hop(const char *n, size_t len)
+{
+  switch (len) {
+  case 2: return strncasecmp(n, "te", 2) == 0;
+  case 7: return strncasecmp(n, "trailer", 7) == 0 || strncasecmp(n, "upgrade", 7) == 0;
+  case 10: return strncasecmp(n, "connection", 10) == 0 || strncasecmp(n, "keep-alive", 10) == 0;
+  case 16: return strncasecmp(n, "proxy-connection", 16) == 0;
+  case 17: return strncasecmp(n, "transfer-encoding", 17) == 0;
+  case 18: return strncasecmp(n, "proxy-authenticate", 18) == 0;
+  case 19: return strncasecmp(n, "proxy-authorization", 19) == 0;
+  default: return 0;
+  }
+}
+
 int gw_headers_have_token(const gw_headers_t *h, const char *name, const char *tok)
 {
   size_t tl = strlen(tok);

@@ -44,6 +44,10 @@ int gw_is_token(const char *s, size_t len);
  * hold the token tok in their comma-separated values, both compared without
  * case: "Connection: keep-alive, Upgrade" has "upgrade". */
 int gw_headers_have_token(const gw_headers_t *h, const char *name, const char *tok);
+/* 1 for a hop-by-hop field (RFC 9110 §7.6.1, and the older Keep-Alive,
+ * Proxy-Connection, Proxy-Authenticate, Proxy-Authorization), which never
+ * crosses a proxy; fields the Connection header names are the caller's. */
+int gw_header_is_hop_by_hop(const char *name, size_t len);
 /* 1 if name/value may be written to the wire: a token name, and no CR, LF or NUL in the value. */
 int gw_header_field_is_safe(const char *name, size_t name_len, const char *value, size_t value_len);
 

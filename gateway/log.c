@@ -35,15 +35,6 @@ int gw_log_level_from_name(const char *name)
   return -1;
 }
 
-char *gw_format_uint(char *end, unsigned long long v)
-{
-  do {
-    *--end = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
-  return end;
-}
-
 double gw_now_ms(void)
 {
   struct timespec ts;

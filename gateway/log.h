@@ -45,10 +45,6 @@ void gw_log_reopen(void);
 #define gw_log_info(...) gw_log(GW_LOG_INFO, __VA_ARGS__)
 #define gw_log_debug(...) gw_log(GW_LOG_DEBUG, __VA_ARGS__)
 
-/* Writes v in decimal so that it ends just before `end`; returns its first
- * digit. 20 bytes before `end` are enough. (No printf on per-request paths.) */
-char *gw_format_uint(char *end, unsigned long long v);
-
 /* CLOCK_MONOTONIC in milliseconds (fractional). */
 double gw_now_ms(void);
 

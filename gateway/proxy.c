@@ -30,6 +30,7 @@
 #include "log.h"
 #include "proxy.h"
 #include "stats.h"
+#include "str.h"
 #include "tls.h"
 #include "tls_client.h"
 #include "trace.h"
@@ -60,31 +61,6 @@ typedef struct {
   gw_headers_t headers;
   char host[256];
 } proxy_op_t;
-
-/* strlcpy: src, cut to fit. (snprintf "%s" costs ten times as much per request.) */
-static void copy_cstr(char *dst, size_t size, const char *src)
-{
-  size_t n = strlen(src);
-  if (n >= size) n = size - 1;
-  memcpy(dst, src, n);
-  dst[n] = '\0';
-}
-
-/* Hop-by-hop fields (RFC 9110 §7.6.1) never cross the proxy. */
-static int is_hop_by_hop(const gw_header_t *h)
-{
-  const char *n = h->name;
-  switch (h->name_len) {
-  case 2: return strcasecmp(n, "te") == 0;
-  case 7: return strcasecmp(n, "trailer") == 0 || strcasecmp(n, "upgrade") == 0;
-  case 10: return strcasecmp(n, "connection") == 0 || strcasecmp(n, "keep-alive") == 0;
-  case 16: return strcasecmp(n, "proxy-connection") == 0;
-  case 17: return strcasecmp(n, "transfer-encoding") == 0;
-  case 18: return strcasecmp(n, "proxy-authenticate") == 0;
-  case 19: return strcasecmp(n, "proxy-authorization") == 0;
-  default: return 0;
-  }
-}
 
 /* Also hop-by-hop: any field the Connection header names. */
 static int named_in_connection(const gw_header_t *conn, const gw_header_t *h)
@@ -206,7 +182,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
-    if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    if (gw_header_is_hop_by_hop(h->name, h->name_len) || named_in_connection(conn, h)) continue;
     if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
     if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
@@ -479,7 +455,7 @@ static int send_op(proxy_op_t *op)
     op->params.addrlen = s->addrlen;
     op->params.tls = s->tls || op->https ? tls_settings(req, op->group) : NULL;
     s->active++;
-    copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
+    gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
   }
   op->tries++;
   op->sent_ms = gw_now_ms();
@@ -624,7 +600,7 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
       gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
       continue;
     }
-    if (is_hop_by_hop(h) || named_in_connection(conn, h)) continue;
+    if (gw_header_is_hop_by_hop(h->name, h->name_len) || named_in_connection(conn, h)) continue;
     if (ws_key && strcasecmp(h->name, "sec-websocket-key") == 0) continue; /* ours replaces it */
     if (strcasecmp(h->name, "host") == 0 || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "x-forwarded-proto") == 0 || strcasecmp(h->name, "x-forwarded-host") == 0)
@@ -678,9 +654,9 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     op->tried = gw_balancer_bit(op->group, op->server);
     op->h2c = op->group->h2c;
   } else { /* an IP literal, or a host name resolved on the loop (exchange.c) */
-    copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), u->hostport);
+    gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), u->hostport);
   }
-  copy_cstr(op->host, sizeof(op->host), u->host);
+  gw_copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
   op->upgrade = !op->h2c && is_websocket_upgrade(req);
   if (op->h2c) {

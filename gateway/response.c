@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "str.h"
 #include "http_status.h"
 #include "response.h"
 

@@ -1,12 +1,11 @@
-/* test_log.c - gw_format_uint (gateway/log.c), the printf-free decimal
- * writer of per-request paths. log.c reopens the access log on SIGUSR1, so
- * it links with access_log.c (and that with headers.c).
- * unit: log access_log headers */
+/* test_str.c - gateway/str.h, the printf-free string steps of per-request
+ * paths: gw_format_uint, gw_uint_cstr, gw_copy_cstr (header-only).
+ * unit: */
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "log.h"
+#include "str.h"
 #include "unit.h"
 
 /* Formats v at the end of a 20-byte window with guard bytes around it and
@@ -65,5 +64,25 @@ int main(void)
   *--s = ' ';
   s = gw_format_uint(s, 1234567);
   CHECK_EQ_STR(s, "1234567 0 200");
+
+  char num[21];
+  CHECK_EQ_STR(gw_uint_cstr(num, sizeof(num), 0), "0");
+  CHECK_EQ_STR(gw_uint_cstr(num, sizeof(num), 65535), "65535");
+  CHECK_EQ_STR(gw_uint_cstr(num, sizeof(num), ULLONG_MAX), "18446744073709551615");
+
+  /* gw_copy_cstr: whole when it fits, cut to size - 1 and terminated when not */
+  char dst[8];
+  memset(dst, '#', sizeof(dst));
+  gw_copy_cstr(dst, sizeof(dst), "abc");
+  CHECK_EQ_STR(dst, "abc");
+  gw_copy_cstr(dst, sizeof(dst), "1234567");
+  CHECK_EQ_STR(dst, "1234567");
+  char small[4 + 4];
+  memset(small, '#', sizeof(small));
+  gw_copy_cstr(small, 4, "127.0.0.1:80");
+  CHECK_EQ_STR(small, "127");
+  CHECK(memcmp(small + 4, "####", 4) == 0);
+  gw_copy_cstr(dst, 1, "x");
+  CHECK_EQ_STR(dst, "");
   return unit_done();
 }
