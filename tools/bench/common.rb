@@ -383,6 +383,7 @@ module GatewayBench
     # Returns its output.
     def run_wrk(args, url, duration)
       cmd = ['taskset', '-c', @load_cpu.to_s, 'wrk', *args, "-d#{duration}s", '--latency', url]
+      t0 = Process.times
       out = +''
       r, w = IO.pipe
       pid = Process.spawn(*cmd, in: File::NULL, out: w, err: w)
@@ -396,7 +397,11 @@ module GatewayBench
       end
       out.prepend(reader.value.to_s)
       r.close
-      { cmd: cmd.join(' '), out: out, status: $?&.exitstatus }
+      t1 = Process.times
+      # wrk's own CPU seconds (a reaped child's): near `duration`, the load
+      # generator and not the server set the rate.
+      load_cpu_s = (t1.cutime + t1.cstime) - (t0.cutime + t0.cstime)
+      { cmd: cmd.join(' '), out: out, status: $?&.exitstatus, load_cpu_s: load_cpu_s }
     end
 
     def self.parse_wrk(out)

@@ -1,7 +1,7 @@
 # frozen_string_literal: true
 
 # `rake bench:fastcgi` (issue 15, W6): php-fpm answering a one-line echo,
-# the gateway vs nginx in front of the same php-fpm pools, via TCP and via a
+# the gateway vs nginx in front of identical php-fpm pools, via TCP and via a
 # unix socket, wrk -t1 -c16 and -c100; then the study's four-way table for
 # the gateway: backend direct, proxy_pass, FastCGI TCP, FastCGI unix.
 #
@@ -10,12 +10,12 @@
 # proxy_pass to that nginx: the HTTP path the study compares FastCGI with.
 #
 # Everything runs side by side in one run: the front (gateway or nginx, one
-# worker) and the backend (php-fpm: one master, a pool on TCP and one on a
-# unix socket, pm static with FPM_CHILDREN children each, so that no pooled
-# keep-alive connection ever holds the last free child) pinned to SERVER_CPU,
-# wrk pinned to LOAD_CPU. Per run: req/s, p50/p99, and CPU µs per request of
-# the front and of the backend (utime+stime from /proc over the measured
-# window / requests). Every run is repeated ROUNDS times, the fronts taking
+# worker) and the backend (php-fpm: one master; for each front a pool on TCP
+# and one on a unix socket, pm static with FPM_CHILDREN children each, so
+# that no pooled keep-alive connection ever holds the last free child)
+# pinned to SERVER_CPU, wrk pinned to LOAD_CPU. Per run: req/s, p99, wrk's
+# errors, and CPU µs per request of the front and of its pool's children
+# (utime+stime from /proc over the measured window / requests). Every run is repeated ROUNDS times, the fronts taking
 # turns; the tables show medians. Writes build/bench/fastcgi.{md,json}.
 #
 # Environment: DURATION (5), WARMUP (1), ROUNDS (3), FPM_CHILDREN (128), KEEPALIVE (128),
@@ -58,10 +58,10 @@ module GatewayBench
         ng_port = free_port
         ng = @runner.start_nginx('nginx', ng_port, nginx_conf(ng_port))
         rows = [
-          ['gateway', 'FastCGI TCP', gw, '/tcp/echo.php', fpm],
-          ['nginx', 'FastCGI TCP', ng, '/tcp/echo.php', fpm],
-          ['gateway', 'FastCGI unix', gw, '/unix/echo.php', fpm],
-          ['nginx', 'FastCGI unix', ng, '/unix/echo.php', fpm],
+          ['gateway', 'FastCGI TCP', gw, '/tcp/echo.php', fpm_pool(fpm, 'gateway_tcp')],
+          ['nginx', 'FastCGI TCP', ng, '/tcp/echo.php', fpm_pool(fpm, 'nginx_tcp')],
+          ['gateway', 'FastCGI unix', gw, '/unix/echo.php', fpm_pool(fpm, 'gateway_unix')],
+          ['nginx', 'FastCGI unix', ng, '/unix/echo.php', fpm_pool(fpm, 'nginx_unix')],
           ['nginx static', 'backend direct', static, '/', nil],
           ['gateway', 'proxy_pass', gw, '/proxy', static],
         ]
@@ -86,35 +86,57 @@ module GatewayBench
       write(results)
     end
 
+    # One php-fpm master with identical pools for each front, a TCP and a
+    # unix one: a php-fpm child stays bound to a kept-alive connection until
+    # the front closes it, so fronts sharing a pool would pin each other's
+    # children (the one measured second then waits in php-fpm's accept
+    # queue: wrk timeouts, p99 in seconds, php-fpm with fewer runnable
+    # children and so cheaper per request).
     def start_fpm
       dir = @runner.scratch('php-fpm')
       File.write(File.join(dir, 'echo.php'), "<?php echo \"#{BODY.chomp}\\n\";\n")
       @www = dir
-      @sock = File.join(dir, 'php.sock')
-      @fpm_port = free_port
+      @listen = {}
       root = Process.uid.zero?
-      pool = lambda do |name, listen|
-        <<~INI
-          [#{name}]
-          #{root ? 'user = root' : ''}
-          listen = #{listen}
-          listen.backlog = 4096
-          pm = static
-          pm.max_children = #{@children}
-        INI
+      pools = %w[gateway nginx].flat_map do |front|
+        tcp = "127.0.0.1:#{free_port}"
+        @listen[front] = { tcp: tcp, unix: File.join(dir, "#{front}.sock") }
+        [["#{front}_tcp", tcp], ["#{front}_unix", @listen[front][:unix]]]
       end
       conf = File.join(dir, 'fpm.conf')
-      File.write(conf, "[global]\nerror_log = #{dir}/fpm.log\ndaemonize = no\n" +
-                       pool.call('tcp', "127.0.0.1:#{@fpm_port}") + pool.call('unix', @sock))
+      File.write(conf, "[global]\nerror_log = #{dir}/fpm.log\ndaemonize = no\n" + pools.map { |name, listen| <<~INI }.join)
+        [#{name}]
+        #{root ? 'user = root' : ''}
+        listen = #{listen}
+        listen.backlog = 4096
+        pm = static
+        pm.max_children = #{@children}
+      INI
       argv = [PHP_FPM, '-F', '-y', conf, '-p', dir]
       argv << '-R' if root
-      @runner.start('php-fpm', argv, port: @fpm_port, dir: dir, binary: PHP_FPM, timeout: 30)
+      @runner.start('php-fpm', argv, port: Integer(@listen['gateway'][:tcp].split(':').last), dir: dir,
+                                    binary: PHP_FPM, timeout: 30)
     end
+
+    # The children of one pool (php-fpm titles them "php-fpm: pool NAME"),
+    # as a Server whose pid_list the CPU measure reads.
+    def fpm_pool(fpm, name)
+      kids = descendants(fpm.pid).select do |k|
+        File.read("/proc/#{k}/cmdline").start_with?("php-fpm: pool #{name}")
+      rescue SystemCallError
+        false
+      end
+      raise Error, "php-fpm pool #{name} has no children" if kids.empty?
+
+      PoolProcs.new(kids)
+    end
+
+    PoolProcs = Struct.new(:pids)
 
     def gateway_conf(port, static_port)
       <<~RUBY
-        upstream :php_tcp, servers: ["127.0.0.1:#{@fpm_port}"], protocol: :fastcgi, keepalive: #{@keepalive}
-        upstream :php_unix, servers: ["unix:#{@sock}"], protocol: :fastcgi, keepalive: #{@keepalive}
+        upstream :php_tcp, servers: ["#{@listen['gateway'][:tcp]}"], protocol: :fastcgi, keepalive: #{@keepalive}
+        upstream :php_unix, servers: ["unix:#{@listen['gateway'][:unix]}"], protocol: :fastcgi, keepalive: #{@keepalive}
         upstream :static, servers: ["127.0.0.1:#{static_port}"], keepalive: #{@keepalive}
         server listen: "127.0.0.1:#{port}", workers: 1, stall_timeout: nil do
           location "/tcp/", fastcgi: "php_tcp", script_filename: "#{@www}/echo.php"
@@ -126,8 +148,8 @@ module GatewayBench
 
     def nginx_conf(port)
       <<~NGINX
-        upstream php_tcp { server 127.0.0.1:#{@fpm_port}; keepalive #{@keepalive}; }
-        upstream php_unix { server unix:#{@sock}; keepalive #{@keepalive}; }
+        upstream php_tcp { server #{@listen['nginx'][:tcp]}; keepalive #{@keepalive}; }
+        upstream php_unix { server unix:#{@listen['nginx'][:unix]}; keepalive #{@keepalive}; }
         server {
           listen 127.0.0.1:#{port} reuseport backlog=4096;
           location /tcp/ { include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME #{@www}/echo.php;
@@ -150,6 +172,8 @@ module GatewayBench
 
     def pids_of(srv)
       return [] unless srv
+      return srv.pids if srv.is_a?(PoolProcs)
+
       [srv.pid] + descendants(srv.pid).select { |k| runs?(k, srv.binary) }
     end
 
@@ -185,8 +209,8 @@ module GatewayBench
       f = ->(v, fmt = '%.1f') { v ? format(fmt, v) : '-' }
       md = +"# bench:fastcgi (W6)\n\n#{Time.now.utc.iso8601}, #{@duration} s per run, medians of #{@rounds} rounds, server CPU #{@runner.server_cpu}, " \
             "load CPU #{@runner.load_cpu}, php-fpm pm static #{@children} children per pool, keepalive #{@keepalive}\n\n"
-      md << "| path | load | gateway req/s | gateway µs/req | nginx req/s | nginx µs/req | req/s ratio | µs ratio (nginx/gateway) | php-fpm µs/req (gw, nginx) |\n"
-      md << "|---|---|--:|--:|--:|--:|--:|--:|--:|\n"
+      md << "| path | load | gateway req/s | gateway µs/req | nginx req/s | nginx µs/req | req/s ratio | µs ratio (nginx/gateway) | php-fpm µs/req (gw, nginx) | p99 ms (gw, nginx) | errors (gw, nginx) |\n"
+      md << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n"
       ['FastCGI TCP', 'FastCGI unix'].each do |kind|
         LOADS.each do |load, _|
           g = find.call('gateway', kind, load)
@@ -195,7 +219,8 @@ module GatewayBench
           md << "| #{kind} | #{load} | #{f.call(g[:rps], '%.0f')} | #{f.call(g[:front_us])} | #{f.call(n[:rps], '%.0f')} | " \
                 "#{f.call(n[:front_us])} | #{f.call(g[:rps] && n[:rps] && g[:rps] / n[:rps], '%.2f')}× | " \
                 "#{f.call(g[:front_us] && n[:front_us] && n[:front_us] / g[:front_us], '%.2f')}× | " \
-                "#{f.call(g[:backend_us])}, #{f.call(n[:backend_us])} |\n"
+                "#{f.call(g[:backend_us])}, #{f.call(n[:backend_us])} | #{f.call(g[:p99_ms])}, #{f.call(n[:p99_ms])} | " \
+                "#{g[:errors]}, #{n[:errors]} |\n"
         end
       end
       md << "\nThe study's four-way table (gateway; backend direct = nginx `return 200` alone):\n\n"

@@ -5,8 +5,8 @@
 # change in the per-request cost shows where wall-clock benchmarks on a
 # shared machine only show noise. Each binary (BASE, NEW) serves one config
 # under callgrind; after a warm-up the front worker's counters are zeroed,
-# N requests are sent (ab -k, 10 connections), the counters dumped, and the
-# instructions (Ir) divided by N.
+# N requests are sent (ab -k, 10 connections; h2load --h1 for fastcgi), the
+# counters dumped, and the instructions (Ir) divided by N.
 #
 #   ruby tools/bench/instructions.rb BASE=/tmp/old-gateway NEW=build/gateway [N=2000]
 #        [WORKLOADS=hello,proxy] [KEEP=/tmp/dumps]
@@ -120,6 +120,17 @@ module GatewayBench
       pid
     end
 
+    # n requests over 10 kept connections. ab speaks HTTP/1.0, which cannot
+    # keep a response of unknown length (php's echo: chunked in HTTP/1.1)
+    # alive: the fastcgi workload is sent with h2load --h1, as wrk sends W6.
+    def load(workload, n, url)
+      if workload == 'fastcgi'
+        system('h2load', '--h1', '-n', n.to_s, '-c', '10', url, out: File::NULL)
+      else
+        system('ab', '-q', '-k', '-n', n.to_s, '-c', '10', url, out: File::NULL)
+      end
+    end
+
     def measure(bin, workload)
       dir = Dir.mktmpdir('gw-instr-')
       front, back = Util.free_port, Util.free_port
@@ -128,10 +139,10 @@ module GatewayBench
       pid = Callgrind.spawn([bin, '-f', "#{dir}/gw.rb"], dir)
       worker = wait_up(front).to_i
       path = PATHS.fetch(workload, "/#{workload}")
-      system('ab', '-q', '-k', '-n', (@n / 4).to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL)
+      url = "http://127.0.0.1:#{front}#{path}"
+      load(workload, @n / 4, url)
       ir = Callgrind.count(worker, dir, @keep && File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) do
-        system('ab', '-q', '-k', '-n', @n.to_s, '-c', '10', "http://127.0.0.1:#{front}#{path}", out: File::NULL) or
-          raise "ab failed on #{path}"
+        load(workload, @n, url) or raise "the load on #{path} failed"
       end
       ir.to_f / @n
     ensure

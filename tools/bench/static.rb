@@ -10,7 +10,8 @@
 # Peers: nginx (worker_processes 1, sendfile on, tcp_nopush on,
 # open_file_cache max=1000 inactive=20s as in the Go study's config) and h2o
 # (num-threads 1, file.dir). Server CPU is read from /proc (the server and
-# its children) around each run: µs per request. Writes
+# its children) around each run: µs per request; the load generator's CPU
+# as a share of its core ("load core busy"). Writes
 # build/bench/static.{md,json}. DURATION (s, default 5), SERVERS.
 require_relative 'common'
 
@@ -105,6 +106,7 @@ module GatewayBench
         tr = r[:out][%r{Transfer/sec:\s+([\d.]+)(B|KB|MB|GB)}, 1]
         unit = r[:out][%r{Transfer/sec:\s+[\d.]+(B|KB|MB|GB)}, 1]
         p[:bytes_per_s] = tr && tr.to_f * { 'B' => 1, 'KB' => 1024, 'MB' => 1 << 20, 'GB' => 1 << 30 }[unit]
+        p[:load_busy] = r[:load_cpu_s] / @duration
         p
       end
     end
@@ -113,10 +115,13 @@ module GatewayBench
       measure(srv) do
         cmd = ['taskset', '-c', @run.load_cpu.to_s, 'h2load', '--h1', '-t1', "-c#{conns}", '-D', @duration.to_s,
                "http://#{HOST}:#{srv.port}#{path}"]
+        t0 = Process.times
         out = IO.popen(cmd, err: %i[child out], &:read)
+        t1 = Process.times
         done = out[/requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded/, 2].to_i
         { requests: done, rps: out[%r{finished in [\d.]+\w+, ([\d.]+) req/s}, 1].to_f,
-          errors: out[/requests: .* (\d+) failed/, 1].to_i }
+          errors: out[/requests: .* (\d+) failed/, 1].to_i,
+          load_busy: ((t1.cutime + t1.cstime) - (t0.cutime + t0.cstime)) / @duration }
       end
     end
 
@@ -161,12 +166,15 @@ module GatewayBench
     end
 
     def report(rows)
-      s = +"| workload | tool | server | req/s | server CPU µs/req | ratio gateway/peer |\n|---|---|---|--:|--:|--:|\n"
+      # A load core near 100% busy sets the rate itself: then req/s ratios
+      # say little, and server CPU per request is the figure to read.
+      s = +"| workload | tool | server | req/s | server CPU µs/req | load core busy | ratio gateway/peer |\n|---|---|---|--:|--:|--:|--:|\n"
       rows.reject { |r| r[:work] == '100 MB file' }.group_by { |r| [r[:work], r[:tool]] }.each do |(w, t), rs|
         gw = rs.find { |r| r[:server] == 'gateway' }
         rs.each do |r|
           ratio = gw && r != gw && r[:rps].to_f.positive? ? format('%.2f×', gw[:rps] / r[:rps]) : ''
-          s << format("| %s | %s | %s | %.0f | %.1f | %s |\n", w, t, r[:server], r[:rps].to_f, us_per(r), ratio)
+          s << format("| %s | %s | %s | %.0f | %.1f | %.0f%% | %s |\n", w, t, r[:server], r[:rps].to_f, us_per(r),
+                      r[:load_busy].to_f * 100, ratio)
         end
       end
       s << "\n| 100 MB file, wrk -t1 -c4 | MB/s | server CPU s per GB |\n|---|--:|--:|\n"
