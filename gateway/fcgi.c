@@ -212,8 +212,9 @@ long gw_cgi_head_end(const char *buf, size_t len, size_t from)
   if (buf[0] == '\r' && len < 2) return 0;
   if (buf[0] == '\r' && buf[1] == '\n') return 2;
   /* A blank line: LF followed by LF or by CR LF. */
-  for (size_t i = from; i < len; i++) {
-    if (buf[i] != '\n') continue;
+  for (const char *nl = from < len ? memchr(buf + from, '\n', len - from) : NULL; nl != NULL;
+       nl = memchr(nl + 1, '\n', len - (size_t)(nl + 1 - buf))) {
+    size_t i = (size_t)(nl - buf);
     if (i + 1 < len && buf[i + 1] == '\n') return (long)(i + 2);
     if (i + 2 < len && buf[i + 1] == '\r' && buf[i + 2] == '\n') return (long)(i + 3);
   }
