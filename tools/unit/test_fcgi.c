@@ -136,6 +136,19 @@ static void test_head(void)
   CHECK_EQ_INT((int)gw_cgi_head_end("A: b\n\nx", 7, 0), 6);
   CHECK_EQ_INT((int)gw_cgi_head_end("A: b\r\n", 6, 0), 0);
   CHECK_EQ_INT((int)gw_cgi_head_end("\r\nbody\n\n", 8, 0), 2);
+  /* Arriving in two parts, scanned again from 3 bytes before the split (as
+   * fcgi_client.c does): the same end wherever the split falls, the blank
+   * line's LF, CR LF or LF CR LF included. */
+  const char *heads[] = {h, "A: b\n\nx", "A: b\r\n\r\n", "A: b\nB: c\r\n\nx"};
+  for (size_t k = 0; k < sizeof(heads) / sizeof(heads[0]); k++) {
+    size_t n = strlen(heads[k]);
+    long whole = gw_cgi_head_end(heads[k], n, 0);
+    for (size_t cut = 1; cut < n; cut++) {
+      long first = gw_cgi_head_end(heads[k], cut, 0);
+      long end = first != 0 ? first : gw_cgi_head_end(heads[k], n, cut > 3 ? cut - 3 : 0);
+      if (!CHECK_EQ_INT((int)end, (int)whole)) unit_note("head %zu split at %zu", k, cut);
+    }
+  }
   gw_headers_t hs;
   gw_headers_init(&hs);
   int st = 0;
