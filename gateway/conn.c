@@ -438,12 +438,7 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
     }
     c->tls = 1;
   }
-  /* Plain sockets are edge-triggered, as nginx's: a level-triggered socket
-   * is polled again by every epoll_wait until it is read dry, which costs
-   * more kernel time per keep-alive request than the read itself. on_read
-   * comes back by itself when a read may have left bytes behind. TLS keeps
-   * level triggering: OpenSSL's read-ahead decides how much it takes. */
-  event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST | (tls ? 0 : EV_ET), on_read, c);
+  event_assign(&c->read_ev, ctx->base, fd, EV_READ | EV_PERSIST, on_read, c);
   evtimer_assign(&c->timer_ev, ctx->base, on_timer, c);
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
@@ -871,15 +866,6 @@ static void conn_leave(gw_conn_t *c)
   }
 }
 
-/* An edge-triggered socket whose read may have left bytes behind gets no
- * new event for them: run on_read again from the loop. A connection that
- * stops reading meanwhile is not run (event_del cancels the activation),
- * and its event_add later polls the socket afresh. */
-static void read_again(gw_conn_t *c)
-{
-  if (!c->tls && c->reading) event_active(&c->read_ev, EV_READ, 1);
-}
-
 static void on_read(evutil_socket_t fd, short what, void *arg)
 {
   gw_conn_t *c = arg;
@@ -902,7 +888,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     char sink[4096];
     ssize_t n = read(fd, sink, sizeof(sink));
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) conn_close(c);
-    else if (n == (ssize_t)sizeof(sink) || (n < 0 && errno == EINTR)) read_again(c);
     if (c->buf == shared_buf) c->buf = NULL;
     conn_leave(c);
     return;
@@ -915,7 +900,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   ssize_t n = io_read(c, dst, room);
   if (n <= 0) {
     if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      if (errno == EINTR) read_again(c);
       if (c->buf == shared_buf && c->len == 0) c->buf = NULL;
       conn_leave(c);
       return;
@@ -931,7 +915,6 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     return;
   }
   c->len += (size_t)n;
-  if ((size_t)n == room) read_again(c);
   if (c->a == NULL && !c->served && c->ctx->server->http2) {
     int h2 = take_h2(c);
     if (h2 != 0) { /* gone to h2.c, or a partial preface kept for the next read */
