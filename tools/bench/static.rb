@@ -12,7 +12,9 @@
 # (num-threads 1, file.dir). Server CPU is read from /proc (the server and
 # its children) around each run: µs per request; the load generator's CPU
 # as a share of its core ("load core busy"). Writes
-# build/bench/static.{md,json}. DURATION (s, default 5), SERVERS.
+# build/bench/static.{md,json}. The servers run side by side and take turns
+# in each row; ROUNDS (default 1) repeats the rows, the tables show medians.
+# DURATION (s, default 5), ROUNDS, SERVERS.
 require_relative 'common'
 
 module GatewayBench
@@ -27,6 +29,7 @@ module GatewayBench
       @run = Runner.new(root: root, env: env, tag: 'static')
       @duration = env_int(env, 'DURATION', 5)
       @servers = env.fetch('SERVERS', SERVERS.join(',')).split(',')
+      @rounds = env_int(env, 'ROUNDS', 1)
       @bin = env.fetch('GATEWAY_BIN', File.join(root, 'build/gateway'))
     end
 
@@ -125,35 +128,53 @@ module GatewayBench
       end
     end
 
+    # The servers run side by side; each row measures them in turn (a burst
+    # of load from elsewhere on this shared machine then hits all of them),
+    # ROUNDS times, and the tables take each row's median.
     def run
       ensure_pkgs(%w[wrk nghttp2-client], log: @run.method(:log)) unless command?('wrk') && command?('h2load')
       rows = []
       @run.with_cpu_lock do
-        @servers.each do |name|
-          srv = start(name, free_port)
-          @run.run_wrk(['-t1', '-c10'], "http://#{HOST}:#{srv.port}/b100.txt", 1) # warm-up
+        srvs = @servers.to_h { |name| [name, start(name, free_port)] }
+        srvs.each_value { |srv| @run.run_wrk(['-t1', '-c10'], "http://#{HOST}:#{srv.port}/b100.txt", 1) } # warm-up
+        @rounds.times do
           [['/zero.txt', '0 B'], ['/b100.txt', '100 B']].each do |path, label|
             [100, 300].each do |c|
-              r = wrk(srv, path, c)
-              rows << r.merge(server: name, work: "W4 #{label}", tool: "wrk -t1 -c#{c}")
-              @run.log format('%-8s %-8s wrk c%-3d %9.0f req/s %6.1f us/req', name, label, c, r[:rps].to_f,
-                              us_per(r))
+              srvs.each do |name, srv|
+                r = wrk(srv, path, c)
+                rows << r.merge(server: name, work: "W4 #{label}", tool: "wrk -t1 -c#{c}")
+                @run.log format('%-8s %-8s wrk c%-3d %9.0f req/s %6.1f us/req  load core %3.0f%%', name, label, c,
+                                r[:rps].to_f, us_per(r), r[:load_busy].to_f * 100)
+              end
             end
-            r = h2load(srv, path, 100)
-            rows << r.merge(server: name, work: "W4 #{label}", tool: 'h2load --h1 -t1 -c100')
-            @run.log format('%-8s %-8s h2load    %9.0f req/s %6.1f us/req', name, label, r[:rps], us_per(r))
+            srvs.each do |name, srv|
+              r = h2load(srv, path, 100)
+              rows << r.merge(server: name, work: "W4 #{label}", tool: 'h2load --h1 -t1 -c100')
+              @run.log format('%-8s %-8s h2load    %9.0f req/s %6.1f us/req  load core %3.0f%%', name, label, r[:rps],
+                              us_per(r), r[:load_busy].to_f * 100)
+            end
           end
-          r = wrk(srv, '/big.bin', 4)
-          rows << r.merge(server: name, work: '100 MB file', tool: 'wrk -t1 -c4')
-          @run.log format('%-8s 100MB    wrk c4   %9.1f MB/s %6.2f CPU s/GB', name, r[:bytes_per_s].to_f / (1 << 20),
-                          cpu_per_gb(r))
-          @run.stop(srv)
+          srvs.each do |name, srv|
+            r = wrk(srv, '/big.bin', 4)
+            rows << r.merge(server: name, work: '100 MB file', tool: 'wrk -t1 -c4')
+            @run.log format('%-8s 100MB    wrk c4   %9.1f MB/s %6.2f CPU s/GB', name, r[:bytes_per_s].to_f / (1 << 20),
+                            cpu_per_gb(r))
+          end
         end
       end
       report(rows)
     ensure
       @run.stop_all
       FileUtils.rm_rf(@docroot) if @docroot
+    end
+
+    # One row per (workload, tool, server): the median of its rounds by req/s
+    # (MB/s for the 100 MB file), with that round's CPU figures.
+    def medians(rows)
+      rows.group_by { |r| r.values_at(:work, :tool, :server) }.values.map do |rs|
+        key = rs.first[:work] == '100 MB file' ? :bytes_per_s : :rps
+        rs.sort_by { |r| r[key].to_f }[rs.size / 2]
+      end
     end
 
     def us_per(r)
@@ -165,7 +186,8 @@ module GatewayBench
       bytes.positive? ? r[:cpu_s] / (bytes / (1 << 30)) : 0
     end
 
-    def report(rows)
+    def report(runs)
+      rows = medians(runs)
       # A load core near 100% busy sets the rate itself: then req/s ratios
       # say little, and server CPU per request is the figure to read.
       s = +"| workload | tool | server | req/s | server CPU µs/req | load core busy | ratio gateway/peer |\n|---|---|---|--:|--:|--:|--:|\n"
@@ -181,7 +203,7 @@ module GatewayBench
       rows.select { |r| r[:work] == '100 MB file' }.each do |r|
         s << format("| %s | %.0f | %.3f |\n", r[:server], r[:bytes_per_s].to_f / (1 << 20), cpu_per_gb(r))
       end
-      @run.write_report('static', s, rows)
+      @run.write_report('static', s, { medians: rows, runs: runs })
     end
   end
 end
