@@ -325,6 +325,21 @@ static void test_field_is_safe(void)
   CHECK(!gw_header_field_is_safe("X\0", 2, "v", 1));
 }
 
+/* gw_header_is_hop_by_hop: the RFC 9110 §7.6.1 fields and the older
+ * proxy ones, any case; end-to-end fields, prefixes and longer names not. */
+static void test_hop_by_hop(void)
+{
+  static const char *const hop[] = {"Connection", "keep-alive", "Proxy-Connection", "TE", "Trailer",
+                                    "Transfer-Encoding", "UPGRADE", "Proxy-Authenticate", "proxy-authorization"};
+  for (size_t i = 0; i < sizeof(hop) / sizeof(hop[0]); i++)
+    if (!CHECK(gw_header_is_hop_by_hop(hop[i], strlen(hop[i])))) unit_note("%s", hop[i]);
+  static const char *const end[] = {"Content-Length", "Host", "Trailers", "Upgrade-Insecure-Requests", "T",
+                                    "Connectio",      "Te-x", "Keep-Alive2", "Authorization", ""};
+  for (size_t i = 0; i < sizeof(end) / sizeof(end[0]); i++)
+    if (!CHECK(!gw_header_is_hop_by_hop(end[i], strlen(end[i])))) unit_note("%s", end[i]);
+  CHECK(gw_header_is_hop_by_hop("te: trailers", 2)); /* only len bytes are read */
+}
+
 int main(void)
 {
   test_add_find();
@@ -336,5 +351,6 @@ int main(void)
   test_is_token();
   test_have_token();
   test_field_is_safe();
+  test_hop_by_hop();
   return unit_done();
 }
