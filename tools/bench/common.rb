@@ -235,6 +235,33 @@ module GatewayBench
       NGINX
       ['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"]
     end
+
+    PHP_FPM = '/usr/sbin/php-fpm8.2'
+    ECHO_PHP = "<?php echo \"hello from php\\n\";\n"
+
+    # Debian's php-fpm (not counted: the front is) on dir/php.sock with
+    # `children` static children, no php.ini (-n), serving dir/echo.php;
+    # returns its pid once the socket is there (the caller stops it).
+    def php_fpm(dir, children)
+      raise Error, "#{PHP_FPM} is not installed (setup.sh installs php8.2-fpm)" unless File.executable?(PHP_FPM)
+
+      File.write("#{dir}/echo.php", ECHO_PHP)
+      File.write("#{dir}/fpm.conf", <<~INI)
+        [global]
+        error_log = #{dir}/fpm.log
+        daemonize = no
+        [www]
+        #{Process.uid.zero? ? 'user = root' : ''}
+        listen = #{dir}/php.sock
+        pm = static
+        pm.max_children = #{children}
+      INI
+      argv = [PHP_FPM, '-F', '-n', '-y', "#{dir}/fpm.conf", '-p', dir]
+      argv << '-R' if Process.uid.zero?
+      pid = Process.spawn(*argv, out: "#{dir}/fpm.out", err: %i[child out], pgroup: true)
+      100.times { File.socket?("#{dir}/php.sock") ? break : sleep(0.1) }
+      pid
+    end
   end
 
   # Starts and stops servers; holds the CPU lock around measurement steps.

@@ -25,6 +25,10 @@
 #   h1static  W4 in instructions: HTTP/1.1 keep-alive, h2load --h1 -c 10 -n N,
 #             each serving the 22-byte file (nginx with sendfile and
 #             open_file_cache, as bench:static configures it)
+#   h1fastcgi W6 in instructions: the same load through a FastCGI location
+#             to php-fpm echoing a line over a unix socket, kept connections
+#             (nginx with fastcgi_keep_conn and keepalive, as bench:fastcgi);
+#             php-fpm itself is not counted. Gateway and nginx only.
 # Writes build/bench/h2_instructions.{md,json}.
 require 'fileutils'
 require 'json'
@@ -37,7 +41,7 @@ module GatewayBench
   class H2Instructions
     BODY = "hello, world from h2!\n" # 22 bytes
     SERVERS = %w[gateway nginx h2o].freeze
-    WORKLOADS = %w[tls h2c h2static h2tls h1static].freeze
+    WORKLOADS = %w[tls h2c h2static h2tls h1static h1fastcgi].freeze
 
     def initialize(root: File.expand_path('../..', __dir__), env: ENV)
       @root = root
@@ -61,8 +65,9 @@ module GatewayBench
         cert(certs)
         @servers.each do |s|
           res[s] = {}
-          # ab's TLS connections to Debian's h2o fail half the time: no h2o handshake row
-          @loads.each { |w| res[s][w] = measure(s, w, certs) unless s == 'h2o' && w == 'tls' }
+          # ab's TLS connections to Debian's h2o fail half the time: no h2o handshake row;
+          # h2o's FastCGI keeps no connections: no h2o FastCGI row
+          @loads.each { |w| res[s][w] = measure(s, w, certs) unless s == 'h2o' && %w[tls h1fastcgi].include?(w) }
         end
       end
       report(res)
@@ -80,12 +85,18 @@ module GatewayBench
     def static?(workload) = %w[h2static h1static].include?(workload)
 
     # [argv, path]: the server's command line, written into dir.
-    def server(name, port, tls, static, h1, dir, certs)
+    def server(name, port, workload, dir, certs)
+      tls = tls?(workload)
+      static = static?(workload)
+      fcgi = workload == 'h1fastcgi'
       File.write("#{dir}/index.txt", BODY)
       case name
       when 'gateway'
         opts = tls ? %(, tls: { cert: "#{certs}/site.pem", key: "#{certs}/site.key" }) : ''
-        root = static ? %(location "/", root: "#{dir}") : %(location "/" do "#{BODY.chomp}\\n" end)
+        root = if static then %(location "/", root: "#{dir}")
+               elsif fcgi then %(location "/", fastcgi: "unix:#{dir}/php.sock", script_filename: "#{dir}/echo.php")
+               else %(location "/" do "#{BODY.chomp}\\n" end)
+               end
         File.write("#{dir}/gw.rb", <<~RUBY)
           server listen: "127.0.0.1:#{port}", http2: true#{opts} do
             location "/pid" do Gateway.pid.to_s end
@@ -96,15 +107,21 @@ module GatewayBench
       when 'nginx'
         listen = if tls then "ssl http2; ssl_certificate #{certs}/site.pem; ssl_certificate_key #{certs}/site.key; " \
                              'ssl_protocols TLSv1.2 TLSv1.3'
-                 elsif h1 then '' # nginx's cleartext http2 port speaks only h2
+                 elsif workload.start_with?('h1') then '' # nginx's cleartext http2 port speaks only h2
                  else 'http2'
+                 end
+        answer = if static then "root #{dir};"
+                 elsif fcgi then "include /etc/nginx/fastcgi_params; fastcgi_param SCRIPT_FILENAME #{dir}/echo.php; " \
+                                 'fastcgi_keep_conn on; fastcgi_pass php;'
+                 else %(return 200 "#{BODY.chomp}\\n";)
                  end
         argv = Callgrind.nginx(dir, <<~NGINX)
           keepalive_requests 1000000; # its default (1000) ends each h2load connection half-way
           default_type text/plain;
           sendfile on; open_file_cache max=1000 inactive=60s;
+          #{fcgi ? "upstream php { server unix:#{dir}/php.sock; keepalive 16; }" : ''}
           server { listen 127.0.0.1:#{port} #{listen};
-                   location / { #{static ? "root #{dir};" : %(return 200 "#{BODY.chomp}\\n";)} } }
+                   location / { #{answer} } }
         NGINX
         [argv, static ? '/index.txt' : '/']
       when 'h2o'
@@ -160,7 +177,7 @@ module GatewayBench
     def load(workload, url, count)
       argv = case workload
              when 'tls' then ['ab', '-q', '-n', count.to_s, '-c', '10', url]
-             when 'h1static' then ['h2load', '--h1', '-c', '10', '-n', count.to_s, url]
+             when 'h1static', 'h1fastcgi' then ['h2load', '--h1', '-c', '10', '-n', count.to_s, url]
              else ['h2load', '-c', '10', '-m', '10', '-n', count.to_s, url]
              end
       out = IO.popen(argv, err: %i[child out], &:read)
@@ -173,7 +190,9 @@ module GatewayBench
     def measure(name, workload, certs)
       dir = Dir.mktmpdir("gw-h2instr-#{name}-")
       port = Util.free_port
-      argv, path = server(name, port, tls?(workload), static?(workload), workload == 'h1static', dir, certs)
+      # more children than the 10 connections the front keeps
+      fpm = Callgrind.php_fpm(dir, 12) if workload == 'h1fastcgi'
+      argv, path = server(name, port, workload, dir, certs)
       pid = Callgrind.spawn(argv, dir)
       body = wait_up(port, tls?(workload), name == 'gateway' ? '/pid' : nil)
       target = name == 'gateway' ? body.to_i : pid
@@ -185,9 +204,9 @@ module GatewayBench
       end
       ir.to_f / count
     ensure
-      if pid
-        Process.kill('TERM', pid) rescue nil
-        Process.wait(pid) rescue nil
+      [pid, fpm].compact.each do |p|
+        Process.kill('TERM', p) rescue nil
+        Process.wait(p) rescue nil
       end
       FileUtils.rm_rf(dir) if dir
     end
@@ -196,7 +215,8 @@ module GatewayBench
       label = { 'tls' => 'TLS handshake (ab, no keep-alive, P-256)', 'h2c' => 'h2c request (h2load -c10 -m10)',
                 'h2static' => 'h2c request, the same 22-byte file',
                 'h2tls' => 'h2 over TLS request (h2load -c10 -m10)',
-                'h1static' => 'HTTP/1.1 request, the same file (h2load --h1 -c10)' }
+                'h1static' => 'HTTP/1.1 request, the same file (h2load --h1 -c10)',
+                'h1fastcgi' => 'HTTP/1.1 request through FastCGI to php-fpm, unix socket (h2load --h1 -c10)' }
       peers = @servers - ['gateway']
       lines = ['| Ir per | ' + @servers.join(' | ') + ' | ' + peers.map { |p| "gateway/#{p}" }.join(' | ') + ' |',
                '|---|' + ('--:|' * (@servers.size + peers.size))]

@@ -35,7 +35,6 @@ module GatewayBench
   class Instructions
     WORKLOADS = %w[hello status proxy async].freeze
     PATHS = { 'regex' => '/regex/abc' }.freeze
-    PHP_FPM = '/usr/sbin/php-fpm8.2'
 
     def initialize(root: nil, env: ENV) # root: the same call as the other benches'
       @n = Integer(env.fetch('N', '2000'))
@@ -99,27 +98,6 @@ module GatewayBench
       raise "the gateway did not start on #{port}"
     end
 
-    # php-fpm for the fastcgi workload: its pid (stopped by measure).
-    def start_fpm(dir)
-      raise "#{PHP_FPM} is not installed (setup.sh installs php8.2-fpm)" unless File.executable?(PHP_FPM)
-      File.write("#{dir}/echo.php", "<?php echo \"hello from php\\n\";\n")
-      File.write("#{dir}/fpm.conf", <<~INI)
-        [global]
-        error_log = #{dir}/fpm.log
-        daemonize = no
-        [www]
-        #{Process.uid.zero? ? 'user = root' : ''}
-        listen = #{dir}/php.sock
-        pm = static
-        pm.max_children = 12
-      INI
-      argv = [PHP_FPM, '-F', '-n', '-y', "#{dir}/fpm.conf", '-p', dir]
-      argv << '-R' if Process.uid.zero?
-      pid = Process.spawn(*argv, out: "#{dir}/fpm.out", err: %i[child out], pgroup: true)
-      100.times { File.socket?("#{dir}/php.sock") ? break : sleep(0.1) }
-      pid
-    end
-
     # n requests over 10 kept connections. ab speaks HTTP/1.0, which cannot
     # keep a response of unknown length (php's echo: chunked in HTTP/1.1)
     # alive: the fastcgi workload is sent with h2load --h1, as wrk sends W6.
@@ -134,7 +112,7 @@ module GatewayBench
     def measure(bin, workload)
       dir = Dir.mktmpdir('gw-instr-')
       front, back = Util.free_port, Util.free_port
-      fpm = start_fpm(dir) if workload == 'fastcgi'
+      fpm = Callgrind.php_fpm(dir, 12) if workload == 'fastcgi'
       File.write("#{dir}/gw.rb", config(front, back, workload, dir))
       pid = Callgrind.spawn([bin, '-f', "#{dir}/gw.rb"], dir)
       worker = wait_up(front).to_i
