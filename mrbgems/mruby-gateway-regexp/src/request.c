@@ -1,7 +1,8 @@
 /* request.c - Gateway::Request#captures and #named_captures: the groups of
  * the regex location that took the request. Computed when asked for, by
  * matching the location's pattern on the path again: routing itself keeps
- * nothing but the location. */
+ * nothing but the location. And #_fastcgi_split (req.fastcgi_pass's
+ * split_path_info:), which hands the core a Regexp's compiled pattern. */
 #include <string.h>
 
 #include <mruby.h>
@@ -62,6 +63,16 @@ static mrb_value req_named_captures(mrb_state *mrb, mrb_value self)
   return h;
 }
 
+/* req._fastcgi_split(re), after req._fastcgi_pass: re (two groups, checked
+ * by request.rb) splits the path into SCRIPT_NAME and PATH_INFO. */
+static mrb_value req_fastcgi_split(mrb_state *mrb, mrb_value self)
+{
+  mrb_value re;
+  mrb_get_args(mrb, "o", &re);
+  gw_mrb_set_fastcgi_split(gw_mrb_request_ptr(mrb, self), gw_re_get(mrb, re)->re);
+  return mrb_nil_value();
+}
+
 void gw_re_init_request(mrb_state *mrb)
 {
   /* Defined the way mruby-gateway-request defines it (that gem comes later
@@ -71,4 +82,5 @@ void gw_re_init_request(mrb_state *mrb)
   MRB_SET_INSTANCE_TT(req, MRB_TT_DATA);
   mrb_define_method(mrb, req, "captures", req_captures, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "named_captures", req_named_captures, MRB_ARGS_NONE());
+  mrb_define_method(mrb, req, "_fastcgi_split", req_fastcgi_split, MRB_ARGS_REQ(1));
 }
