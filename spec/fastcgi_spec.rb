@@ -442,6 +442,15 @@ RSpec.describe 'fastcgi' do
       expect(php('/a.php').fetch('SCRIPT_NAME')).to eq('/a.php') # the worker serves on
     end
 
+    it 'an encoded ".php" is still the script\'s location (never the static one: no source served)' do
+      ['/a%2Ephp', '/a.ph%70/x', '/sub%2F..%2Fa.php'].each do |path|
+        r = http_get(@port, path)
+        expect(r.body).not_to include('<?php'), path
+      end
+      expect(php('/a%2Ephp').values_at('SCRIPT_NAME', 'SCRIPT_FILENAME')).to eq(['/a.php', "#{@root}/a.php"])
+      expect(php('/a.ph%70/x').values_at('SCRIPT_NAME', 'PATH_INFO')).to eq(['/a.php', '/x'])
+    end
+
     it 'req.fastcgi_pass(split_path_info:) from a handler; a pattern without two groups there is a 500' do
       p = php('/pass/sub/b.php/q')
       expect(p.values_at('SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO', 'DOCUMENT_URI')).to eq(['/sub/b.php', "#{@root}/sub/b.php", '/q', '/sub/b.php'])

@@ -13,23 +13,35 @@
 
 #include "gw_mruby.h"
 #include "re.h"
+#include "router.h"
 
-/* The location's match on the path: 1 with *ov and *pairs set, 0 when the
- * location is not a regex location (or no longer matches). */
-static int location_match(mrb_state *mrb, gw_request_t *r, const size_t **ov, int *pairs)
+/* The location's match on the path, as the router made it (router.h: the
+ * path as received, else its normalised form): 1 with *ov, *pairs and
+ * *subject (what the offsets are in) set, 0 when the location is not a regex
+ * location (or no longer matches). */
+static int location_match(mrb_state *mrb, gw_request_t *r, const size_t **ov, int *pairs, const char **subject)
 {
   const gw_location_t *l = r->location;
   if (l == NULL || l->regex == NULL) return 0;
+  *subject = r->target;
   int rc = gw_regex_exec(l->regex, r->target, r->path_len, 0, 0, ov);
+  if (rc == 0) {
+    mrb_value norm = mrb_str_new_capa(mrb, (size_t)r->path_len + 2); /* the GC owns it: no leak on a raise */
+    ssize_t n = gw_router_normalised(r->target, r->path_len, RSTRING_PTR(norm), (size_t)r->path_len + 2);
+    if (n >= 0) {
+      *subject = RSTRING_PTR(norm);
+      rc = gw_regex_exec(l->regex, *subject, (size_t)n, 0, 0, ov);
+    }
+  }
   if (rc < 0) mrb_raisef(mrb, gw_re_error_class(mrb), "%s: location %s", gw_regex_last_error(), l->path);
   *pairs = gw_regex_groups(l->regex) + 1;
   return rc;
 }
 
-static mrb_value group(mrb_state *mrb, gw_request_t *r, const size_t *ov, int g)
+static mrb_value group(mrb_state *mrb, const char *subject, const size_t *ov, int g)
 {
   if (ov[2 * g] == GW_RE_UNSET) return mrb_nil_value();
-  return mrb_str_new(mrb, r->target + ov[2 * g], (mrb_int)(ov[2 * g + 1] - ov[2 * g]));
+  return mrb_str_new(mrb, subject + ov[2 * g], (mrb_int)(ov[2 * g + 1] - ov[2 * g]));
 }
 
 /* Array of Strings (nil for a group that did not take part); [] elsewhere. */
@@ -37,10 +49,11 @@ static mrb_value req_captures(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = gw_mrb_request_ptr(mrb, self);
   const size_t *ov;
+  const char *subject;
   int pairs;
   mrb_value a = mrb_ary_new(mrb);
-  if (!location_match(mrb, r, &ov, &pairs)) return a;
-  for (int g = 1; g < pairs; g++) mrb_ary_push(mrb, a, group(mrb, r, ov, g));
+  if (!location_match(mrb, r, &ov, &pairs, &subject)) return a;
+  for (int g = 1; g < pairs; g++) mrb_ary_push(mrb, a, group(mrb, subject, ov, g));
   return a;
 }
 
@@ -49,16 +62,17 @@ static mrb_value req_named_captures(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = gw_mrb_request_ptr(mrb, self);
   const size_t *ov;
+  const char *subject;
   int pairs;
   mrb_value h = mrb_hash_new(mrb);
-  if (!location_match(mrb, r, &ov, &pairs)) return h;
+  if (!location_match(mrb, r, &ov, &pairs, &subject)) return h;
   const gw_regex_t *re = r->location->regex;
   int n = gw_regex_name_count(re);
   for (int i = 0; i < n; i++) {
     int g;
     const char *name = gw_regex_name_at(re, i, &g);
     int best = gw_re_name_group(re, ov, pairs, name, strlen(name));
-    mrb_hash_set(mrb, h, mrb_str_new_cstr(mrb, name), group(mrb, r, ov, best));
+    mrb_hash_set(mrb, h, mrb_str_new_cstr(mrb, name), group(mrb, subject, ov, best));
   }
   return h;
 }
