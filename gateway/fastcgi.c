@@ -517,10 +517,11 @@ static int split_path(fcgi_op_t *op, const gw_request_t *req, const gw_regex_t *
   if (rc < 0)
     gw_log_warn("fastcgi %s %.*s: split_path_info: %s; the whole path is the script", req->method, (int)req->path_len,
                 req->target, gw_regex_last_error());
-  if (rc == 1 && ov[2] != GW_RE_UNSET) {
+  int groups = gw_regex_groups(re); /* two, as the config and fastcgi_pass check */
+  if (rc == 1 && groups >= 1 && ov[2] != GW_RE_UNSET) {
     op->script_off = ov[2];
     op->script_len = ov[3] - ov[2];
-    if (ov[4] != GW_RE_UNSET) {
+    if (groups >= 2 && ov[4] != GW_RE_UNSET) {
       op->info_off = ov[4];
       op->info_len = ov[5] - ov[4];
     }

@@ -83,7 +83,9 @@ static mrb_value req_fastcgi_split(mrb_state *mrb, mrb_value self)
 {
   mrb_value re;
   mrb_get_args(mrb, "o", &re);
-  gw_mrb_set_fastcgi_split(gw_mrb_request_ptr(mrb, self), gw_re_get(mrb, re)->re);
+  gw_regex_t *split = gw_re_get(mrb, re)->re;
+  if (gw_regex_groups(split) != 2) mrb_raise(mrb, E_ARGUMENT_ERROR, "fastcgi_pass: split_path_info: needs two groups");
+  gw_mrb_set_fastcgi_split(gw_mrb_request_ptr(mrb, self), split);
   return mrb_nil_value();
 }
 
