@@ -70,7 +70,9 @@ static void *need(mrb_state *mrb, void *p)
   return p;
 }
 
-/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename: -- */
+/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
+
+static gw_regex_t *compile_regexp(mrb_state *mrb, mrb_value re, const char *path);
 
 /* The protocol of upstream group `name` as the DSL holds it (nil: none). */
 static mrb_value group_protocol(mrb_state *mrb, const char *name)
@@ -93,14 +95,21 @@ static gw_handler_t *fastcgi_handler(mrb_state *mrb, mrb_value loc, const char *
   mrb_value params = iv(mrb, loc, "@params");
   mrb_value keys = mrb_hash_p(params) ? mrb_hash_keys(mrb, params) : mrb_ary_new(mrb);
   size_t n = (size_t)RARRAY_LEN(keys);
-  const char **pairs = need(mrb, calloc(2 * n + 1, sizeof(char *)));
+  mrb_value sf = iv(mrb, loc, "@script_filename");
+  mrb_value split_re = iv(mrb, loc, "@split_path_info"); /* a Regexp of two groups (the DSL checked) */
+  gw_regex_t *split = mrb_nil_p(split_re) ? NULL : compile_regexp(mrb, split_re, path);
+  const char **pairs = calloc(2 * n + 1, sizeof(char *));
+  if (pairs == NULL) {
+    gw_regex_unref(split);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
   for (size_t i = 0; i < n; i++) {
     mrb_value k = mrb_ary_ref(mrb, keys, (mrb_int)i);
     pairs[2 * i] = mrb_string_cstr(mrb, k); /* the DSL checked: Strings without NUL */
     pairs[2 * i + 1] = mrb_string_cstr(mrb, mrb_hash_get(mrb, params, k));
   }
-  mrb_value sf = iv(mrb, loc, "@script_filename");
-  gw_handler_t *h = gw_fastcgi_handler_new(t, mrb_string_p(sf) ? mrb_string_cstr(mrb, sf) : NULL, pairs, n);
+  gw_handler_t *h = gw_fastcgi_handler_new(t, mrb_string_p(sf) ? mrb_string_cstr(mrb, sf) : NULL, split, pairs, n);
+  gw_regex_unref(split); /* the handler holds its own reference */
   free(pairs);
   return need(mrb, h);
 }
@@ -232,18 +241,24 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
   }
 }
 
-/* A regex location: the DSL compiled its Regexp (errors are reported with
- * the config's line there); the core compiles the same source and options. */
+/* A Regexp of the config: the DSL compiled it (errors are reported with the
+ * config's line there); the core compiles the same source and options. */
+static gw_regex_t *compile_regexp(mrb_state *mrb, mrb_value re, const char *path)
+{
+  mrb_value src = mrb_funcall(mrb, re, "source", 0);
+  int opts = (int)mrb_integer(mrb_funcall(mrb, re, "options", 0));
+  char err[256];
+  gw_regex_t *out = gw_regex_new(RSTRING_PTR(src), (size_t)RSTRING_LEN(src), opts, err, sizeof(err));
+  if (out == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", path, err);
+  return out;
+}
+
+/* A regex location's pattern. */
 static void read_regex(mrb_state *mrb, mrb_value loc, gw_location_t *l)
 {
   l->no_regex = mrb_test(iv(mrb, loc, "@no_regex"));
   mrb_value re = iv(mrb, loc, "@regex");
-  if (mrb_nil_p(re)) return;
-  mrb_value src = mrb_funcall(mrb, re, "source", 0);
-  int opts = (int)mrb_integer(mrb_funcall(mrb, re, "options", 0));
-  char err[256];
-  l->regex = gw_regex_new(RSTRING_PTR(src), (size_t)RSTRING_LEN(src), opts, err, sizeof(err));
-  if (l->regex == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", l->path, err);
+  if (!mrb_nil_p(re)) l->regex = compile_regexp(mrb, re, l->path);
 }
 
 static int dsl_call_line(const char *path, int line, const char *method);

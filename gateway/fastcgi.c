@@ -27,6 +27,7 @@
 #include "fcgi_client.h"
 #include "head_filter.h"
 #include "log.h"
+#include "static_http.h"
 #include "stats.h"
 #include "str.h"
 
@@ -37,6 +38,7 @@ typedef struct fastcgi_handler_s {
   gw_handler_t super;
   char *target;             /* owned: group name, "unix:/path" or "IP:port" */
   char *script_filename;    /* owned, or NULL */
+  gw_regex_t *split;        /* split_path_info: a reference of ours, or NULL */
   char **params;            /* owned: 2 * nparams strings, name then value */
   size_t nparams;
 } fastcgi_handler_t;
@@ -53,6 +55,9 @@ typedef struct {
   char label[128];
   const struct fastcgi_handler_s *h; /* the location's (its params), or NULL */
   char *script;             /* owned SCRIPT_FILENAME, or NULL */
+  char *uri;                /* split_path_info: the decoded path (owned), or NULL: the path as received */
+  size_t script_off, script_len; /* the script's part of uri (SCRIPT_NAME) */
+  size_t info_off, info_len;     /* PATH_INFO's part of uri; info_len 0: none */
   gw_buf_t params;          /* encoded name-value pairs */
   struct evbuffer *gathered;/* a chunked request body gathered whole (owned), or NULL */
   int streaming;            /* the head went to the client */
@@ -119,14 +124,26 @@ static const char *user_param(const fastcgi_handler_t *h, const char *name)
   return NULL;
 }
 
+/* root + part, as one param (nginx's $document_root$fastcgi_script_name). */
+static void add_rooted(gw_buf_t *b, const char *name, const char *root, const char *part, size_t len)
+{
+  gw_buf_t s = GW_BUF_INIT;
+  if (root) gw_buf_append(&s, root, strlen(root));
+  gw_buf_append(&s, part, len);
+  add_pair(b, name, strlen(name), s.data ? s.data : "", s.len);
+  gw_buf_dispose(&s);
+}
+
 /* The params of nginx's fastcgi_params, then every request header as
- * HTTP_NAME (Proxy dropped: httpoxy), then the location's own. */
-static void build_params(gw_buf_t *b, const gw_request_t *req, const fastcgi_handler_t *h, const char *script,
-                         long long content_length)
+ * HTTP_NAME (Proxy dropped: httpoxy), then the location's own. The script's
+ * path is the one split_path_info: left (op->uri), else the path as received. */
+static void build_params(gw_buf_t *b, const gw_request_t *req, const fcgi_op_t *op, long long content_length)
 {
   char num[32];
-  const char *path = req->target;
-  size_t plen = req->path_len;
+  const fastcgi_handler_t *h = op->h;
+  const char *script = op->script;
+  const char *path = op->uri ? op->uri + op->script_off : req->target;
+  size_t plen = op->uri ? op->script_len : req->path_len;
   size_t qlen = gw_request_query_len(req);
   const char *query = qlen ? req->target + req->path_len + 1 : "";
   add_std_s(b, h, "GATEWAY_INTERFACE", "CGI/1.1");
@@ -138,16 +155,15 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fastcgi_han
   add_std(b, h, "SCRIPT_NAME", path, plen);
   const char *root = user_param(h, "DOCUMENT_ROOT");
   if (script == NULL) script = user_param(h, "SCRIPT_FILENAME");
-  if (script) {
+  if (script)
     add_pair(b, "SCRIPT_FILENAME", 15, script, strlen(script));
-  } else { /* $document_root$fastcgi_script_name */
-    gw_buf_t s = GW_BUF_INIT;
-    if (root) gw_buf_append(&s, root, strlen(root));
-    gw_buf_append(&s, path, plen);
-    add_pair(b, "SCRIPT_FILENAME", 15, s.data ? s.data : "", s.len);
-    gw_buf_dispose(&s);
-  }
+  else
+    add_rooted(b, "SCRIPT_FILENAME", root, path, plen);
   add_std_s(b, h, "DOCUMENT_ROOT", root ? root : "");
+  if (op->info_len) { /* nginx's snippets/fastcgi-php.conf sends PATH_INFO; PATH_TRANSLATED as RFC 3875 4.1.6 */
+    add_std(b, h, "PATH_INFO", op->uri + op->info_off, op->info_len);
+    if (!user_has(h, "PATH_TRANSLATED")) add_rooted(b, "PATH_TRANSLATED", root, op->uri + op->info_off, op->info_len);
+  }
   add_std_s(b, h, "SERVER_PROTOCOL", req->http_minor ? "HTTP/1.1" : "HTTP/1.0");
   add_std_s(b, h, "REMOTE_ADDR", req->remote_addr ? req->remote_addr : "");
   add_std_s(b, h, "REMOTE_PORT", gw_uint_cstr(num, sizeof(num), (unsigned)req->remote_port));
@@ -204,6 +220,7 @@ static void op_free(fcgi_op_t *op)
   }
   if (op->gathered) evbuffer_free(op->gathered);
   free(op->script);
+  free(op->uri);
   gw_buf_dispose(&op->params);
   free(op);
 }
@@ -457,7 +474,7 @@ static void start_op(fcgi_op_t *op)
                    : req->body_streaming ? req->body_length
                                          : (long long)evbuffer_get_length(req->body);
   gw_buf_reserve(&op->params, 1024); /* the usual params in one block, not doubled into */
-  build_params(&op->params, req, op->h, op->script, clen);
+  build_params(&op->params, req, op, clen);
   if (req->body_streaming && !op->gathered) {
     req->on_body_more = on_stream_more;
     req->body_arg = op;
@@ -482,7 +499,38 @@ static void on_gather_more(gw_request_t *req)
   start_op(op);
 }
 
-static void start(gw_request_t *req, const char *target, const fastcgi_handler_t *h, const char *script)
+/* split_path_info: the path percent-decoded and normalised (nginx's $uri)
+ * into op->uri, then split by the pattern's two groups into the script and
+ * PATH_INFO; without a match (or without group 2) the whole path is the
+ * script, as nginx. Returns 0, -1 out of memory, -2 for a path that does
+ * not decode (a bad %XX, %00, %2F, a ".." above the root: 400). */
+static int split_path(fcgi_op_t *op, const gw_request_t *req, const gw_regex_t *re)
+{
+  size_t cap = req->path_len + 2;
+  if ((op->uri = malloc(cap)) == NULL) return -1;
+  ssize_t n = gw_static_path_decode(req->target, req->path_len, op->uri, cap);
+  if (n < 0) return -2;
+  op->script_off = 0;
+  op->script_len = (size_t)n;
+  const size_t *ov;
+  int rc = gw_regex_exec(re, op->uri, (size_t)n, 0, 0, &ov);
+  if (rc < 0)
+    gw_log_warn("fastcgi %s %.*s: split_path_info: %s; the whole path is the script", req->method, (int)req->path_len,
+                req->target, gw_regex_last_error());
+  int groups = gw_regex_groups(re); /* two, as the config and fastcgi_pass check */
+  if (rc == 1 && groups >= 1 && ov[2] != GW_RE_UNSET) {
+    op->script_off = ov[2];
+    op->script_len = ov[3] - ov[2];
+    if (groups >= 2 && ov[4] != GW_RE_UNSET) {
+      op->info_off = ov[4];
+      op->info_len = ov[5] - ov[4];
+    }
+  }
+  return 0;
+}
+
+static void start(gw_request_t *req, const char *target, const fastcgi_handler_t *h, const char *script,
+                  const gw_regex_t *split)
 {
   fcgi_op_t *op = calloc(1, sizeof(*op));
   if (op == NULL) {
@@ -498,6 +546,12 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
   if (script && (op->script = strdup(script)) == NULL) {
     op_free(op);
     fail_now(req, 500);
+    return;
+  }
+  int split_rc = split ? split_path(op, req, split) : 0;
+  if (split_rc < 0) {
+    op_free(op);
+    fail_now(req, split_rc == -2 ? 400 : 500);
     return;
   }
   if (op->addrlen) {
@@ -536,7 +590,7 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
   start_op(op);
 }
 
-void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_filename)
+void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_filename, const gw_regex_t *split)
 {
   const fastcgi_handler_t *h = NULL;
   if (req->location && req->location->handler && strcmp(req->location->handler->name, "fastcgi") == 0)
@@ -546,7 +600,8 @@ void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_
     fail_now(req, 502);
     return;
   }
-  start(req, target, h, script_filename ? script_filename : h ? h->script_filename : NULL);
+  start(req, target, h, script_filename ? script_filename : h ? h->script_filename : NULL,
+        split ? split : h ? h->split : NULL);
 }
 
 /* ---- the location handler ---- */
@@ -554,7 +609,7 @@ void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   fastcgi_handler_t *h = (fastcgi_handler_t *)self;
-  start(req, h->target, h, h->script_filename);
+  start(req, h->target, h, h->script_filename, h->split);
 }
 
 static void dispose(gw_handler_t *self)
@@ -562,19 +617,21 @@ static void dispose(gw_handler_t *self)
   fastcgi_handler_t *h = (fastcgi_handler_t *)self;
   free(h->target);
   free(h->script_filename);
+  gw_regex_unref(h->split);
   for (size_t i = 0; h->params && i < 2 * h->nparams; i++) free(h->params[i]);
   free(h->params);
   free(h);
 }
 
-gw_handler_t *gw_fastcgi_handler_new(const char *target, const char *script_filename, const char *const *params,
-                                     size_t nparams)
+gw_handler_t *gw_fastcgi_handler_new(const char *target, const char *script_filename, gw_regex_t *split,
+                                     const char *const *params, size_t nparams)
 {
   if (gw_fastcgi_target_ok(target) < 0) return NULL;
   fastcgi_handler_t *h = calloc(1, sizeof(*h));
   if (h == NULL) return NULL;
   h->super = (gw_handler_t){.name = "fastcgi", .on_req = on_req, .dispose = dispose};
   h->target = strdup(target);
+  h->split = split ? gw_regex_ref(split) : NULL;
   int oom = h->target == NULL;
   if (script_filename && !oom) oom = (h->script_filename = strdup(script_filename)) == NULL;
   if (nparams && !oom) {

@@ -141,6 +141,9 @@ void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, c
 /* req.fastcgi_pass(target, script_filename:): the FastCGI server answers req
  * once the handler returns (copied; script_filename may be NULL). */
 void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *target, const char *script_filename);
+/* Its split_path_info: (the Regexp gem's, a pattern of two groups), after
+ * gw_mrb_set_fastcgi_pass: referenced until the request ends. */
+void gw_mrb_set_fastcgi_split(gw_request_t *req, struct gw_regex_s *split);
 /* req.send_file(path): the file answers req once the handler returns
  * (static.c: relative to the location's root, or absolute; path copied). */
 void gw_mrb_set_send_file(mrb_state *mrb, gw_request_t *req, const char *path, size_t len);

@@ -47,6 +47,7 @@
 #include "mruby_handler.h"
 #include "fastcgi.h"
 #include "proxy.h"
+#include "regex.h"
 #include "static.h"
 
 /* What a fiber runs. */
@@ -103,6 +104,7 @@ typedef struct script_s {
   char *proxy_url;          /* owned: req.proxy_pass(url) from the handler, or NULL */
   char *proxy_key;          /* owned: its hash_key: (fastcgi: its script_filename:), or NULL */
   int proxy_fastcgi;        /* proxy_url is req.fastcgi_pass's target */
+  gw_regex_t *fastcgi_split; /* its split_path_info: (a reference of ours), or NULL */
   char *send_path;          /* owned: req.send_file(path) from the handler, or NULL */
   size_t send_len;
   struct script_s *next_spare;
@@ -256,6 +258,7 @@ static void script_release(gw_req_state_t *state)
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
+  gw_regex_unref(s->fastcgi_split);
   free(s->send_path);
   if (rt.nspare < SPARE_SCRIPTS) {
     s->next_spare = rt.spare;
@@ -353,7 +356,7 @@ static void complete(script_t *s, mrb_value result)
     gw_request_simple_response(req, 500, NULL);
   } else if (s->proxy_url) { /* req.proxy_pass(url): the upstream answers */
     drop_fiber(s);
-    if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key);
+    if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key, s->fastcgi_split);
     else gw_proxy_start(req, s->proxy_url, s->proxy_key);
     return;
   } else if (s->send_path) { /* req.send_file(path): the file answers (static.c) */
@@ -735,12 +738,22 @@ void gw_mrb_set_proxy_pass(mrb_state *mrb, gw_request_t *req, const char *url, c
   s->proxy_url = u;
   s->proxy_key = k;
   s->proxy_fastcgi = 0;
+  gw_regex_unref(s->fastcgi_split);
+  s->fastcgi_split = NULL;
 }
 
 void gw_mrb_set_fastcgi_pass(mrb_state *mrb, gw_request_t *req, const char *target, const char *script_filename)
 {
   gw_mrb_set_proxy_pass(mrb, req, target, script_filename);
   script_of(req)->proxy_fastcgi = 1;
+}
+
+void gw_mrb_set_fastcgi_split(gw_request_t *req, gw_regex_t *split)
+{
+  script_t *s = script_of(req);
+  if (s == NULL || !s->proxy_fastcgi) return;
+  gw_regex_unref(s->fastcgi_split);
+  s->fastcgi_split = gw_regex_ref(split);
 }
 
 void gw_mrb_set_send_file(mrb_state *mrb, gw_request_t *req, const char *path, size_t len)

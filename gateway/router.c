@@ -3,12 +3,16 @@
  * locations in config order. A match is one scan: an exact hit wins at once;
  * the first (longest) prefix hit is remembered and, unless it is "^~" or
  * there are no regex locations, returned; else the regex locations are
- * tried in order and the first that matches wins, or the remembered prefix. */
+ * tried in order and the first that matches wins, or the remembered prefix.
+ * A pattern is tried on the path as received, then on its normalised form
+ * (percent-decoded: nginx matches its $uri), so that an encoding cannot hide
+ * a `\.php$` from its location and send the script to a static one. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "regex.h"
 #include "router.h"
+#include "static_http.h"
 
 static int cmp_location(const void *a, const void *b)
 {
@@ -25,6 +29,37 @@ void gw_router_sort(gw_location_t *locs, size_t n)
   qsort(locs, n, sizeof(*locs), cmp_location);
 }
 
+ssize_t gw_router_normalised(const char *path, size_t len, char *out, size_t cap)
+{
+  int may_differ = memchr(path, '%', len) != NULL;
+  for (size_t i = 0; !may_differ && i + 1 < len; i++)
+    may_differ = path[i] == '/' && (path[i + 1] == '/' || path[i + 1] == '.');
+  return may_differ ? gw_static_path_decode(path, len, out, cap) : -1;
+}
+
+/* The regex step: the first regex location (from index i on) whose pattern
+ * matches the path as received or, failing that, its normalised form. */
+static const gw_location_t *match_regex(const gw_server_t *server, size_t i, const char *path, size_t len)
+{
+  char local[512];
+  char *norm = len + 2 <= sizeof(local) ? local : malloc(len + 2);
+  ssize_t nlen = -2; /* not made yet */
+  const gw_location_t *hit = NULL;
+  for (; i < server->nlocations && hit == NULL; i++) {
+    const gw_location_t *l = &server->locations[i];
+    if (l->regex == NULL) continue;
+    /* a match that fails (match limit) counts as no match */
+    if (gw_regex_test(l->regex, path, len) == 1) {
+      hit = l;
+      break;
+    }
+    if (nlen == -2) nlen = norm ? gw_router_normalised(path, len, norm, len + 2) : -1;
+    if (nlen >= 0 && gw_regex_test(l->regex, norm, (size_t)nlen) == 1) hit = l;
+  }
+  if (norm != local) free(norm);
+  return hit;
+}
+
 const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len)
 {
   const gw_location_t *prefix = NULL;
@@ -32,8 +67,8 @@ const gw_location_t *gw_router_match(const gw_server_t *server, const char *path
   for (size_t i = 0; i < n; i++) {
     const gw_location_t *l = &server->locations[i];
     if (l->regex) {
-      /* a match that fails (match limit) counts as no match */
-      if (gw_regex_test(l->regex, path, len) == 1) return l;
+      const gw_location_t *hit = match_regex(server, i, path, len);
+      return hit ? hit : prefix;
     } else if (prefix) {
       continue; /* a shorter prefix: only the regex locations are left to try */
     } else if (l->exact) {

@@ -2,6 +2,8 @@
 #ifndef GW_ROUTER_H
 #define GW_ROUTER_H
 
+#include <sys/types.h>
+
 #include "config.h"
 
 /* Orders locations for matching: exact ones first, then prefixes, longest
@@ -12,7 +14,15 @@ void gw_router_sort(gw_location_t *locs, size_t n);
  * location is "^~", the first regex location (in config order) whose pattern
  * matches path; else the longest prefix location; else NULL. Plain byte
  * prefixes, as nginx does: "/api" matches "/api/x" and "/apix". Patterns see
- * the path as received (not percent-decoded, no query). */
+ * the path as received (not percent-decoded, no query) and, when that does
+ * not match, its normalised form (gw_router_normalised): "/a%2Ephp" is taken
+ * by `\.php$` as nginx would, not left to a static location. */
 const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len);
+
+/* path percent-decoded once and normalised (nginx's $uri; static_http.h)
+ * into out (cap >= len + 2), when it may differ from path (it holds a '%',
+ * "//" or "/."): its length. -1 when it cannot differ or does not decode
+ * (a bad %XX, %00, %2F, ".." above the root). */
+ssize_t gw_router_normalised(const char *path, size_t len, char *out, size_t cap);
 
 #endif

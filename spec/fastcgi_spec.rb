@@ -324,6 +324,160 @@ RSpec.describe 'fastcgi' do
   end
 
   # ---------------------------------------------------------------------------
+  # nginx's `location ~ [^/]\.php(/|$) { include snippets/fastcgi-php.conf; ... }`
+  # (fastcgi_split_path_info ^(.+?\.php)(/.*)$) as a regex location with
+  # split_path_info:, a static location beside it; php-fpm says what it got,
+  # and the same requests go through nginx with Debian's snippet.
+  describe 'split_path_info: and a \.php$ regex location (php8.2-fpm; nginx with snippets/fastcgi-php.conf beside)' do
+    SPLIT_KEYS = %w[SCRIPT_NAME SCRIPT_FILENAME PATH_INFO PATH_TRANSLATED DOCUMENT_URI REQUEST_URI PHP_SELF].freeze
+    NGINX = `sh -c 'command -v nginx'`.strip
+
+    before(:each) do
+      skip "#{PHP_FPM} is not installed (setup.sh installs php8.2-fpm)" unless File.executable?(PHP_FPM)
+      @root = File.join(spec_dir, 'docroot')
+      FileUtils.mkdir_p(File.join(@root, 'sub'))
+      show = '<?php header("Content-Type: application/json"); $o = []; ' \
+             "foreach (#{SPLIT_KEYS.inspect} as $k) $o[$k] = $_SERVER[$k] ?? null; echo json_encode($o);"
+      ['a.php', 'sub/b.php', 'sp ace.php'].each { |n| File.write(File.join(@root, n), show) }
+      File.write(File.join(@root, 'x.txt'), "plain text\n")
+      @fpm = PhpFpm.new(spec_dir, free_port)
+      gateway_with(<<~LOC)
+        location %r{[^/]\\.php(/|$)}, fastcgi: "unix:#{@fpm.sock}", split_path_info: %r{^(.+?\\.php)(/.*)$},
+                 params: { "DOCUMENT_ROOT" => "#{@root}" }
+        location "^~ /pass/" do |req|
+          req.fastcgi_pass("unix:#{@fpm.sock}", script_filename: "#{@root}/sub/b.php", split_path_info: %r{^/pass(/.+?\\.php)(/.*)$})
+        end
+        location "^~ /onegroup/" do |req| req.fastcgi_pass("unix:#{@fpm.sock}", split_path_info: %r{^(.+\\.php)}) end
+        location "/", root: "#{@root}"
+      LOC
+    end
+
+    after(:each) { stop_nginx }
+
+    def php(path)
+      r = http_get(@port, path)
+      expect([r.status, r['content-type']]).to eq([200, 'application/json']), "#{path}: #{r.status} #{r.body}"
+      JSON.parse(r.body)
+    end
+
+    # An nginx on a free port with Debian's snippet in front of the same
+    # php-fpm pool and docroot; its fastcgi.conf is copied into its prefix,
+    # where the snippet's `include fastcgi.conf` looks.
+    def start_nginx
+      dir = File.join(spec_dir, 'nginx')
+      %w[tmp logs].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
+      FileUtils.cp('/etc/nginx/fastcgi.conf', dir)
+      @nginx_port = free_port
+      File.write(File.join(dir, 'nginx.conf'), <<~NGINX)
+        daemon off;
+        master_process off;
+        worker_processes 1;
+        pid #{dir}/nginx.pid;
+        error_log #{dir}/logs/error.log warn;
+        events { worker_connections 64; }
+        http {
+          access_log off;
+          client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
+          uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
+          server {
+            listen 127.0.0.1:#{@nginx_port};
+            root #{@root};
+            location / { }
+            location ~ [^/]\\.php(/|$) {
+              include /etc/nginx/snippets/fastcgi-php.conf;
+              fastcgi_pass unix:#{@fpm.sock};
+            }
+          }
+        }
+      NGINX
+      @nginx = Process.spawn(NGINX, '-p', dir, '-e', "#{dir}/logs/error.log", '-c', File.join(dir, 'nginx.conf'),
+                             in: File::NULL, out: File.join(dir, 'nginx.out'), err: [:child, :out], pgroup: true)
+      poll('nginx to listen', timeout: 10) do
+        raise "nginx exited: #{File.read(File.join(dir, 'nginx.out')) rescue ''}" if Process.waitpid(@nginx, Process::WNOHANG)
+        (TCPSocket.new('127.0.0.1', @nginx_port).close || true) rescue false
+      end
+    end
+
+    def stop_nginx
+      return unless @nginx
+      Process.kill('TERM', @nginx)
+      Process.waitpid(@nginx)
+    rescue Errno::ESRCH, Errno::ECHILD
+      nil
+    end
+
+    it 'splits the script from PATH_INFO: SCRIPT_NAME, SCRIPT_FILENAME, DOCUMENT_URI, PATH_INFO, PATH_TRANSLATED' do
+      a = php('/a.php')
+      expect(a.values_at(*SPLIT_KEYS)).to eq(['/a.php', "#{@root}/a.php", nil, nil, '/a.php', '/a.php', '/a.php'])
+      b = php('/sub/b.php')
+      expect(b.values_at(*SPLIT_KEYS)).to eq(['/sub/b.php', "#{@root}/sub/b.php", nil, nil, '/sub/b.php', '/sub/b.php', '/sub/b.php'])
+      e = php('/a.php/extra/path?x=1')
+      expect(e.values_at(*SPLIT_KEYS)).to eq(['/a.php', "#{@root}/a.php", '/extra/path', "#{@root}/extra/path", '/a.php',
+                                              '/a.php/extra/path?x=1', '/a.php/extra/path'])
+      s = php('/sub/b.php/')
+      expect(s.values_at('SCRIPT_NAME', 'PATH_INFO')).to eq(['/sub/b.php', '/'])
+    end
+
+    it 'everything else is the static location; a missing script is php-fpm\'s 404' do
+      x = http_get(@port, '/x.txt')
+      expect([x.status, x.body]).to eq([200, "plain text\n"])
+      expect(http_get(@port, '/a.php.txt').status).to eq(404) # not a script, not a file
+      n = http_get(@port, '/nope.php')
+      expect([n.status, n.body]).to eq([404, "File not found.\n"])
+      poll('php-fpm\'s stderr in the log') { @gw.log.include?('Primary script unknown') }
+      expect(http_get(@port, '/nope.php/more').status).to eq(404)
+    end
+
+    it 'splits the percent-decoded, normalised path (nginx\'s $uri); REQUEST_URI stays as sent; a bad one is 400' do
+      e = php('/sub/%62.php/p%20q%3Fr')
+      expect(e.values_at(*SPLIT_KEYS)).to eq(['/sub/b.php', "#{@root}/sub/b.php", '/p q?r', "#{@root}/p q?r", '/sub/b.php',
+                                              '/sub/%62.php/p%20q%3Fr', '/sub/b.php/p q?r'])
+      sp = php('/sp%20ace.php/x')
+      expect(sp.values_at('SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO')).to eq(['/sp ace.php', "#{@root}/sp ace.php", '/x'])
+      dots = php('/sub//b.php/../b.php/./z')
+      expect(dots.values_at('SCRIPT_NAME', 'PATH_INFO')).to eq(['/sub/b.php', '/z'])
+      ['/a.php/%zz', '/a.php/%2F', '/a.php/%00', '/a.php/../../etc/x.php'].each do |bad|
+        expect(http_get(@port, bad).status).to eq(400), bad
+      end
+      expect(php('/a.php').fetch('SCRIPT_NAME')).to eq('/a.php') # the worker serves on
+    end
+
+    it 'an encoded ".php" is still the script\'s location (never the static one: no source served)' do
+      ['/a%2Ephp', '/a.ph%70/x', '/sub%2F..%2Fa.php'].each do |path|
+        r = http_get(@port, path)
+        expect(r.body).not_to include('<?php'), path
+      end
+      expect(php('/a%2Ephp').values_at('SCRIPT_NAME', 'SCRIPT_FILENAME')).to eq(['/a.php', "#{@root}/a.php"])
+      expect(php('/a.ph%70/x').values_at('SCRIPT_NAME', 'PATH_INFO')).to eq(['/a.php', '/x'])
+    end
+
+    it 'req.fastcgi_pass(split_path_info:) from a handler; a pattern without two groups there is a 500' do
+      p = php('/pass/sub/b.php/q')
+      expect(p.values_at('SCRIPT_NAME', 'SCRIPT_FILENAME', 'PATH_INFO', 'DOCUMENT_URI')).to eq(['/sub/b.php', "#{@root}/sub/b.php", '/q', '/sub/b.php'])
+      expect(http_get(@port, '/onegroup/a.php').status).to eq(500)
+      poll('the ArgumentError in the log') { @gw.log.include?('split_path_info: must be a Regexp with two groups') }
+    end
+
+    it 'php sees what nginx with snippets/fastcgi-php.conf sends (PATH_INFO only when not empty; PATH_TRANSLATED besides)' do
+      skip 'nginx is not installed' if NGINX.empty? || !File.exist?('/etc/nginx/snippets/fastcgi-php.conf')
+      start_nginx
+      ['/a.php', '/sub/b.php', '/a.php/extra/path?x=1', '/sub/%62.php/p%20q', '/sp%20ace.php/x', '/a.php/',
+       '/sub//b.php/../b.php/z'].each do |path|
+        r = http_get(@nginx_port, path)
+        expect(r.status).to eq(200), "nginx #{path}: #{r.status} #{r.body}"
+        theirs = JSON.parse(r.body)
+        ours = php(path)
+        # nginx sends PATH_INFO "" for none (fastcgi_param without if_not_empty)
+        # and no PATH_TRANSLATED; the gateway omits the one and adds the other.
+        expect(theirs['PATH_TRANSLATED']).to be_nil
+        expect(ours['PATH_TRANSLATED']).to eq(ours['PATH_INFO'] && "#{@root}#{ours['PATH_INFO']}")
+        expect(ours.merge('PATH_TRANSLATED' => nil, 'PATH_INFO' => ours['PATH_INFO'].to_s)).to eq(theirs), path
+      end
+      expect(http_get(@nginx_port, '/x.txt').body).to eq(http_get(@port, '/x.txt').body)
+    end
+  end
+
+  # ---------------------------------------------------------------------------
   describe 'a scripted FastCGI responder' do
     def hello = FakeFcgi.answer("Content-Type: text/plain\r\n\r\nhi")
 
@@ -570,6 +724,27 @@ RSpec.describe 'fastcgi' do
       expect([st, out]).to match([1, /#{Regexp.escape(path)}:3: .*not a FastCGI group/])
       st, out, = check_config(%(server listen: #{free_port} do\n  location "/a", fastcgi: "nope"\nend\n))
       expect([st, out]).to match([1, /not an upstream with protocol: :fastcgi/])
+    end
+
+    it 'split_path_info: a Regexp (or its source) of two groups on a fastcgi: location, else FILE:LINE' do
+      listen = free_port
+      st, out, path = check_config(<<~RUBY)
+        server listen: #{listen} do
+          location "/", root: "/tmp"
+          location %r{\\.php$}, fastcgi: "127.0.0.1:9000",
+                   split_path_info: %r{^(.+\\.php)}
+        end
+      RUBY
+      expect([st, out]).to match([1, /#{Regexp.escape(path)}:3: .*split_path_info: must be a Regexp with two groups.*\(1 groups\)/])
+      one = ->(loc) { check_config("server listen: #{listen} do\n  #{loc}\nend\n") }
+      st, out, path = one.call('location "/a", fastcgi: "127.0.0.1:9000", split_path_info: "^(a)(b)(c)$"')
+      expect([st, out]).to match([1, /#{Regexp.escape(path)}:2: .*\(3 groups\)/])
+      st, out, path = one.call('location("/a", split_path_info: %r{(a)(b)}) { "x" }')
+      expect([st, out]).to match([1, /#{Regexp.escape(path)}:2: .*split_path_info: applies to fastcgi: locations only/])
+      st, out, path = one.call('location "/a", fastcgi: "127.0.0.1:9000", split_path_info: "^(.+?\\\\.php)(/.*$"')
+      expect([st, out]).to match([1, /#{Regexp.escape(path)}:2: .*missing closing parenthesis/])
+      st, out, = one.call('location "/a", fastcgi: "127.0.0.1:9000", split_path_info: "^(.+?\\\\.php)(/.*)$"')
+      expect([st, out]).to match([0, /syntax is ok/])
     end
 
     it 'rejects host names, bad params and proxy_pass to a FastCGI group' do

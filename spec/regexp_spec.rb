@@ -161,6 +161,14 @@ RSpec.describe 'Regexp' do
     it 'req.captures is [] and req.named_captures {} in a location that is not a regex' do
       expect(http_get(@port, '/plain').body).to eq('plain [] {}')
     end
+
+    it 'a path the pattern misses as received is tried percent-decoded and normalised (as nginx\'s $uri)' do
+      expect(http_get(@port, '/users/%34%32').body).to eq('user ["42", nil]') # the groups: of the decoded path
+      expect(http_get(@port, '/users//42/posts').body).to eq('user ["42", "posts"]')
+      expect(http_get(@port, '/img/a%2Epng').body).to eq('image png')
+      expect(http_get(@port, '/users/%2F42').body).to eq('root') # %2F does not decode: the path as received only
+      expect(http_get(@port, '/img/a%2Egif').body).to eq('root')
+    end
   end
 
   context 'across a reload (SIGHUP: a new VM, the old one closed)' do

@@ -1,5 +1,5 @@
 /* test_router.c - gw_router_sort and gw_router_match (gateway/router.c).
- * unit: router regex -lpcre2-8 */
+ * unit: router regex static_http -lpcre2-8 */
 #include <stdlib.h>
 #include <string.h>
 
@@ -233,6 +233,37 @@ static void test_regex_only(void)
   free_regexes(&f);
 }
 
+/* A pattern is tried on the path as received, then on its normalised form:
+ * an encoding cannot hide "\.php$" and leave the script to the static "/". */
+static void test_regex_normalised(void)
+{
+  static const char *const specs[] = {"/", "~ [^/]\\.php(/|$)", "~ ^/admin/"};
+  fixture_t f = {0};
+  setup(&f, specs, 3);
+  const char *php = "~ [^/]\\.php(/|$)";
+  CHECK_EQ_STR(match(&f, "/a.php"), php);
+  CHECK_EQ_STR(match(&f, "/a%2Ephp"), php);
+  CHECK_EQ_STR(match(&f, "/a.ph%70/x"), php);
+  CHECK_EQ_STR(match(&f, "/sub/%62.php"), php); /* the raw form matches already */
+  CHECK_EQ_STR(match(&f, "//admin/x"), "~ ^/admin/");
+  CHECK_EQ_STR(match(&f, "/./admin/x"), "~ ^/admin/");
+  CHECK_EQ_STR(match(&f, "/x/../admin/x"), "~ ^/admin/");
+  CHECK_EQ_STR(match(&f, "/%61dmin/x"), "~ ^/admin/");
+  CHECK_EQ_STR(match(&f, "/a%2Etxt"), "/");
+  CHECK_EQ_STR(match(&f, "/a%2"), "/");       /* does not decode: the raw form only */
+  CHECK_EQ_STR(match(&f, "/a%2Fb%2Ephp"), "/"); /* %2F is refused, as static.c does */
+  /* longer than the stack buffer */
+  char path[2100] = "/";
+  memset(path + 1, 'd', 2000);
+  strcpy(path + 2001, "/x%2Ephp");
+  CHECK_EQ_STR(match(&f, path), php);
+  char out[32];
+  CHECK_EQ_INT(gw_router_normalised("/a/b", 4, out, sizeof(out)), -1); /* nothing to normalise */
+  CHECK_EQ_INT(gw_router_normalised("/a%20b", 6, out, sizeof(out)), 4);
+  CHECK_EQ_STR(out, "/a b");
+  free_regexes(&f);
+}
+
 int main(void)
 {
   test_sort_order();
@@ -243,5 +274,6 @@ int main(void)
   test_ties();
   test_regex_order();
   test_regex_only();
+  test_regex_normalised();
   return unit_done();
 }

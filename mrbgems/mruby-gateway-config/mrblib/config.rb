@@ -96,6 +96,7 @@ module Gateway
                 :no_regex, :fastcgi, :params, :script_filename,
                 :static, :cpu_limit
     attr_accessor :tunnel_timeout # proxy_pass: a WebSocket tunnel idle this long (seconds) closes; nil: 60
+    attr_accessor :split_path_info # fastcgi: a Regexp of two groups (Gateway._split_path_info), or nil
     # websocket: a Gateway::WebSocket::Runner around the block; its message
     # size limit (bytes, nil: 1 MiB) and subprotocols (Strings, nil: none)
     attr_accessor :websocket, :websocket_max_message, :websocket_protocols
@@ -211,7 +212,8 @@ module Gateway
     end
 
     # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
-    # script_filename: "/srv/app/index.php" (see the README's FastCGI section).
+    # script_filename: "/srv/app/index.php", split_path_info: %r{^(.+?\.php)(/.*)$}
+    # (see the README's FastCGI section).
     # set: { "name" => "literal" or ->(req) { value } }, as nginx's `set` and
     # ngx_mruby's `mruby_set`: evaluated first in the rewrite phase, in order,
     # into the request's variables (req.var.NAME, $NAME in a proxy_pass URL).
@@ -339,7 +341,7 @@ module Gateway
     #   log: ->(req) { ... }        after the response is queued; cannot wait
     # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
     #   filters) instead of the server's cpu_limit:
-    # fastcgi: "php" (params:, script_filename:) answers through a FastCGI
+    # fastcgi: "php" (params:, script_filename:, split_path_info:) answers through a FastCGI
     #   server: see the README's FastCGI section
     # websocket: ->(ws, req) { ... } speaks WebSocket itself (Gateway::WebSocket;
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
@@ -349,7 +351,8 @@ module Gateway
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
-                 log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil, set: nil,
+                 log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil,
+                 split_path_info: nil, set: nil,
                  cpu_limit: Gateway::CPU_LIMIT_UNSET, tunnel_timeout: nil, websocket: nil,
                  websocket_max_message: nil, websocket_protocols: nil, tls_verify: nil, tls_ca: nil,
                  tls_server_name: nil, tls_cert: nil, tls_key: nil, grpc_pass: nil, **static_opts, &handler)
@@ -404,6 +407,10 @@ module Gateway
                          allow: allow, fastcgi: fastcgi, params: params, script_filename: script_filename,
                          static: static, cpu_limit: cpu_limit)
       loc.tunnel_timeout = tunnel_timeout
+      unless split_path_info.nil?
+        raise ArgumentError, "#{where}: split_path_info: applies to fastcgi: locations only" if fastcgi.nil?
+        loc.split_path_info = Gateway._split_path_info(where, split_path_info)
+      end
       if websocket
         loc.websocket = ph[:content]
         loc.websocket_max_message = websocket_max_message

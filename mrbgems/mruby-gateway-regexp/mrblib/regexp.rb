@@ -165,3 +165,19 @@ class String
     out << str.byteslice(last, len - last)
   end
 end
+
+module Gateway
+  # split_path_info: (a fastcgi: location's, req.fastcgi_pass's), nginx's
+  # fastcgi_split_path_info: a Regexp (or its source as a String) with two
+  # groups, the script's path and PATH_INFO. Returns the Regexp; raises
+  # ArgumentError naming `where` otherwise.
+  def self._split_path_info(where, re)
+    re = Regexp.new(re) if re.is_a?(String)
+    unless re.is_a?(Regexp) && re.__groups == 2
+      got = re.is_a?(Regexp) ? "#{re.inspect} (#{re.__groups} groups)" : re.inspect
+      raise ArgumentError, "#{where}: split_path_info: must be a Regexp with two groups, the script and PATH_INFO " \
+                           "(like %r{^(.+?\\.php)(/.*)$}), got #{got}"
+    end
+    re
+  end
+end

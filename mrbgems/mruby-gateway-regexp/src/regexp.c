@@ -315,6 +315,12 @@ static mrb_value re_next_pos(mrb_state *mrb, mrb_value self)
   return mrb_int_value(mrb, (mrb_int)gw_regex_next_pos(r->re, RSTRING_PTR(str), (size_t)RSTRING_LEN(str), (size_t)pos));
 }
 
+/* The number of capture groups (the config DSL checks split_path_info: by it). */
+static mrb_value re_groups(mrb_state *mrb, mrb_value self)
+{
+  return mrb_int_value(mrb, gw_regex_groups(gw_re_get(mrb, self)->re));
+}
+
 /* Named groups, in the order of their first group; each name once. */
 static mrb_value re_names(mrb_state *mrb, mrb_value self)
 {
@@ -389,6 +395,7 @@ void gw_re_init_regexp(mrb_state *mrb)
   mrb_define_method(mrb, re, "=~", re_match_op, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, re, "===", re_eqq, MRB_ARGS_REQ(1));
   mrb_define_method(mrb, re, "names", re_names, MRB_ARGS_NONE());
+  mrb_define_method(mrb, re, "__groups", re_groups, MRB_ARGS_NONE());
   mrb_define_method(mrb, re, "named_captures", re_named_captures, MRB_ARGS_NONE());
   mrb_define_method(mrb, re, "__exec", re_exec_m, MRB_ARGS_ARG(2, 1));
   mrb_define_method(mrb, re, "__next_pos", re_next_pos, MRB_ARGS_REQ(2));

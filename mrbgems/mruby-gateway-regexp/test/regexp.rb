@@ -414,3 +414,17 @@ assert('Ruby constructs PCRE2 would read differently are refused, not misread') 
   assert_equal 0, /[\[\]]/ =~ '['
   assert_equal 0, /[[:alpha:]&]/ =~ '&'
 end
+
+assert('__groups counts capture groups; Gateway._split_path_info wants two') do
+  assert_equal 0, /abc/.__groups
+  assert_equal 2, %r{^(.+?\.php)(/.*)$}.__groups
+  assert_equal 2, /(?<a>x)(?:y)(z)/.__groups
+  re = %r{^(.+?\.php)(/.*)$}
+  assert_true re.equal?(Gateway._split_path_info("here", re))
+  assert_equal re, Gateway._split_path_info("here", '^(.+?\.php)(/.*)$')
+  e = assert_raise(ArgumentError) { Gateway._split_path_info("location \"/x\"", /^(.+\.php)/) }
+  assert_include e.message, 'location "/x": split_path_info: must be a Regexp with two groups'
+  assert_include e.message, '(1 groups)'
+  assert_raise(ArgumentError) { Gateway._split_path_info("here", 42) }
+  assert_raise(RegexpError) { Gateway._split_path_info("here", "(unclosed") }
+end

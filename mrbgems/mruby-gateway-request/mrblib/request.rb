@@ -121,10 +121,13 @@ module Gateway
     # Hands the request to a FastCGI server once the handler returns:
     #   req.fastcgi_pass "php"                               (a protocol: :fastcgi group)
     #   req.fastcgi_pass "unix:/run/php/php8.2-fpm.sock", script_filename: "/srv/app/x.php"
-    # In a fastcgi: location its params: and script_filename: apply too.
-    def fastcgi_pass(target, script_filename: nil)
+    #   req.fastcgi_pass "php", split_path_info: %r{^(.+?\.php)(/.*)$}  (SCRIPT_NAME and PATH_INFO)
+    # In a fastcgi: location its params:, script_filename: and split_path_info: apply too.
+    def fastcgi_pass(target, script_filename: nil, split_path_info: nil)
       raise ArgumentError, "fastcgi_pass: target must be a String" unless target.is_a?(String)
+      split = split_path_info.nil? ? nil : Gateway._split_path_info("fastcgi_pass", split_path_info)
       _fastcgi_pass(target, script_filename.nil? ? nil : script_filename.to_s)
+      _fastcgi_split(split) if split
     end
 
     # Answers with a file once the handler returns, as a root:/alias:
