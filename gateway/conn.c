@@ -246,6 +246,7 @@ static int on_headers_complete(llhttp_t *p)
   if (!has_body) return 0;
   /* The location decides the body limit, and whether the body streams. */
   const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
+  if (loc == &gw_router_refused) return reject(c, 400);
   a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
   if (!chunked && p->content_length > a->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");

@@ -838,6 +838,10 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
     return;
   }
   const gw_location_t *loc = r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
+  if (loc == &gw_router_refused) {
+    answer_error(s, 400);
+    return;
+  }
   s->max_body = loc ? loc->max_body : h->ctx->server->limits.max_body;
   const gw_header_t *cl = gw_headers_find(&r->headers, "content-length");
   long long length = cl ? strtoll(cl->value, NULL, 10) : -1;

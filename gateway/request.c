@@ -167,6 +167,12 @@ static void run_phases(gw_request_t *req, int from)
   if (l == NULL) {
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);
+  } else if (l == &gw_router_refused) {
+    gw_log_info("%s %.*s: refused: decoded and normalised, the path is routed to another location (or does not "
+                "decode)",
+                req->method, (int)req->path_len, req->target);
+    gw_request_simple_response(req, 400, NULL);
+    gw_request_finish(req);
   } else if (from <= 0 && l->rewrite) {
     l->rewrite->run(l->rewrite, req, on_phase_done, (void *)(intptr_t)1);
   } else if (from <= 1 && l->access) {
@@ -379,7 +385,9 @@ void gw_trace_start(gw_request_t *req)
   char ev[128], via[48] = "";
   if (req->stream_id > 0) /* which stream of which connection kind */
     snprintf(via, sizeof(via), " (HTTP/2.0 stream %d, %s)", (int)req->stream_id, req->tls ? "h2" : "h2c");
-  if (req->location)
+  if (req->location == &gw_router_refused)
+    snprintf(ev, sizeof(ev), "refused: routed elsewhere once decoded and normalised%s", via);
+  else if (req->location)
     snprintf(ev, sizeof(ev), "routed to a %s location%s", req->location->handler->name, via);
   else
     snprintf(ev, sizeof(ev), "no location matches%s", via);

@@ -29,12 +29,20 @@ void gw_router_sort(gw_location_t *locs, size_t n)
   qsort(locs, n, sizeof(*locs), cmp_location);
 }
 
+const gw_location_t gw_router_refused;
+
+/* 1 when path's normalised form may differ from it: a '%', "//" or "/.". */
+static int may_differ(const char *path, size_t len)
+{
+  if (memchr(path, '%', len) != NULL) return 1;
+  for (size_t i = 0; i + 1 < len; i++)
+    if (path[i] == '/' && (path[i + 1] == '/' || path[i + 1] == '.')) return 1;
+  return 0;
+}
+
 ssize_t gw_router_normalised(const char *path, size_t len, char *out, size_t cap)
 {
-  int may_differ = memchr(path, '%', len) != NULL;
-  for (size_t i = 0; !may_differ && i + 1 < len; i++)
-    may_differ = path[i] == '/' && (path[i + 1] == '/' || path[i + 1] == '.');
-  return may_differ ? gw_static_path_decode(path, len, out, cap) : -1;
+  return may_differ(path, len) ? gw_static_path_decode(path, len, out, cap) : -1;
 }
 
 /* The regex step: the first regex location (from index i on) whose pattern
@@ -60,7 +68,7 @@ static const gw_location_t *match_regex(const gw_server_t *server, size_t i, con
   return hit;
 }
 
-const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len)
+static const gw_location_t *match(const gw_server_t *server, const char *path, size_t len)
 {
   const gw_location_t *prefix = NULL;
   size_t n = server->nlocations;
@@ -79,4 +87,19 @@ const gw_location_t *gw_router_match(const gw_server_t *server, const char *path
     }
   }
   return prefix;
+}
+
+const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len)
+{
+  const gw_location_t *hit = match(server, path, len);
+  if (len == 0 || path[0] != '/' || !may_differ(path, len)) return hit; /* "*", an absolute-form URL: as they are */
+  /* The path as nginx routes it ($uri) must lead to the same location, or
+   * "/%61dmin", "//admin", "/x/../admin" would pass a location guarding
+   * "/admin" to another that forwards them. */
+  char local[512];
+  char *norm = len + 2 <= sizeof(local) ? local : malloc(len + 2);
+  ssize_t nlen = norm ? gw_static_path_route(path, len, norm, len + 2) : -1;
+  if (nlen < 0 || match(server, norm, (size_t)nlen) != hit) hit = &gw_router_refused;
+  if (norm != local) free(norm);
+  return hit;
 }

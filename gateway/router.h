@@ -16,8 +16,16 @@ void gw_router_sort(gw_location_t *locs, size_t n);
  * prefixes, as nginx does: "/api" matches "/api/x" and "/apix". Patterns see
  * the path as received (not percent-decoded, no query) and, when that does
  * not match, its normalised form (gw_router_normalised): "/a%2Ephp" is taken
- * by `\.php$` as nginx would, not left to a static location. */
+ * by `\.php$` as nginx would, not left to a static location. A path whose
+ * normalised form would be routed elsewhere: &gw_router_refused (below). */
 const gw_location_t *gw_router_match(const gw_server_t *server, const char *path, size_t len);
+
+/* What gw_router_match returns for a path that is routed elsewhere once
+ * percent-decoded and normalised (nginx's $uri: "/%61dmin", "//admin" and
+ * "/x/../admin" are "/admin"), or that does not decode (a malformed %XX,
+ * %00, a ".." above the root): answered 400, never served. Not a config's
+ * location; its fields are all zero. */
+extern const gw_location_t gw_router_refused;
 
 /* path percent-decoded once and normalised (nginx's $uri; static_http.h)
  * into out (cap >= len + 2), when it may differ from path (it holds a '%',

@@ -1,5 +1,6 @@
 /* static_http.c - see static_http.h. */
 #include <ctype.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -14,6 +15,9 @@ static int hexval(int c)
   return -1;
 }
 
+/* decode: 1 as gw_static_path_decode, 0 as gw_static_path_clean, -1 the
+ * same as 0 with any byte but NUL allowed (gw_static_path_route's second
+ * step: a route, never a file name). */
 static ssize_t normalise(const char *path, size_t len, char *out, size_t cap, int decode)
 {
   if (cap < len + 2) return -1;
@@ -25,7 +29,7 @@ static ssize_t normalise(const char *path, size_t len, char *out, size_t cap, in
     size_t seg = o;
     while (i < len && path[i] != '/') {
       unsigned char c = (unsigned char)path[i];
-      if (c == '%' && decode) {
+      if (c == '%' && decode == 1) {
         int h = i + 2 < len ? hexval((unsigned char)path[i + 1]) : -1;
         int l = h >= 0 ? hexval((unsigned char)path[i + 2]) : -1;
         if (l < 0) return -1;
@@ -35,7 +39,7 @@ static ssize_t normalise(const char *path, size_t len, char *out, size_t cap, in
       } else {
         i++;
       }
-      if (c < 0x20 || c == 0x7f || c == '\\') return -1;
+      if (decode >= 0 ? c < 0x20 || c == 0x7f || c == '\\' : c == 0) return -1;
       out[o++] = (char)c;
     }
     size_t n = o - seg;
@@ -67,6 +71,30 @@ ssize_t gw_static_path_decode(const char *path, size_t len, char *out, size_t ca
 ssize_t gw_static_path_clean(const char *path, size_t len, char *out, size_t cap)
 {
   return normalise(path, len, out, cap, 0);
+}
+
+ssize_t gw_static_path_route(const char *path, size_t len, char *out, size_t cap)
+{
+  if (cap < len + 2) return -1;
+  char small[1024];
+  char *dec = len <= sizeof(small) ? small : malloc(len);
+  if (dec == NULL) return -1;
+  size_t m = 0;
+  ssize_t r = 0;
+  for (size_t i = 0; i < len && r == 0; i++) {
+    if (path[i] != '%') {
+      dec[m++] = path[i];
+      continue;
+    }
+    int h = i + 2 < len ? hexval((unsigned char)path[i + 1]) : -1;
+    int l = h >= 0 ? hexval((unsigned char)path[i + 2]) : -1;
+    if (l < 0 || h + l == 0) r = -1; /* malformed, or %00 */
+    dec[m++] = (char)(h * 16 + l);
+    i += 2;
+  }
+  if (r == 0) r = normalise(dec, m, out, cap, -1);
+  if (dec != small) free(dec);
+  return r;
 }
 
 /* Digits of a byte position: -1 when none, -2 when it overflows. */

@@ -21,6 +21,11 @@ ssize_t gw_static_path_decode(const char *path, size_t len, char *out, size_t ca
 /* The same without the decoding (a file path given by a script: '%' is
  * just a byte). */
 ssize_t gw_static_path_clean(const char *path, size_t len, char *out, size_t cap);
+/* The path a request is routed by (nginx's $uri): every %XX decoded once,
+ * "%2F" as '/' too, then normalised as above, with any byte but NUL kept
+ * (never a file name). -1 for a malformed %XX, %00, or a ".." above the
+ * root. out as above (cap >= len + 2). */
+ssize_t gw_static_path_route(const char *path, size_t len, char *out, size_t cap);
 
 /* How a Range field applies to a file of `size` bytes. */
 typedef enum {

@@ -62,6 +62,7 @@ static const char *match(fixture_t *f, const char *path)
   static char buf[80];
   const gw_location_t *l = gw_router_match(&f->server, path, strlen(path));
   if (l == NULL) return "(none)";
+  if (l == &gw_router_refused) return "(refused)";
   snprintf(buf, sizeof(buf), "%s%s%s", l->exact ? "= " : "", l->no_regex ? "^~ " : "", l->path);
   return buf;
 }
@@ -235,6 +236,26 @@ static void test_regex_only(void)
 
 /* A pattern is tried on the path as received, then on its normalised form:
  * an encoding cannot hide "\.php$" and leave the script to the static "/". */
+/* A prefix or exact location reached only by the decoded, normalised path
+ * refuses the request; a path routed the same both ways passes. */
+static void test_prefix_normalised(void)
+{
+  static const char *const specs[] = {"/", "/admin", "= /exact"};
+  fixture_t f = {0};
+  setup(&f, specs, 3);
+  static const char *const refused[] = {"/%61dmin", "//admin", "/./admin", "/x/../admin", "/%2Fadmin",
+                                        "/%61dmin%2Fx", "/%65xact", "/x/..//exact", "/a%zz", "/a%00", "/../x"};
+  for (size_t i = 0; i < sizeof(refused) / sizeof(refused[0]); i++)
+    if (!CHECK_EQ_STR(match(&f, refused[i]), "(refused)")) unit_note("%s", refused[i]);
+  CHECK_EQ_STR(match(&f, "/admin/%7E"), "/admin");
+  CHECK_EQ_STR(match(&f, "/admin/../admin/x"), "/admin");
+  CHECK_EQ_STR(match(&f, "/admin//x"), "/admin");
+  CHECK_EQ_STR(match(&f, "/api/a%2Fb"), "/");
+  CHECK_EQ_STR(match(&f, "/a//b/./c"), "/");
+  CHECK_EQ_STR(match(&f, "/exact"), "= /exact");
+  free_regexes(&f);
+}
+
 static void test_regex_normalised(void)
 {
   static const char *const specs[] = {"/", "~ [^/]\\.php(/|$)", "~ ^/admin/"};
@@ -250,8 +271,8 @@ static void test_regex_normalised(void)
   CHECK_EQ_STR(match(&f, "/x/../admin/x"), "~ ^/admin/");
   CHECK_EQ_STR(match(&f, "/%61dmin/x"), "~ ^/admin/");
   CHECK_EQ_STR(match(&f, "/a%2Etxt"), "/");
-  CHECK_EQ_STR(match(&f, "/a%2"), "/");       /* does not decode: the raw form only */
-  CHECK_EQ_STR(match(&f, "/a%2Fb%2Ephp"), "/"); /* %2F is refused, as static.c does */
+  CHECK_EQ_STR(match(&f, "/a%2"), "(refused)");         /* does not decode: 400 */
+  CHECK_EQ_STR(match(&f, "/a%2Fb%2Ephp"), "(refused)"); /* "/a/b.php" by $uri, the static "/" raw */
   /* longer than the stack buffer */
   char path[2100] = "/";
   memset(path + 1, 'd', 2000);
@@ -274,6 +295,7 @@ int main(void)
   test_ties();
   test_regex_order();
   test_regex_only();
+  test_prefix_normalised();
   test_regex_normalised();
   return unit_done();
 }

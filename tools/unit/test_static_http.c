@@ -66,6 +66,40 @@ static void test_paths(void)
   CHECK(gw_static_path_clean("/../x", 5, raw, sizeof(raw)) < 0);
 }
 
+/* gw_static_path_route: want NULL for a refusal. */
+static void routes(const char *in, const char *want)
+{
+  char out[256];
+  ssize_t n = gw_static_path_route(in, strlen(in), out, sizeof(out));
+  if (want == NULL) {
+    if (!CHECK(n < 0)) unit_note("%s routed as %s", in, out);
+  } else if (!CHECK(n >= 0) || !CHECK_EQ_STR(out, want) || !CHECK_EQ_INT(n, (long long)strlen(want))) {
+    unit_note("input %s", in);
+  }
+}
+
+static void test_route(void)
+{
+  routes("/admin", "/admin");
+  routes("/%61dmin", "/admin");
+  routes("//admin", "/admin");
+  routes("/./admin", "/admin");
+  routes("/x/../admin", "/admin");
+  routes("/%2Fadmin", "/admin");      /* an encoded slash is a slash here */
+  routes("/a%2fb%2F", "/a/b/");
+  routes("/a%5Cb", "/a\\b");         /* a backslash is only a byte: routing, not a file name */
+  routes("/%2e%2e/x", NULL);          /* above the root, encoded */
+  routes("/a/%2E%2E/%2e/b", "/b");
+  routes("/a%", NULL);
+  routes("/a%2", NULL);
+  routes("/a%zz", NULL);
+  routes("/a%00", NULL);
+  routes("/../x", NULL);
+  routes("/a/%252F", "/a/%2F");       /* decoded once */
+  char out[8];
+  CHECK(gw_static_path_route("/abcdefghij", 11, out, sizeof(out)) < 0); /* cap too small */
+}
+
 static void range(const char *v, long long size, gw_range_kind_t kind, long long start, long long len)
 {
   long long s = -1, l = -1;
@@ -188,6 +222,7 @@ static void test_mime(void)
 int main(void)
 {
   test_paths();
+  test_route();
   test_ranges();
   test_etag_dates();
   test_accept_encoding();
