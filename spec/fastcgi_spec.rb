@@ -365,37 +365,20 @@ RSpec.describe 'fastcgi' do
     # where the snippet's `include fastcgi.conf` looks.
     def start_nginx
       dir = File.join(spec_dir, 'nginx')
-      %w[tmp logs].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
+      FileUtils.mkdir_p(dir)
       FileUtils.cp('/etc/nginx/fastcgi.conf', dir)
       @nginx_port = free_port
-      File.write(File.join(dir, 'nginx.conf'), <<~NGINX)
-        daemon off;
-        master_process off;
-        worker_processes 1;
-        pid #{dir}/nginx.pid;
-        error_log #{dir}/logs/error.log warn;
-        events { worker_connections 64; }
-        http {
-          access_log off;
-          client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
-          uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
-          server {
-            listen 127.0.0.1:#{@nginx_port};
-            root #{@root};
-            location / { }
-            location ~ [^/]\\.php(/|$) {
-              include /etc/nginx/snippets/fastcgi-php.conf;
-              fastcgi_pass unix:#{@fpm.sock};
-            }
+      @nginx = GatewaySpec.start_nginx_peer(dir, <<~NGINX, [@nginx_port], connections: 64)
+        server {
+          listen 127.0.0.1:#{@nginx_port};
+          root #{@root};
+          location / { }
+          location ~ [^/]\\.php(/|$) {
+            include /etc/nginx/snippets/fastcgi-php.conf;
+            fastcgi_pass unix:#{@fpm.sock};
           }
         }
       NGINX
-      @nginx = Process.spawn(NGINX, '-p', dir, '-e', "#{dir}/logs/error.log", '-c', File.join(dir, 'nginx.conf'),
-                             in: File::NULL, out: File.join(dir, 'nginx.out'), err: [:child, :out], pgroup: true)
-      poll('nginx to listen', timeout: 10) do
-        raise "nginx exited: #{File.read(File.join(dir, 'nginx.out')) rescue ''}" if Process.waitpid(@nginx, Process::WNOHANG)
-        (TCPSocket.new('127.0.0.1', @nginx_port).close || true) rescue false
-      end
     end
 
     def stop_nginx

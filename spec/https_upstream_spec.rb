@@ -38,12 +38,9 @@ module HTTPSUpstreamHelpers
     end
   end
 
-  NGINX_BIN = `sh -c 'command -v nginx'`.strip
-
   # One nginx with a TLS server per port (name => port); every answer says
   # what the upstream saw of the connection.
   def start_nginx(dir, ports)
-    %w[tmp_body tmp_proxy tmp_fcgi tmp_uwsgi tmp_scgi logs].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
     info = 'return 200 "sni=$ssl_server_name reused=$ssl_session_reused conn=$connection ' \
            'n=$connection_requests proto=$ssl_protocol alpn=$ssl_alpn_protocol client=$ssl_client_s_dn ' \
            'uri=$request_uri host=$host\n";'
@@ -59,39 +56,17 @@ module HTTPSUpstreamHelpers
         }
       NGINX
     end
-    conf = File.join(dir, 'nginx.conf')
-    File.write(conf, <<~NGINX)
-      daemon off;
-      master_process off;
-      worker_processes 1;
-      pid #{dir}/nginx.pid;
-      error_log #{dir}/logs/error.log warn;
-      events { worker_connections 256; }
-      http {
-        access_log off;
-        client_body_temp_path #{dir}/tmp_body;
-        proxy_temp_path #{dir}/tmp_proxy;
-        fastcgi_temp_path #{dir}/tmp_fcgi;
-        uwsgi_temp_path #{dir}/tmp_uwsgi;
-        scgi_temp_path #{dir}/tmp_scgi;
-        default_type text/plain;
-        keepalive_requests 10000;
-        #{server.call(ports[:ca], 'server')}
-        #{server.call(ports[:self], 'self')}
-        #{server.call(ports[:wrong], 'wrong')}
-        #{server.call(ports[:mtls], 'server', "ssl_verify_client on; ssl_client_certificate #{dir}/ca.pem;")}
-        #{server.call(ports[:fresh], 'server', 'keepalive_timeout 0;')}
-        #{server.call(ports[:short], 'server', 'keepalive_timeout 1s;')}
-        #{server.call(ports[:fresh12], 'server', 'keepalive_timeout 0; ssl_protocols TLSv1.2;')}
-      }
+    GatewaySpec.start_nginx_peer(dir, <<~NGINX, ports.values)
+      default_type text/plain;
+      keepalive_requests 10000;
+      #{server.call(ports[:ca], 'server')}
+      #{server.call(ports[:self], 'self')}
+      #{server.call(ports[:wrong], 'wrong')}
+      #{server.call(ports[:mtls], 'server', "ssl_verify_client on; ssl_client_certificate #{dir}/ca.pem;")}
+      #{server.call(ports[:fresh], 'server', 'keepalive_timeout 0;')}
+      #{server.call(ports[:short], 'server', 'keepalive_timeout 1s;')}
+      #{server.call(ports[:fresh12], 'server', 'keepalive_timeout 0; ssl_protocols TLSv1.2;')}
     NGINX
-    pid = Process.spawn(NGINX_BIN, '-p', dir, '-e', "#{dir}/logs/error.log", '-c', conf,
-                        in: File::NULL, out: File.join(dir, 'nginx.out'), err: [:child, :out], pgroup: true)
-    GatewaySpec.poll('nginx to listen', timeout: 10) do
-      raise "nginx exited: #{File.read(File.join(dir, 'nginx.out')) rescue ''}" if Process.waitpid(pid, Process::WNOHANG)
-      ports.values.all? { |p| (TCPSocket.new('127.0.0.1', p).close || true) rescue false }
-    end
-    pid
   end
 
   def stop_pid(pid)

@@ -46,6 +46,37 @@ module GatewaySpec
     end
   end
 
+  # Starts Debian's nginx as a spec's peer: in the foreground without a
+  # master, its config, logs and temp files in dir, http_body inside
+  # http { }; waits until every port of `ports` listens. Returns its pid,
+  # which the spec stops (TERM, then wait).
+  def self.start_nginx_peer(dir, http_body, ports, connections: 256)
+    %w[tmp logs].each { |d| FileUtils.mkdir_p(File.join(dir, d)) }
+    conf = File.join(dir, 'nginx.conf')
+    File.write(conf, <<~NGINX)
+      daemon off;
+      master_process off;
+      worker_processes 1;
+      pid #{dir}/nginx.pid;
+      error_log #{dir}/logs/error.log warn;
+      events { worker_connections #{connections}; }
+      http {
+        access_log off;
+        client_body_temp_path #{dir}/tmp; proxy_temp_path #{dir}/tmp; fastcgi_temp_path #{dir}/tmp;
+        uwsgi_temp_path #{dir}/tmp; scgi_temp_path #{dir}/tmp;
+      #{http_body.gsub(/^/, '  ')}
+      }
+    NGINX
+    nginx = `sh -c 'command -v nginx'`.strip
+    pid = Process.spawn(nginx, '-p', dir, '-e', "#{dir}/logs/error.log", '-c', conf,
+                        in: File::NULL, out: File.join(dir, 'nginx.out'), err: [:child, :out], pgroup: true)
+    poll('nginx to listen', timeout: 10) do
+      raise "nginx exited: #{File.read(File.join(dir, 'nginx.out')) rescue ''}" if Process.waitpid(pid, Process::WNOHANG)
+      ports.all? { |p| (TCPSocket.new('127.0.0.1', p).close || true) rescue false }
+    end
+    pid
+  end
+
   FREE_PORTS = (20_000..32_767).to_a.shuffle
   def self.free_port
     while (port = FREE_PORTS.pop)
