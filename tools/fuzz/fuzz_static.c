@@ -8,6 +8,9 @@
  *     segment, no NUL, no backslash, no control byte, and fits its buffer;
  *     decoding it again with gw_static_path_clean is the identity;
  *   - the cleaned (not decoded) path obeys the same shape rules;
+ *   - the routing form (gw_static_path_route) starts with '/', has no "//",
+ *     "." or ".." segment and no NUL, fits, and routing it again gives
+ *     itself when it holds no '%' (it is decoded once only);
  *   - a single range lies inside the file and is not empty;
  *   - a parsed date formats back to the same instant when it is a fixdate;
  *   - no memory error or undefined behaviour (ASan/UBSan). */
@@ -17,13 +20,15 @@
 
 #include "static_http.h"
 
-static void check_path(const char *out, ssize_t n)
+/* The shape rules every normalised path obeys; strict: also no control
+ * byte and no backslash (a file path, not only a route). */
+static void check_shape(const char *out, ssize_t n, int strict)
 {
   if (n < 1 || out[0] != '/') abort();
   if ((size_t)n != strlen(out)) abort();
   for (ssize_t i = 0; i < n; i++) {
     unsigned char c = (unsigned char)out[i];
-    if (c < 0x20 || c == 0x7f || c == '\\') abort();
+    if (c == 0 || (strict && (c < 0x20 || c == 0x7f || c == '\\'))) abort();
     if (c == '/' && i + 1 < n && out[i + 1] == '/') abort();
     if (c == '/') { /* the segment after it */
       const char *s = out + i + 1;
@@ -32,6 +37,8 @@ static void check_path(const char *out, ssize_t n)
     }
   }
 }
+
+static void check_path(const char *out, ssize_t n) { check_shape(out, n, 1); }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -51,6 +58,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   n = gw_static_path_clean(text, len, out, len + 2);
   if (n >= 0) check_path(out, n);
+  n = gw_static_path_route(text, len, out, len + 2);
+  if (n >= 0) {
+    check_shape(out, n, 0);
+    if (memchr(out, '%', (size_t)n) == NULL) {
+      char *again = malloc((size_t)n + 2);
+      ssize_t m = gw_static_path_route(out, (size_t)n, again, (size_t)n + 2);
+      if (m != n || memcmp(out, again, (size_t)n) != 0) abort();
+      free(again);
+    }
+  }
   free(out);
 
   long long start = -1, rlen = -1;
