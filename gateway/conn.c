@@ -242,11 +242,15 @@ static int on_headers_complete(llhttp_t *p)
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
   r->keepalive = llhttp_should_keep_alive(p);
+  /* Routed now: a path refused by the router is rejected as a bad head;
+   * the location decides the body limit, and whether the body streams. */
+  const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
+  if (loc == &gw_router_refused) {
+    gw_request_log_refused(r);
+    return reject(c, 400);
+  }
   int has_body = chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
   if (!has_body) return 0;
-  /* The location decides the body limit, and whether the body streams. */
-  const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
-  if (loc == &gw_router_refused) return reject(c, 400);
   a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
   if (!chunked && p->content_length > a->max_body) return reject(c, 413);
   gw_header_t *expect = gw_headers_find(&r->headers, "expect");

@@ -839,6 +839,7 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
   }
   const gw_location_t *loc = r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
   if (loc == &gw_router_refused) {
+    gw_request_log_refused(r);
     answer_error(s, 400);
     return;
   }

@@ -168,9 +168,8 @@ static void run_phases(gw_request_t *req, int from)
     gw_request_simple_response(req, 404, NULL);
     gw_request_finish(req);
   } else if (l == &gw_router_refused) {
-    gw_log_info("%s %.*s: refused: decoded and normalised, the path is routed to another location (or does not "
-                "decode)",
-                req->method, (int)req->path_len, req->target);
+    gw_request_log_refused(req);
+    req->keepalive = 0; /* as every 400: nothing more is read from a client that sent it */
     gw_request_simple_response(req, 400, NULL);
     gw_request_finish(req);
   } else if (from <= 0 && l->rewrite) {
@@ -180,6 +179,13 @@ static void run_phases(gw_request_t *req, int from)
   } else {
     l->handler->on_req(l->handler, req);
   }
+}
+
+void gw_request_log_refused(const gw_request_t *req)
+{
+  gw_log_info("%s %.*s: refused: decoded and normalised, the path is routed to another location (or does not "
+              "decode)",
+              req->method, (int)req->path_len, req->target);
 }
 
 void gw_request_start(gw_request_t *req)

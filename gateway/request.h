@@ -186,6 +186,10 @@ void gw_request_start(gw_request_t *req);
 /* Completes the response with whatever status/headers/body are set. */
 void gw_request_finish(gw_request_t *req);
 
+/* Logs (info) why req is answered 400: its path is routed elsewhere once
+ * decoded and normalised, or does not decode (gw_router_refused). */
+void gw_request_log_refused(const gw_request_t *req);
+
 /* The same, after the location's header and body filters (if any) ran on
  * the response: for a response a handler produced whole (not error pages). */
 void gw_request_finish_filtered(gw_request_t *req);
