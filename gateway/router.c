@@ -6,7 +6,10 @@
  * tried in order and the first that matches wins, or the remembered prefix.
  * A pattern is tried on the path as received, then on its normalised form
  * (percent-decoded: nginx matches its $uri), so that an encoding cannot hide
- * a `\.php$` from its location and send the script to a static one. */
+ * a `\.php$` from its location and send the script to a static one. A path
+ * that may differ from its $uri is matched as both; when they lead to
+ * different locations the answer is gw_router_refused (400), so that no
+ * spelling of a path walks around the location that guards it. */
 #include <stdlib.h>
 #include <string.h>
 
