@@ -236,6 +236,25 @@ module GatewayBench
       ['nginx', '-p', dir, '-e', "#{dir}/error.log", '-c', "#{dir}/nginx.conf"]
     end
 
+    # Stops the processes spawned for a count (TERM, then reaped); nil ones
+    # and ones already gone are skipped.
+    def stop(*pids)
+      pids.compact.each do |p|
+        Process.kill('TERM', p) rescue nil
+        Process.wait(p) rescue nil
+      end
+    end
+
+    # Prints the table and writes it with its numbers to
+    # root/build/bench/NAME.{md,json}.
+    def write_report(root, name, text, data)
+      puts text
+      out = File.join(root, 'build', 'bench')
+      FileUtils.mkdir_p(out)
+      File.write(File.join(out, "#{name}.md"), text)
+      File.write(File.join(out, "#{name}.json"), JSON.pretty_generate(data))
+    end
+
     PHP_FPM = '/usr/sbin/php-fpm8.2'
     ECHO_PHP = "<?php echo \"hello from php\\n\";\n"
 

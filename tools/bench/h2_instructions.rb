@@ -204,10 +204,7 @@ module GatewayBench
       end
       ir.to_f / count
     ensure
-      [pid, fpm].compact.each do |p|
-        Process.kill('TERM', p) rescue nil
-        Process.wait(p) rescue nil
-      end
+      Callgrind.stop(pid, fpm)
       FileUtils.rm_rf(dir) if dir
     end
 
@@ -225,12 +222,7 @@ module GatewayBench
         cells += peers.map { |p| res.dig('gateway', w) && res[p][w] ? format('%.2f', res['gateway'][w] / res[p][w]) : '-' }
         lines << "| #{label[w]} | #{cells.join(' | ')} |"
       end
-      text = lines.join("\n") + "\n"
-      puts text
-      out = File.join(@root, 'build', 'bench')
-      FileUtils.mkdir_p(out)
-      File.write(File.join(out, 'h2_instructions.md'), text)
-      File.write(File.join(out, 'h2_instructions.json'), JSON.pretty_generate(res))
+      Callgrind.write_report(@root, 'h2_instructions', lines.join("\n") + "\n", res)
     end
   end
 end

@@ -124,10 +124,7 @@ module GatewayBench
       end
       ir.to_f / @n
     ensure
-      [pid, fpm].compact.each do |p|
-        Process.kill('TERM', p) rescue nil
-        Process.wait(p) rescue nil
-      end
+      Callgrind.stop(pid, fpm)
       FileUtils.rm_rf(dir) if dir
     end
   end

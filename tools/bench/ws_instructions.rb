@@ -61,10 +61,7 @@ module GatewayBench
 
       yield port
     ensure
-      if pid
-        Process.kill('TERM', pid) rescue nil
-        Process.wait(pid) rescue nil
-      end
+      Callgrind.stop(pid)
       r&.close
     end
 
@@ -123,10 +120,7 @@ module GatewayBench
       ir = Callgrind.count(target, dir, @keep && File.join(@keep, "#{name}-ws.callgrind")) { msgs = load(port, @secs) }
       { messages: msgs, ir: ir, ir_per_message: ir.to_f / msgs }
     ensure
-      if pid
-        Process.kill('TERM', pid) rescue nil
-        Process.wait(pid) rescue nil
-      end
+      Callgrind.stop(pid)
       FileUtils.rm_rf(dir) if dir
     end
 
@@ -135,11 +129,7 @@ module GatewayBench
       n = res['nginx'][:ir_per_message]
       text = "| Ir per proxied WebSocket echo (#{@conns} connections, #{@size}-byte messages) | gateway | nginx | " \
              "gateway/nginx |\n|---|--:|--:|--:|\n| | #{g.round} | #{n.round} | #{format('%.2f', g / n)} |\n"
-      puts text
-      out = File.join(@root, 'build', 'bench')
-      FileUtils.mkdir_p(out)
-      File.write(File.join(out, 'ws_instructions.md'), text)
-      File.write(File.join(out, 'ws_instructions.json'), JSON.pretty_generate(res))
+      Callgrind.write_report(@root, 'ws_instructions', text, res)
     end
   end
 end
