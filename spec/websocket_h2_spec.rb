@@ -164,25 +164,12 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
     start
     pid = http_get(@port, '/pid').body.to_i
     h2ws('echo', '/ws') # warm up
-    rss0 = rss_kib(pid)
-    peak = rss0
-    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), @port.to_s, 'slow', '/ws', (32 << 20).to_s]
-    out = +''
-    Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
-      until (line = io.gets).nil?
-        out << line
-        next unless line.start_with?('status')
-
-        25.times do # the client reads nothing for 3 s while the upstream floods
-          sleep 0.1
-          peak = [peak, rss_kib(pid)].max
-        end
-      end
-      wait.value
-    end
-    peak = [peak, rss_kib(pid)].max
+    # the client reads nothing for 3 s while the upstream floods
+    out, growth = slow_reader_rss_growth(pid, [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'),
+                                               @port.to_s, 'slow', '/ws', (32 << 20).to_s],
+                                         cue: 'status', samples: 25)
     expect(out).to include("ok slow #{32 << 20}")
-    expect(peak - rss0).to be < 8 * 1024 # KiB
+    expect(growth).to be < 8 * 1024 # KiB
     expect_torn_down
   end
 

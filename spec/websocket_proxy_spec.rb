@@ -31,10 +31,7 @@ RSpec.describe 'WebSocket proxying' do
 
   # Runs ws_client.py MODE against path; returns its output (stdout+stderr).
   def ws_client(path, mode, arg = nil, timeout: 60)
-    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}#{path}", mode]
-    args << arg.to_s if arg
-    out, = Open3.capture2e('timeout', timeout.to_s, *args)
-    out
+    run_ws_client("ws://127.0.0.1:#{@port}#{path}", mode, arg, timeout: timeout)
   end
 
   def my_status
@@ -45,16 +42,7 @@ RSpec.describe 'WebSocket proxying' do
     http_get(@port, '/pid').body.to_i
   end
 
-  # Everything closed again: no tunnel, only the status request's connection.
-  def expect_torn_down(fds_before = nil, pid = nil)
-    poll('the tunnels to be gone', timeout: 5) do
-      s = my_status
-      s['tunnels_active'].zero? && s['connections_active'] == 1
-    end
-    return unless fds_before
-
-    poll('the sockets to be closed', timeout: 5) { open_fds(pid) <= fds_before }
-  end
+  alias_method :expect_torn_down, :expect_tunnels_torn_down
 
   it 'echoes text, binary and a 1 MiB message through the tunnel, and relays the 101' do
     up = start_echo
@@ -158,26 +146,12 @@ RSpec.describe 'WebSocket proxying' do
     gateway_with(%(location "/ws", proxy_pass: "http://127.0.0.1:#{up}"))
     pid = worker_pid
     ws_client('/ws', 'echo') # warm up
-    rss0 = rss_kib(pid)
-    peak = rss0
-    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (64 << 20).to_s]
-    out = +''
-    Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
-      until (line = io.gets).nil?
-        out << line
-        next unless line.start_with?('paused')
-
-        # the client reads nothing for 3 s while the upstream floods
-        30.times do
-          sleep 0.1
-          peak = [peak, rss_kib(pid)].max
-        end
-      end
-      wait.value
-    end
-    peak = [peak, rss_kib(pid)].max
+    # the client reads nothing for 3 s while the upstream floods
+    out, growth = slow_reader_rss_growth(pid, [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'),
+                                               "ws://127.0.0.1:#{@port}/ws", 'slow', (64 << 20).to_s],
+                                         cue: 'paused', samples: 30)
     expect(out).to include("ok slow #{64 << 20}")
-    expect(peak - rss0).to be < 8 * 1024
+    expect(growth).to be < 8 * 1024
     expect_torn_down
   end
 end

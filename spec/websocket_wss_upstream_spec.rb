@@ -58,10 +58,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
   end
 
   def ws_client(path, mode, arg = nil, scheme: 'ws', timeout: 60)
-    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "#{scheme}://127.0.0.1:#{@port}#{path}", mode]
-    args << arg.to_s if arg
-    out, = Open3.capture2e({ 'SSL_CERT_FILE' => @ca }, 'timeout', timeout.to_s, *args)
-    out
+    run_ws_client("#{scheme}://127.0.0.1:#{@port}#{path}", mode, arg, timeout: timeout, env: { 'SSL_CERT_FILE' => @ca })
   end
 
   def my_status
@@ -72,15 +69,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
     http_get(@plain_port, '/pid').body.to_i
   end
 
-  def expect_torn_down(fds_before = nil, pid = nil)
-    poll('the tunnels to be gone', timeout: 5) do
-      s = my_status
-      s['tunnels_active'].zero? && s['connections_active'] == 1
-    end
-    return unless fds_before
-
-    poll('the sockets to be closed', timeout: 5) { open_fds(pid) <= fds_before }
-  end
+  alias_method :expect_torn_down, :expect_tunnels_torn_down
 
   before(:each) { make_certs }
 
@@ -128,25 +117,11 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
     gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
     pid = worker_pid
     ws_client('/ws', 'echo') # warm up
-    rss0 = rss_kib(pid)
-    peak = rss0
-    args = [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'), "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s]
-    out = +''
-    Open3.popen2e('timeout', '90', *args) do |_in, io, wait|
-      until (line = io.gets).nil?
-        out << line
-        next unless line.start_with?('paused')
-
-        30.times do
-          sleep 0.1
-          peak = [peak, rss_kib(pid)].max
-        end
-      end
-      wait.value
-    end
-    peak = [peak, rss_kib(pid)].max
+    out, growth = slow_reader_rss_growth(pid, [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'),
+                                               "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s],
+                                         cue: 'paused', samples: 30)
     expect(out).to include("ok slow #{32 << 20}")
-    expect(peak - rss0).to be < 8 * 1024 # KiB: the flood waits in the upstream, not in the gateway
+    expect(growth).to be < 8 * 1024 # KiB: the flood waits in the upstream, not in the gateway
     expect_torn_down
   end
 end
