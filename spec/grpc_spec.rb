@@ -304,12 +304,6 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
       RUBY
     end
 
-    def curl(*args)
-      out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
-      raise "curl #{args.join(' ')}: #{err}" unless st.success?
-      out
-    end
-
     it 'forwards HTTP/2 and HTTP/1.1 clients over HTTP/2, bodies both ways' do
       expect(curl('--http2-prior-knowledge', '-H', 'x-a: 1', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 GET 1 0')
       expect(curl('-H', 'x-a: 2', '--data-binary', 'abc', "http://127.0.0.1:#{@port}/v")).to eq('HTTP/2.0 POST 2 3')

@@ -23,12 +23,6 @@ RSpec.describe 'HTTP/1.1 Upgrade: h2c' do
     RUBY
   end
 
-  def curl(*args)
-    out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
-    raise "curl #{args.join(' ')} failed: #{err}" unless st.success?
-    out
-  end
-
   it 'answers 101 and then the request over HTTP/2 as stream 1 (curl --http2)' do
     out = curl('--http2', '-D', '-', "http://127.0.0.1:#{@port}/v")
     expect(out).to start_with("HTTP/1.1 101 Switching Protocols\r\n")

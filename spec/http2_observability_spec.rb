@@ -27,12 +27,6 @@ RSpec.describe 'HTTP/2 in the access log, status and trace' do
     RUBY
   end
 
-  def curl(*args)
-    out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
-    raise "curl #{args.join(' ')} failed: #{err}" unless st.success?
-    out
-  end
-
   def stats(port = @port)
     JSON.parse(curl("http://127.0.0.1:#{port}/status"))['workers'].find { |w| w['port'] == port }
   end

@@ -19,12 +19,6 @@ RSpec.describe 'HTTP/2' do
     RUBY
   end
 
-  def curl(*args)
-    out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
-    raise "curl #{args.join(' ')} failed: #{err}" unless st.success?
-    out
-  end
-
   # --data-binary @file (a large body does not fit on a command line)
   def body_file(bytes)
     path = File.join(spec_dir, "body-#{bytes.bytesize}-#{bytes[0]}")

@@ -14,6 +14,7 @@
 require 'socket'
 require 'tmpdir'
 require 'fileutils'
+require 'open3'
 
 module GatewaySpec
   ROOT = File.expand_path('..', __dir__)
@@ -734,6 +735,14 @@ module GatewaySpec
 
     def http_get(port, path, headers = {}, timeout: 5, **more_headers)
       http_request(port, 'GET', path, headers.merge(more_headers), timeout: timeout)
+    end
+
+    # curl -sS --max-time 10 ARGS (a real HTTP/2 client: --http2, --http2-prior-knowledge);
+    # its stdout, or it raises with curl's error.
+    def curl(*args)
+      out, err, st = Open3.capture3('curl', '-sS', '--max-time', '10', *args)
+      raise "curl #{args.join(' ')} failed: #{err}" unless st.success?
+      out
     end
 
     def build_request(method, path, headers = {}, body = nil, version: '1.1', **more_headers)
