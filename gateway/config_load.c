@@ -70,7 +70,7 @@ static void *need(mrb_state *mrb, void *p)
   return p;
 }
 
-/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
+/* -- FastCGI (docs/upstreams.md, "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
 
 static gw_regex_t *compile_regexp(mrb_state *mrb, mrb_value re, const char *path);
 

@@ -213,7 +213,7 @@ module Gateway
 
     # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
     # script_filename: "/srv/app/index.php", split_path_info: %r{^(.+?\.php)(/.*)$}
-    # (see the README's FastCGI section).
+    # (see docs/upstreams.md, "FastCGI").
     # set: { "name" => "literal" or ->(req) { value } }, as nginx's `set` and
     # ngx_mruby's `mruby_set`: evaluated first in the rewrite phase, in order,
     # into the request's variables (req.var.NAME, $NAME in a proxy_pass URL).
@@ -342,10 +342,10 @@ module Gateway
     # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
     #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:, split_path_info:) answers through a FastCGI
-    #   server: see the README's FastCGI section
+    #   server: see docs/upstreams.md, "FastCGI"
     # websocket: ->(ws, req) { ... } speaks WebSocket itself (Gateway::WebSocket;
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
-    #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
+    #   tunnel_timeout: as its idle timeout): see docs/protocols.md, "WebSocket"
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
     #   https:// and h2:// (grpcs://) upstreams this location talks to
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
@@ -548,7 +548,7 @@ end
 # workers: N or :auto (one per online CPU); cpu_affinity: a CPU number for
 # every worker, or :auto (worker i on the i-th CPU the gateway may use);
 # reuseport: true gives each worker its own SO_REUSEPORT listening socket,
-# false one socket shared by all (default: README "All cores").
+# false one socket shared by all (default: docs/configuration.md, "All cores").
 # cpu_limit: CPU seconds a request's Ruby code may run between two waits
 # before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
 # location's own cpu_limit: overrides it.

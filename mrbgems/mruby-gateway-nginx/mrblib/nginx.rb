@@ -1,5 +1,5 @@
 # ngx_mruby compatibility: handler code written for ngx_mruby runs unchanged
-# where README's compatibility table says so. Differences (on purpose):
+# where docs/ngx_mruby.md's compatibility table says so. Differences (on purpose):
 # output after Nginx.return is sent, and an empty 200 is a valid response;
 # where nginx answers with its own version or paths, the gateway answers
 # with its own (Nginx.nginx_version is the gateway's version, Nginx::Server's
