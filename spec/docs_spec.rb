@@ -10,7 +10,10 @@
 #      the Hashes of defaults in HASH_OPTION_CONSTANTS). mruby's own
 #      Method#parameters cannot be used: in 3.1 it shifts the keyword names
 #      of a method without positional parameters by one (`server` reports
-#      `block` and loses `reuseport`).
+#      `block` and loses `reuseport`). An option name shared by several
+#      directives (`timeout:`) is looked for once; keys a DSL method reads
+#      from a Hash without a constant list (an upstream server's `weight:`)
+#      are not found.
 #  (b) Every fenced block whose info string is exactly `ruby` is a complete
 #      configuration: written into a folder with the files such examples name
 #      (a certificate and key, handler files), it must pass
