@@ -17,7 +17,17 @@
  * doubles from 100 ms to 2 s; operations during the pause fail at once
  * (GW_ERR_CONNECT), and the first one after it tries again. An idle pooled
  * connection keeps its read event armed, so a server that closes it (a
- * restart) is noticed and the connection dropped before anyone uses it. */
+ * restart) is noticed and the connection dropped before anyone uses it.
+ *
+ * Sentinel ("sentinel:NAME@host:port,..."): the master's address is asked
+ * of the sentinels (SENTINEL get-master-addr-by-name, each in turn) before
+ * the first connect and again whenever the master is lost (a failed or
+ * broken connection, a -READONLY answer); a subscription to +switch-master
+ * on every sentinel moves the client at once when they promote a replica.
+ * Connections to an older master are dropped as they come back. A command
+ * is sent again, once, to the new master only when it cannot have run on
+ * the old one (its connect failed, or the old master answered -READONLY)
+ * or when it only reads; any other write fails to its caller. */
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -25,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -52,12 +63,13 @@ typedef struct conn_s {
   int setup_replies;        /* replies to AUTH / SELECT still to come */
   gw_redis_op_t *op;        /* in flight, or NULL: idle */
   gw_redis_sub_t *sub;      /* a subscriber's connection (outside the pool) */
+  unsigned epoch;           /* the client's epoch (master) it was opened for */
 } conn_t;
 
 struct gw_redis_op_s {
   gw_redis_t *r;
   gw_redis_op_t *next, *prev; /* in the waiting line */
-  int queued;
+  int queued, retried;
   conn_t *conn;
   struct event timer, later;
   int has_timer, has_later;
@@ -94,6 +106,14 @@ struct gw_redis_s {
   gw_redis_op_t *wait_head, *wait_tail;
   double down_until_ms;     /* connects fail fast until then */
   int backoff_ms;
+  /* Sentinel only (master_name != NULL): sa is the master's while have_master. */
+  char *master_name;
+  gw_redis_t **sentinels;   /* a client per sentinel */
+  gw_redis_sub_t **switch_subs; /* SUBSCRIBE +switch-master on each */
+  size_t nsentinels, ask_next, asked;
+  gw_redis_op_t *asking;    /* SENTINEL get-master-addr-by-name in flight */
+  int have_master;
+  unsigned epoch;           /* bumped when the master changes */
 };
 
 /* -- replies ------------------------------------------------------------------ */
@@ -237,6 +257,8 @@ static void on_read(evutil_socket_t fd, short what, void *arg);
 static void on_write(evutil_socket_t fd, short what, void *arg);
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op);
 static void sub_lost(gw_redis_sub_t *s, gw_err_t err);
+static void lose_master(gw_redis_t *r);
+static int may_fail_over(const gw_redis_op_t *op, int unsent);
 
 static void free_replies(gw_redis_op_t *op)
 {
@@ -333,18 +355,35 @@ static void fail_waiters(gw_redis_t *r, gw_err_t err)
   }
 }
 
-/* c failed: it is closed, and its operation (or subscriber) told. */
-static void conn_fail(conn_t *c, gw_err_t err)
+/* c failed: it is closed, and its operation (or subscriber) told. Behind
+ * sentinels the master is asked for again, and an operation that may fail
+ * over waits for the answer instead. */
+static void conn_lost(conn_t *c, gw_err_t err, int not_run)
 {
   gw_redis_op_t *op = c->op;
   gw_redis_sub_t *sub = c->sub;
   int connect_failed = c->connecting;
   gw_redis_t *r = c->r;
+  int sentinel = r->master_name != NULL && sub == NULL;
+  if (sentinel && c->epoch == r->epoch) lose_master(r);
+  if (sentinel && op && may_fail_over(op, not_run)) {
+    c->op = NULL;
+    op->conn = NULL;
+    op->retried = 1;
+    conn_close(c);
+    dispatch(r, op); /* queued until the sentinels answer */
+    return;
+  }
   if (connect_failed) mark_down(r);
   conn_close(c);
   if (connect_failed) fail_waiters(r, err);
   if (op) op_finish(op, err);
   if (sub) sub_lost(sub, err);
+}
+
+static void conn_fail(conn_t *c, gw_err_t err)
+{
+  conn_lost(c, err, c->connecting);
 }
 
 /* Writes what c has to send. A send error fails c's operation only from
@@ -402,6 +441,7 @@ static conn_t *conn_open(gw_redis_t *r, gw_redis_sub_t *sub, gw_err_t *err)
   }
   c->r = r;
   c->sub = sub;
+  c->epoch = r->epoch;
   c->fd = socket(r->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   c->reader = redisReaderCreateWithFunctions(&reply_fns);
   if (c->fd < 0 || c->reader == NULL || append_setup(r, c) < 0) {
@@ -446,9 +486,23 @@ static void start(conn_t *c, gw_redis_op_t *op)
   if (!c->connecting) flush(c, 0);
 }
 
+static void enqueue(gw_redis_t *r, gw_redis_op_t *op)
+{
+  op->queued = 1;
+  op->prev = r->wait_tail;
+  if (r->wait_tail) r->wait_tail->next = op;
+  else r->wait_head = op;
+  r->wait_tail = op;
+}
+
+static void discover(gw_redis_t *r);
+
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
 {
-  if (r->idle) {
+  if (r->master_name && !r->have_master) {
+    enqueue(r, op);
+    discover(r);
+  } else if (r->idle) {
     conn_t *c = r->idle;
     r->idle = c->next_idle;
     c->next_idle = NULL;
@@ -459,11 +513,7 @@ static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
     if (c == NULL) finish_later(op, err);
     else start(c, op);
   } else {
-    op->queued = 1;
-    op->prev = r->wait_tail;
-    if (r->wait_tail) r->wait_tail->next = op;
-    else r->wait_head = op;
-    r->wait_tail = op;
+    enqueue(r, op);
   }
 }
 
@@ -472,7 +522,9 @@ static void conn_release(conn_t *c)
 {
   gw_redis_t *r = c->r;
   c->op = NULL;
-  if (r->wait_head) {
+  if (c->epoch != r->epoch) { /* to a master that is no more */
+    conn_close(c);
+  } else if (r->wait_head) {
     gw_redis_op_t *op = r->wait_head;
     queue_remove(op);
     start(c, op);
@@ -574,6 +626,12 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
       conn_close(c);
       return;
     }
+    if (reply->type == REDIS_REPLY_ERROR && c->r->master_name && reply->len >= 8 &&
+        memcmp(reply->str, "READONLY", 8) == 0) { /* a replica now: the command did not run */
+      gw_redis_reply_free(reply);
+      conn_lost(c, gw_err(GW_ERR_CLOSED, "redis master became a replica"), 1);
+      return;
+    }
     op->replies[op->got++] = reply;
     if (op->got < op->nreplies) continue;
     /* Complete. Bytes beyond its replies were never asked for: drop c. */
@@ -628,7 +686,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     evtimer_add(&op->timer, &tv);
     op->has_timer = 1;
   }
-  if (r->idle && r->wait_head == NULL) { /* the common case: straight onto an idle connection, no copy */
+  if (r->idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
     conn_t *c = r->idle;
     r->idle = c->next_idle;
     c->next_idle = NULL;
@@ -731,6 +789,171 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s)
   free(s);
 }
 
+/* -- sentinel ---------------------------------------------------------------------- */
+
+/* Commands that only read: safe to send again after a broken connection. */
+static int is_read_only(const gw_buf_t *cmd)
+{
+  static const char *const reads[] = {"GET", "MGET", "EXISTS", "TTL", "PTTL", "TYPE", "STRLEN", "GETRANGE",
+                                      "HGET", "HMGET", "HGETALL", "HEXISTS", "HLEN", "HKEYS", "HVALS",
+                                      "LRANGE", "LLEN", "LINDEX", "SMEMBERS", "SISMEMBER", "SCARD",
+                                      "ZRANGE", "ZSCORE", "ZCARD", "ZRANK", "ZCOUNT", "PING"};
+  /* "*N\r\n$L\r\nNAME\r\n" */
+  const char *p = memchr(cmd->data, '\n', cmd->len), *end = cmd->data + cmd->len;
+  if (p == NULL || ++p >= end || *p != '$') return 0;
+  const char *name = memchr(p, '\n', (size_t)(end - p));
+  if (name == NULL || ++name >= end) return 0;
+  const char *cr = memchr(name, '\r', (size_t)(end - name));
+  if (cr == NULL) return 0;
+  size_t n = (size_t)(cr - name);
+  for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++)
+    if (strlen(reads[i]) == n && strncasecmp(reads[i], name, n) == 0) return 1;
+  return 0;
+}
+
+/* Once, and one command (a batch may have run in part). */
+static int may_fail_over(const gw_redis_op_t *op, int not_run)
+{
+  return !op->retried && op->nreplies == 1 && op->got == 0 && op->cmd.len > 0 &&
+         (not_run || is_read_only(&op->cmd));
+}
+
+static void set_master(gw_redis_t *r, const char *ip, const char *port, const char *why)
+{
+  char addr[128];
+  snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
+  gw_sockaddr_t sa;
+  socklen_t len = gw_addr_parse_fixed(addr, &sa);
+  if (len == 0) {
+    gw_log_error("redis %s: sentinel named an invalid master address %s", r->addr, addr);
+    return;
+  }
+  if (len != r->salen || memcmp(&sa, &r->sa, len) != 0) {
+    if (r->salen) gw_log_notice("redis %s: master is now %s (%s)", r->addr, addr, why);
+    r->sa = sa;
+    r->salen = len;
+    r->backoff_ms = 0;
+    r->down_until_ms = 0;
+    r->epoch++;
+    while (r->idle) conn_close(r->idle);
+  }
+  r->have_master = 1;
+  while (r->wait_head && (r->idle || r->nconns < r->pool)) {
+    gw_redis_op_t *op = r->wait_head;
+    queue_remove(op);
+    dispatch(r, op);
+  }
+}
+
+/* The master is asked for again before the next command; connections to
+ * the one we had close as they come back. */
+static void lose_master(gw_redis_t *r)
+{
+  if (!r->have_master) return;
+  r->have_master = 0;
+  r->epoch++;
+  while (r->idle) conn_close(r->idle);
+}
+
+static void on_master_addr(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
+{
+  gw_redis_t *r = arg;
+  const gw_redis_reply_t *a = n == 1 ? replies[0] : NULL;
+  r->asking = NULL;
+  if (err.kind == GW_OK && a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
+      a->element[0]->type == REDIS_REPLY_STRING && a->element[1]->type == REDIS_REPLY_STRING) {
+    r->asked = 0;
+    set_master(r, a->element[0]->str, a->element[1]->str, "sentinel");
+    return;
+  }
+  gw_log_error("redis %s: sentinel %s: %s", r->addr, gw_redis_addr(r->sentinels[r->ask_next % r->nsentinels]),
+               err.kind != GW_OK ? err.msg : a && a->type == REDIS_REPLY_ERROR ? a->str : "no master of that name");
+  r->ask_next++;
+  if (++r->asked < r->nsentinels) {
+    discover(r);
+    return;
+  }
+  r->asked = 0;
+  mark_down(r);
+  fail_waiters(r, gw_err(GW_ERR_CONNECT, "no redis sentinel named a master"));
+}
+
+/* Asks the next sentinel for the master (one question at a time). */
+static void discover(gw_redis_t *r)
+{
+  if (r->asking) return;
+  gw_buf_t cmd = {0};
+  if (gw_redis_append_array(&cmd, 3) == 0 && gw_redis_append_bulk(&cmd, "SENTINEL", 8) == 0 &&
+      gw_redis_append_bulk(&cmd, "get-master-addr-by-name", 23) == 0 &&
+      gw_redis_append_bulk(&cmd, r->master_name, strlen(r->master_name)) == 0)
+    r->asking = gw_redis_exec(r->sentinels[r->ask_next % r->nsentinels], cmd.data, cmd.len, 1, 1000,
+                              on_master_addr, r);
+  gw_buf_dispose(&cmd);
+  if (r->asking == NULL) fail_waiters(r, gw_err(GW_ERR_NOMEM, "out of memory"));
+}
+
+/* "+switch-master NAME old-ip old-port new-ip new-port" */
+static void on_switch_master(gw_redis_reply_t *m, void *arg)
+{
+  gw_redis_t *r = arg;
+  if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 || m->element[2]->type != REDIS_REPLY_STRING) return;
+  char name[256], old_ip[64], old_port[8], ip[64], port[8];
+  if (sscanf(m->element[2]->str, "%255s %63s %7s %63s %7s", name, old_ip, old_port, ip, port) == 5 &&
+      strcmp(name, r->master_name) == 0)
+    set_master(r, ip, port, "+switch-master");
+}
+
+static void on_switch_state(gw_err_t err, void *arg)
+{
+  (void)err;
+  (void)arg;
+}
+
+static gw_redis_t *sentinel_new(gw_redis_t *r, const char *spec, char *err, size_t errlen)
+{
+  const char *at = strchr(spec, '@');
+  if (at == NULL || at == spec || at[1] == '\0') {
+    snprintf(err, errlen, "redis sentinel address must be \"sentinel:NAME@host:port,...\", got \"sentinel:%s\"", spec);
+    return NULL;
+  }
+  r->master_name = strndup(spec, (size_t)(at - spec));
+  for (const char *p = at + 1; p; p = strchr(p, ',')) {
+    p += *p == ',';
+    r->nsentinels++;
+  }
+  r->sentinels = calloc(r->nsentinels, sizeof(*r->sentinels));
+  r->switch_subs = calloc(r->nsentinels, sizeof(*r->switch_subs));
+  if (r->master_name == NULL || r->sentinels == NULL || r->switch_subs == NULL) {
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  gw_buf_t cmd = {0};
+  if (gw_redis_append_array(&cmd, 2) < 0 || gw_redis_append_bulk(&cmd, "SUBSCRIBE", 9) < 0 ||
+      gw_redis_append_bulk(&cmd, "+switch-master", 14) < 0) {
+    gw_buf_dispose(&cmd);
+    snprintf(err, errlen, "out of memory");
+    return NULL;
+  }
+  const char *p = at + 1;
+  for (size_t i = 0; i < r->nsentinels; i++) {
+    const char *comma = strchr(p, ',');
+    char *one = strndup(p, comma ? (size_t)(comma - p) : strlen(p));
+    gw_redis_params_t sp = {one, 0, NULL, 1};
+    r->sentinels[i] = one ? gw_redis_new(r->base, &sp, err, errlen) : NULL;
+    free(one);
+    if (r->sentinels[i] == NULL ||
+        (r->switch_subs[i] = gw_redis_subscribe(r->sentinels[i], cmd.data, cmd.len, on_switch_master,
+                                                on_switch_state, r)) == NULL) {
+      if (one == NULL || r->sentinels[i]) snprintf(err, errlen, "out of memory");
+      gw_buf_dispose(&cmd);
+      return NULL;
+    }
+    p = comma ? comma + 1 : NULL;
+  }
+  gw_buf_dispose(&cmd);
+  return r;
+}
+
 /* -- the client ------------------------------------------------------------------ */
 
 gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, char *err, size_t errlen)
@@ -740,14 +963,18 @@ gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, ch
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  r->salen = gw_addr_parse_fixed(p->addr, &r->sa);
-  if (r->salen == 0) {
+  r->base = base;
+  if (strncmp(p->addr, "sentinel:", 9) == 0) {
+    if (sentinel_new(r, p->addr + 9, err, errlen) == NULL) {
+      gw_redis_free(r);
+      return NULL;
+    }
+  } else if ((r->salen = gw_addr_parse_fixed(p->addr, &r->sa)) == 0) {
     snprintf(err, errlen, "redis address must be \"IP:port\", \"localhost:port\" or \"unix:/path\", got \"%s\"",
              p->addr);
     free(r);
     return NULL;
   }
-  r->base = base;
   r->addr = strdup(p->addr);
   r->password = p->password ? strdup(p->password) : NULL;
   r->db = p->db;
@@ -759,6 +986,14 @@ void gw_redis_free(gw_redis_t *r)
 {
   if (r == NULL) return;
   while (r->idle) conn_close(r->idle);
+  if (r->asking) gw_redis_cancel(r->asking);
+  for (size_t i = 0; i < r->nsentinels; i++) {
+    if (r->switch_subs && r->switch_subs[i]) gw_redis_subscriber_free(r->switch_subs[i]);
+    if (r->sentinels) gw_redis_free(r->sentinels[i]);
+  }
+  free(r->switch_subs);
+  free(r->sentinels);
+  free(r->master_name);
   free(r->addr);
   free(r->password);
   free(r);

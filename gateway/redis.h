@@ -34,7 +34,9 @@ typedef struct gw_redis_reply_s {
 #define GW_REDIS_MAX_BUFFERED ((size_t)512 << 20)
 
 typedef struct {
-  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port" or "unix:/path" */
+  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
+                          * "sentinel:NAME@host:port,host:port,...": the master that
+                          * those Redis Sentinels name NAME (redis.c) */
   int db;                /* SELECTed on each new connection when > 0 */
   const char *password;  /* AUTH on each new connection, or NULL */
   int pool;              /* connections at most; more callers wait in line */

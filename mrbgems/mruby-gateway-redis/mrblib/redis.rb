@@ -90,8 +90,11 @@ module Async
     # Objects naming the same address, db and password share this worker's
     # pool of connections (at most pool:, more callers wait in line).
     # servers: an Array of addresses is used in turn (round robin).
-    def initialize(addr = DEFAULT_ADDR, db: 0, password: nil, timeout: 2.0, pool: 32)
-      list = addr.is_a?(Array) ? addr : [addr]
+    # Behind Redis Sentinel: Async::Redis.new(sentinels: ["10.0.0.1:26379", ...],
+    # master_name: "mymaster") talks to the master they name, and follows
+    # them when they promote a replica.
+    def initialize(addr = DEFAULT_ADDR, db: 0, password: nil, timeout: 2.0, pool: 32, sentinels: nil, master_name: nil)
+      list = sentinels || master_name ? [Redis._sentinel_addr(sentinels, master_name)] : addr.is_a?(Array) ? addr : [addr]
       unless !list.empty? && list.all? { |a| a.is_a?(String) && (a.start_with?("unix:/") || a.include?(":")) }
         raise ArgumentError, "Async::Redis: address must be \"host:port\" or \"unix:/path\", got #{addr.inspect}"
       end
@@ -165,6 +168,20 @@ module Async
       client.subscribe(*channels, &block)
     end
 
+    # "sentinel:NAME@host:port,...": the address the core reads as "ask these
+    # sentinels for NAME's master".
+    def self._sentinel_addr(sentinels, master_name)
+      unless sentinels.is_a?(Array) && !sentinels.empty? &&
+             sentinels.all? { |a| a.is_a?(String) && a.include?(":") && !a.include?(",") && !a.include?("@") }
+        raise ArgumentError, "Async::Redis: sentinels: must be an Array of \"host:port\", got #{sentinels.inspect}"
+      end
+      unless master_name.is_a?(String) && !master_name.empty? && !master_name.include?("@") &&
+             !master_name.include?(" ") && master_name.size <= 255
+        raise ArgumentError, "Async::Redis: master_name: must name the master the sentinels monitor, got #{master_name.inspect}"
+      end
+      "sentinel:#{master_name}@#{sentinels.join(',')}"
+    end
+
     def self._check_subscribe(channels, block)
       raise ArgumentError, "subscribe: a block is required" unless block
       unless !channels.empty? && channels.all? { |c| c.is_a?(String) && !c.empty? }
@@ -192,10 +209,15 @@ end
 
 # redis :cache, servers: ["127.0.0.1:6379"], pool: 32, db: 0, password: nil, timeout: 2.0
 # A named Redis pool for handlers: Async::Redis[:cache]. Several servers are
-# used in turn.
-def redis(name, servers:, pool: 32, db: 0, password: nil, timeout: 2.0)
+# used in turn. Or behind Redis Sentinel:
+# redis :fleet, sentinels: ["10.0.0.1:26379", ...], master_name: "mymaster"
+def redis(name, servers: nil, sentinels: nil, master_name: nil, pool: 32, db: 0, password: nil, timeout: 2.0)
   raise ArgumentError, "redis: the name must be a Symbol like :cache, got #{name.inspect}" unless name.is_a?(Symbol)
   raise ArgumentError, "redis #{name.inspect} is defined twice" if Async::Redis._pools.key?(name)
+  if servers.nil? == (sentinels.nil? && master_name.nil?)
+    raise ArgumentError, "redis #{name.inspect}: give servers: [...] or sentinels: [...] with master_name:, not both"
+  end
   list = servers.is_a?(Array) ? servers : [servers]
-  Async::Redis._pools[name] = Async::Redis.new(list, db: db, password: password, timeout: timeout, pool: pool)
+  Async::Redis._pools[name] = Async::Redis.new(list, db: db, password: password, timeout: timeout, pool: pool,
+                                                     sentinels: sentinels, master_name: master_name)
 end
