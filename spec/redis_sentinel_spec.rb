@@ -127,7 +127,7 @@ RSpec.describe 'Async::Redis behind Redis Sentinel' do
     expect(@gw.log).to match(/redis sentinel:mymaster@[^:]+:\d+.*: master is now 127\.0\.0\.1:#{@replica.port}/)
   end
 
-  it 'a read in flight when the master is lost is sent again to the new master' do
+  it 'a planned failover (SENTINEL FAILOVER): the gateway moves to the promoted replica' do
     get('/incr')
     GatewaySpec.poll('the replica to catch up') { @replica.cmd('GET', 'hits') == '1' }
     @sentinels.each { |s| s.cmd('SENTINEL', 'failover', 'mymaster') rescue nil } # a planned switch: +switch-master
