@@ -1024,10 +1024,9 @@ static const char *next_bulk(const char *p, const char *end, const char **s, siz
   return *s + *n + 2;
 }
 
-/* The slot every keyed command of cmd (one or more) hashes to: -1 with no
- * key, -2 when two keys differ in slot. The key is the first argument, the
- * fourth of EVAL/EVALSHA when it has keys, none of the commands without. */
-static int commands_slot(const char *p, size_t len)
+/* The key is the first argument, the fourth of EVAL/EVALSHA when it has
+ * keys, none of the commands without. */
+int gw_redis_commands_slot(const char *p, size_t len)
 {
   static const char *const keyless[] = {"MULTI", "EXEC", "DISCARD", "PING", "ECHO", "INFO", "TIME", "PUBLISH",
                                         "SCRIPT", "CLUSTER", "ASKING", "DBSIZE", "COMMAND", "CLIENT", "CONFIG"};
@@ -1109,7 +1108,7 @@ static void cluster_dispatch(gw_redis_op_t *op)
 
 static void cluster_start(gw_redis_op_t *op)
 {
-  op->slot = commands_slot(op->cmd.data, op->cmd.len);
+  op->slot = gw_redis_commands_slot(op->cmd.data, op->cmd.len);
   if (op->slot == -2) {
     finish_later(op, gw_err(GW_ERR_BAD_NAME, "redis cluster: the keys of one call must hash to one slot "
                                              "(give them a common {hash tag})"));

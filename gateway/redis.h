@@ -78,6 +78,11 @@ const char *gw_redis_addr(const gw_redis_t *r);
 int gw_redis_append_array(gw_buf_t *b, size_t argc);
 int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len);
 
+/* Redis Cluster: the hash slot (0..16383) every keyed command of cmd (RESP
+ * commands as gw_redis_append_* make them) maps to, -1 when none has a key,
+ * -2 when two keys differ in slot. */
+int gw_redis_commands_slot(const char *cmd, size_t len);
+
 /* The reply parser as the client uses it (exposed for the fuzz target): a
  * hiredis reader with this module's objects and limits. */
 void *gw_redis_reader_new(void);
