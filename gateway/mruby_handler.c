@@ -380,8 +380,7 @@ static void complete(script_t *s, mrb_value result)
     snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
     gw_trace_event(req, done);
   }
-  if (s->failed) gw_request_finish(req);
-  else gw_request_finish_filtered(req);
+  gw_request_finish(req); /* through the location's filters (request.c) */
 }
 
 static const char *run_kind_name(run_kind_t kind)

@@ -157,6 +157,16 @@ struct gw_request_s {
   int target_changed;       /* gw_request_set_target() since routing */
   int running;              /* between start and finish */
   int streaming;            /* its head is sent; the body follows in pieces */
+  /* The location's header and body filters between handler and protocol
+   * (request.c, "output filters"): every response passes them once. */
+  int filtered;             /* they ran (or run) on this response: not again */
+  int out_collect;          /* a streamed body is collected whole for the body filter */
+  int out_hold;             /* the header filter runs on a streamed head: the body waits */
+  long long out_length;     /* ... the length announced meanwhile */
+  int out_ended;            /* ... the producer ended meanwhile: 1 complete, 2 cut short, 3 with out_trailers */
+  gw_headers_t *out_trailers; /* ... its trailer fields (owned), or NULL */
+  int out_fd;               /* ... or sent this file range (owned; -1: none) */
+  long long out_off, out_len;
   /* Set by a streaming producer: called when the client's output drained
    * below the low water mark after gw_request_stream_data() returned 1. */
   void (*on_drain)(gw_request_t *req);
@@ -183,16 +193,16 @@ void gw_request_dispose(gw_request_t *req);
  * returns. */
 void gw_request_start(gw_request_t *req);
 
-/* Completes the response with whatever status/headers/body are set. */
+/* Completes the response with whatever status/headers/body are set, after
+ * the location's header and body filters (nginx's output filters: every
+ * response a location produces passes them once, error pages too; a filter
+ * that raises turns it into an unfiltered 500). */
 void gw_request_finish(gw_request_t *req);
 
 /* Logs (info) why req is answered 400: its path is routed elsewhere once
  * decoded and normalised, or does not decode (gw_router_refused). */
 void gw_request_log_refused(const gw_request_t *req);
 
-/* The same, after the location's header and body filters (if any) ran on
- * the response: for a response a handler produced whole (not error pages). */
-void gw_request_finish_filtered(gw_request_t *req);
 
 /* Called by the protocol once the response was queued (client requests
  * only, before the request is reset): runs the location's log phase. */
@@ -212,7 +222,10 @@ void gw_request_abort(gw_request_t *req);
 
 /* Streaming a response instead of finishing it whole, where the protocol
  * can (gw_request_can_stream()): see gw_protocol_t. end finishes the
- * request, complete or cut short. */
+ * request, complete or cut short. The filters apply here too: with a body
+ * filter the body is collected and sent whole once it ended (a file range
+ * read into it); while a header filter runs, stream_data keeps the pieces
+ * and returns 1 (pause until req->on_drain). */
 int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);

@@ -72,6 +72,26 @@ module Gateway
   end
 
   class Location
+    # Filters run on every response a location produces; a WebSocket's 101
+    # and the tunnel after it are not such a response, so a filter given to
+    # a websocket: location, or to one that sets tunnel_timeout: (it
+    # tunnels), is an error; a websocket: location does not take the
+    # server's. (A proxy_pass location with filters relays no upgrade: its
+    # WebSocket handshakes are answered as plain requests.)
+    def self.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
+      return unless websocket || tunnel_timeout
+      [:header_filter, :body_filter].each do |k|
+        if own[k]
+          raise ArgumentError, "#{where}: #{k}: cannot apply to a WebSocket (its 101 and the tunnel after it are not filtered responses)"
+        end
+        if websocket
+          ph[k] = nil
+        elsif ph[k]
+          raise ArgumentError, "#{where}: the server's #{k}: cannot apply to a WebSocket tunnel (tunnel_timeout:); give #{k}: false here"
+        end
+      end
+    end
+
     # websocket: and its options; other content with it is an error.
     def self.check_websocket(where, websocket, max_message, protocols, other_content)
       if websocket.nil?
@@ -391,6 +411,7 @@ module Gateway
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
       ph[:content] = Gateway::WebSocket::Runner.new(websocket) if websocket # the block, once the handshake is done
+      Location.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)

@@ -1,0 +1,155 @@
+# header_filter: and body_filter: on every response a location produces
+# (request.c's output filters): static files (memory-cached, sendfile'd,
+# ranged, HEAD), the gateway's own error pages (a missing file's 404, a
+# dead upstream's 502, a slow one's 504), a phase that answered, over
+# HTTP/1.1 and HTTP/2; and `gateway -t` refusing filters where they cannot
+# apply (a WebSocket).
+require_relative 'spec_helper'
+
+RSpec.describe 'filters on every response' do
+  BIG = 300 * 1024 # over static.c's SMALL_READ: sent with sendfile(2) over HTTP/1.1
+
+  def docroot
+    @docroot ||= begin
+      d = File.join(spec_dir, 'public')
+      FileUtils.mkdir_p(d)
+      File.write(File.join(d, 'a.txt'), "hello\n")
+      File.write(File.join(d, 'abc.txt'), 'abcdefghij')
+      File.write(File.join(d, 'big.txt'), 'x' * BIG)
+      d
+    end
+  end
+
+  before(:each) do
+    @dead = free_port # nothing listens there: 502
+    @slow = TCPServer.new('127.0.0.1', 0) # accepts, never answers: 504
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      upstream "slow", servers: ["127.0.0.1:#{@slow.addr[1]}"], timeout: 0.5
+      server listen: "127.0.0.1:#{@port}", workers: 1, http2: true do
+        location "/pid" do Gateway.pid.to_s end
+        location "/s/", alias: "#{docroot}/",
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
+                 body_filter: ->(body, req) { "[" + body.upcase + "]" }
+        location "/h/", alias: "#{docroot}/",
+                 header_filter: ->(req) { req.headers_out["X-Head-Only"] = "yes" }
+        location "/slowhead/", alias: "#{docroot}/",
+                 header_filter: ->(req) { Async.sleep(0.1); req.headers_out["X-Slept"] = "yes" }
+        location "/dead", proxy_pass: "http://127.0.0.1:#{@dead}",
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
+                 body_filter: ->(body, req) { "filtered: " + body }
+        location "/slow", proxy_pass: "http://slow",
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
+        location "/denied", access: ->(req) { Nginx.return 403 },
+                 root: "#{docroot}",
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
+      end
+    RUBY
+  end
+
+  after(:each) { @slow&.close }
+
+  it 'a memory-cached static file passes both filters' do
+    r = http_get(@port, '/s/a.txt')
+    expect([r.status, r['x-filtered'], r.body, r['content-length']]).to eq([200, '200', "[HELLO\n]", '8'])
+  end
+
+  it "a body filter reads a sendfile'd file through the filter" do
+    r = http_get(@port, '/s/big.txt', timeout: 10)
+    expect([r.status, r['x-filtered'], r.body.bytesize]).to eq([200, '200', BIG + 2])
+    expect(r.body).to eq('[' + 'X' * BIG + ']')
+  end
+
+  it 'a header filter alone leaves a large file streaming (sendfile) with the filtered head' do
+    r = http_get(@port, '/h/big.txt', timeout: 10)
+    expect([r.status, r['x-head-only'], r.body.bytesize, r['content-length']]).to eq([200, 'yes', BIG, BIG.to_s])
+  end
+
+  it 'a header filter that waits holds the file until it is done' do
+    r = http_get(@port, '/slowhead/big.txt', timeout: 10)
+    expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', 'x' * BIG])
+    r = http_get(@port, '/slowhead/a.txt')
+    expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', "hello\n"])
+  end
+
+  it 'a ranged response passes the filters (206, the range filtered)' do
+    r = http_get(@port, '/s/abc.txt', 'Range' => 'bytes=2-5')
+    expect([r.status, r['x-filtered'], r['content-range'], r.body]).to eq([206, '206', 'bytes 2-5/10', '[CDEF]'])
+  end
+
+  it 'HEAD of a static file runs the header filter' do
+    c = connect(@port)
+    c.write("HEAD /h/big.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+    r = c.read_response(head: true)
+    expect([r.status, r['x-head-only'], r['content-length']]).to eq([200, 'yes', BIG.to_s])
+  end
+
+  it "the gateway's own 404 for a missing file passes the filters" do
+    r = http_get(@port, '/s/missing.txt')
+    expect([r.status, r['x-filtered'], r.body]).to eq([404, '404', "[404 NOT FOUND\n]"])
+  end
+
+  it "a dead upstream's 502 passes the filters" do
+    r = http_get(@port, '/dead/x')
+    expect([r.status, r['x-filtered'], r.body]).to eq([502, '502', "filtered: 502 Bad Gateway\n"])
+  end
+
+  it "a silent upstream's 504 passes the header filter" do
+    r = http_get(@port, '/slow/x', timeout: 10)
+    expect([r.status, r['x-filtered']]).to eq([504, '504'])
+  end
+
+  it 'an access phase that answered passes the header filter' do
+    r = http_get(@port, '/denied/a.txt')
+    expect([r.status, r['x-filtered']]).to eq([403, '403'])
+  end
+
+  it 'HTTP/2: static files (in memory and large) and error pages pass the filters' do
+    out = curl('--http2-prior-knowledge', '-D', '-', "http://127.0.0.1:#{@port}/s/a.txt")
+    expect(out).to match(%r{\AHTTP/2 200}).and include("x-filtered: 200").and end_with("[HELLO\n]")
+    out = curl('--http2-prior-knowledge', '-D', '-', "http://127.0.0.1:#{@port}/s/big.txt")
+    expect(out).to include("x-filtered: 200").and end_with('[' + 'X' * BIG + ']')
+    out = curl('--http2-prior-knowledge', '-D', '-', "http://127.0.0.1:#{@port}/slowhead/big.txt")
+    expect(out).to include("x-slept: yes").and end_with('x' * BIG)
+    out = curl('--http2-prior-knowledge', '-D', '-', "http://127.0.0.1:#{@port}/s/missing")
+    expect(out).to match(%r{\AHTTP/2 404}).and include("x-filtered: 404").and end_with("[404 NOT FOUND\n]")
+  end
+
+  it 'the worker survives it all' do
+    expect(http_get(@port, '/pid').status).to eq(200)
+  end
+end
+
+RSpec.describe 'filters where they cannot apply' do
+  it 'gateway -t refuses a filter on a websocket: location, with FILE:LINE' do
+    st, out, path = check_config(<<~RUBY)
+      server listen: #{free_port} do
+        location "/ws", websocket: ->(ws, req) { },
+                 header_filter: ->(req) { }
+      end
+    RUBY
+    expect(st).not_to eq(0)
+    expect(out).to include("#{path}:2").and include('header_filter: cannot apply to a WebSocket')
+  end
+
+  it "gateway -t refuses the server's body filter on a tunnelling proxy (tunnel_timeout:), with FILE:LINE" do
+    st, out, path = check_config(<<~RUBY)
+      server listen: #{free_port}, body_filter: ->(body, req) { body } do
+        location "/ok" do "x" end
+        location "/ws", proxy_pass: "http://127.0.0.1:1", tunnel_timeout: 30
+      end
+    RUBY
+    expect(st).not_to eq(0)
+    expect(out).to include("#{path}:3").and include("the server's body_filter: cannot apply")
+  end
+
+  it "a websocket: location does not take the server's filters, and filter: false opts a tunnel out" do
+    st, out, = check_config(<<~RUBY)
+      server listen: #{free_port}, header_filter: ->(req) { } do
+        location "/ws", websocket: ->(ws, req) { }
+        location "/t", proxy_pass: "http://127.0.0.1:1", tunnel_timeout: 30, header_filter: false
+      end
+    RUBY
+    expect([st, out]).to eq([0, out])
+  end
+end
