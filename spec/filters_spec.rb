@@ -153,3 +153,45 @@ RSpec.describe 'filters where they cannot apply' do
     expect([st, out]).to eq([0, out])
   end
 end
+
+RSpec.describe 'filter and handler arity' do
+  it 'a body filter file (Nginx::Filter) and lambdas declaring fewer parameters run with what they declare' do
+    dir = spec_dir
+    File.write(File.join(dir, 'bf.rb'), "f = Nginx::Filter.new\nf.body = f.body.upcase + \"!\"\n\"ignored\"\n")
+    File.write(File.join(dir, 'init.rb'), "$init_ran = (req.nil? ? 'ran' : 'req?')\n")
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1, init_worker: "#{dir}/init.rb" do
+        location "/file", body_filter: "#{dir}/bf.rb" do "hello" end
+        location "/one", body_filter: ->(body) { body.reverse } do "hello" end
+        location "/init" do $init_ran.to_s end
+        location "/none", header_filter: -> { Nginx::Headers_out.new["X-None"] = "1" } do "x" end
+      end
+    RUBY
+    r = http_get(port, '/file')
+    expect([r.status, r.body]).to eq([200, 'HELLO!'])
+    r = http_get(port, '/one')
+    expect([r.status, r.body]).to eq([200, 'olleh'])
+    r = http_get(port, '/none')
+    expect([r.status, r['x-none']]).to eq([200, '1'])
+    expect(http_get(port, '/init').body).to eq('ran') # an init_worker file, called with nothing
+  end
+
+  it 'a lambda that cannot take the arguments is a FILE:LINE error at load' do
+    st, out, path = check_config(<<~RUBY)
+      server listen: #{free_port} do
+        location "/x", body_filter: ->(a, b, c) { a } do "x" end
+      end
+    RUBY
+    expect(st).not_to eq(0)
+    expect(out).to include("#{path}:2").and include('body_filter: the lambda takes 3 argument(s); it is called with (body, req)')
+    st, out, path = check_config(<<~RUBY)
+      server listen: #{free_port} do
+        location "/x",
+                 header_filter: ->(req, extra) { } do "x" end
+      end
+    RUBY
+    expect(st).not_to eq(0)
+    expect(out).to include("#{path}:2").and include('header_filter: the lambda takes 2 argument(s); it is called with (req)')
+  end
+end
