@@ -257,7 +257,7 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
   req->upstream_status = res->status;
   req->upstream_reused = res->reused;
   req->status = res->status;
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
   long long length = -1;
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];

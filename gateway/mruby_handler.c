@@ -356,11 +356,13 @@ static void complete(script_t *s, mrb_value result)
     gw_request_simple_response(req, 500, NULL);
   } else if (s->proxy_url) { /* req.proxy_pass(url): the upstream answers */
     drop_fiber(s);
+    gw_request_head_keep(req); /* with the fields the handler set */
     if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key, s->fastcgi_split);
     else gw_proxy_start(req, s->proxy_url, s->proxy_key);
     return;
   } else if (s->send_path) { /* req.send_file(path): the file answers (static.c) */
     drop_fiber(s);
+    gw_request_head_keep(req);
     gw_static_send_file(req, s->send_path, s->send_len); /* copies the path before the script is released */
     return;
   } else if (!req->has_output && mrb_string_p(result)) {

@@ -175,7 +175,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   req->upstream_status = res->status;
   req->upstream_reused = res->reused;
   req->status = res->status;
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {

@@ -52,6 +52,7 @@ void gw_request_reset(gw_request_t *req)
   gw_headers_clear(&req->headers);
   drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
+  req->resp_headers_kept = 0;
   size_t n;
   if ((n = evbuffer_get_length(req->body)) > 0) evbuffer_drain(req->body, n);
   if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
@@ -117,9 +118,17 @@ void gw_request_pending_remove(gw_pending_t *p)
   p->next = p->prev = p;
 }
 
+void gw_request_head_replace(gw_request_t *req)
+{
+  if (req->resp_headers_kept < req->resp_headers.count) req->resp_headers.count = req->resp_headers_kept;
+  if (req->resp_headers.count == 0) gw_headers_clear(&req->resp_headers);
+  else gw_headers_remove(&req->resp_headers, "content-type");
+  req->resp_headers_kept = req->resp_headers.count;
+}
+
 void gw_request_simple_response(gw_request_t *req, int status, const char *body)
 {
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
   evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
   req->status = status;
   req->inline_body = NULL;
@@ -184,6 +193,7 @@ static void run_phases(gw_request_t *req, int from)
   } else if (from <= 1 && l->access) {
     l->access->run(l->access, req, on_phase_done, (void *)(intptr_t)2);
   } else {
+    gw_request_head_keep(req); /* what the phases set stays on the response */
     l->handler->on_req(l->handler, req);
   }
 }

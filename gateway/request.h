@@ -142,6 +142,9 @@ struct gw_request_s {
   int default_status;       /* the status when a script handler sets none and writes
                                nothing (ngx_mruby: a failed sub-request's); 0: 200 */
   gw_headers_t resp_headers;/* owned, validated when set */
+  size_t resp_headers_kept; /* its first fields were set before the content (a phase, the
+                               handler before proxy_pass): a head that replaces the
+                               response keeps them (gw_request_head_replace) */
   struct evbuffer *resp_body;/* owned */
   int has_output;           /* a script wrote output */
   const char *inline_body;  /* when set, the body instead of resp_body: borrowed
@@ -213,7 +216,19 @@ void gw_request_logged(gw_request_t *req);
  * memory. */
 int gw_request_set_target(gw_request_t *req, const char *target, size_t len);
 
-/* Sets a complete response in one go (error pages, 404, 502...). */
+/* The response's head is about to be replaced (an upstream's, a file's, an
+ * error page): the fields set before the content handler produced it stay,
+ * as nginx keeps headers_out (both appear), except Content-Type, which the
+ * new head gives; the others go. gw_request_head_keep marks what is there
+ * now as set before (the content starts, a handler hands over). */
+void gw_request_head_replace(gw_request_t *req);
+static inline void gw_request_head_keep(gw_request_t *req)
+{
+  req->resp_headers_kept = req->resp_headers.count;
+}
+
+/* Sets a complete response in one go (error pages, 404, 502...); the
+ * fields set before the content stay (gw_request_head_replace). */
 void gw_request_simple_response(gw_request_t *req, int status, const char *body);
 
 /* The client went away (or the worker stops): cancels every pending

@@ -198,6 +198,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
   gw_file_t *b = z ? z : f; /* what is sent */
   long long size = (long long)b->st.st_size;
   if (req->status == 0) req->status = 200;
+  gw_request_head_replace(req); /* the file's Content-Type; earlier fields stay */
   add_header(req, "Content-Type", ctype, strlen(ctype));
   add_header(req, "Last-Modified", b->last_modified, b->last_modified_len);
   add_header(req, "ETag", b->etag, b->etag_len);
@@ -357,6 +358,7 @@ static void list_dir(gw_static_t *h, gw_request_t *req, const char *rel)
   free(names);
   evbuffer_add_printf(out, "</ul></body></html>\n");
   req->status = 200;
+  gw_request_head_replace(req);
   add_header(req, "Content-Type", "text/html; charset=utf-8", 24);
   gw_request_finish(req);
 }

@@ -195,3 +195,53 @@ RSpec.describe 'filter and handler arity' do
     expect(out).to include("#{path}:2").and include('header_filter: the lambda takes 2 argument(s); it is called with (req)')
   end
 end
+
+RSpec.describe 'headers set before the content (phases, a handler) on the response' do
+  before(:each) do
+    @up = fake_upstream do |peer|
+      while (req = peer.read_request(timeout: 30))
+        peer.write("HTTP/1.1 200 OK\r\nX-Up: yes\r\nSet-Cookie: up=1\r\nContent-Type: text/up\r\nContent-Length: 2\r\n\r\nup")
+      end
+    end
+    d = File.join(spec_dir, 'www')
+    FileUtils.mkdir_p(d)
+    File.write(File.join(d, 'f.txt'), 'file')
+    @port = free_port
+    early = %q{->(req) { h = req.headers_out; h["X-Early"] = "1"; h["Set-Cookie"] = "early=1"; h["Content-Type"] = "text/early"; nil }}
+    start_gateway(<<~RUBY, ports: [@port])
+      server listen: "127.0.0.1:#{@port}", workers: 1 do
+        location "/p/", proxy_pass: "http://127.0.0.1:#{@up.port}", rewrite: #{early}
+        location "/s/", alias: "#{d}/", access: #{early}
+        location "/dead", proxy_pass: "http://127.0.0.1:#{free_port}", rewrite: #{early}
+        location "/ruby" do |req|
+          req.headers_out["X-Handler"] = "set before proxy_pass"
+          req.proxy_pass("http://127.0.0.1:#{@up.port}/x")
+        end
+      end
+    RUBY
+  end
+
+  it 'a proxied response keeps them: both fields appear, the Content-Type is the upstream\'s' do
+    r = http_get(@port, '/p/x')
+    expect([r.status, r.body, r['x-early'], r['x-up'], r['content-type']]).to eq([200, 'up', '1', 'yes', 'text/up'])
+    expect(r['set-cookie'].split(', ').sort).to eq(['early=1', 'up=1'])
+    expect(r.count('content-type')).to eq(1)
+  end
+
+  it 'a static file and the missing file\'s 404 keep them' do
+    r = http_get(@port, '/s/f.txt')
+    expect([r.status, r['x-early'], r['set-cookie'], r['content-type']]).to eq([200, '1', 'early=1', 'text/plain'])
+    r = http_get(@port, '/s/none.txt')
+    expect([r.status, r['x-early'], r.count('content-type')]).to eq([404, '1', 1])
+  end
+
+  it "a dead upstream's 502 keeps them" do
+    r = http_get(@port, '/dead')
+    expect([r.status, r['x-early']]).to eq([502, '1'])
+  end
+
+  it 'a handler that sets a field, then proxy_pass: the field is on the upstream\'s response' do
+    r = http_get(@port, '/ruby')
+    expect([r.status, r.body, r['x-handler'], r['x-up']]).to eq([200, 'up', 'set before proxy_pass', 'yes'])
+  end
+end
