@@ -320,6 +320,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     }
     tc.on_handshake = gw_tls_hook_run;
     tc.on_handshake_arg = s->tls_hook;
+    tc.on_handshake_drop = gw_tls_hook_drop;
   }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;

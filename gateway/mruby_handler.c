@@ -658,6 +658,11 @@ void gw_mrb_unroot(int slot)
   give_slot(slot);
 }
 
+mrb_value gw_mrb_rooted(int slot)
+{
+  return mrb_ary_ref(rt.mrb, rt.roots, slot);
+}
+
 gw_request_t *gw_mrb_current_request_or_null(void)
 {
   return rt.current;
