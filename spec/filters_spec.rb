@@ -245,3 +245,52 @@ RSpec.describe 'headers set before the content (phases, a handler) on the respon
     expect([r.status, r.body, r['x-handler'], r['x-up']]).to eq([200, 'up', 'set before proxy_pass', 'yes'])
   end
 end
+
+RSpec.describe 'ruby_files: true (ngx_mruby mruby_add_handler)' do
+  before(:each) do
+    @root = File.join(spec_dir, 'app')
+    FileUtils.mkdir_p(File.join(@root, 'sub'))
+    File.write(File.join(@root, 'hello.rb'), "Nginx.rputs \"hello from \#{req.method}\"\n")
+    File.write(File.join(@root, 'sub', 'index.rb'), "\"index \#{Gateway.pid}\"\n")
+    File.write(File.join(@root, 'broken.rb'), "a = 1\nb = )\n")
+    File.write(File.join(@root, 'plain.txt'), 'text')
+    File.write(File.join(spec_dir, 'outside.rb'), '"outside!"')
+    @port = free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port])
+      server listen: "127.0.0.1:#{@port}", workers: 1 do
+        location "/", root: "#{@root}", ruby_files: true, index: ["index.rb", "index.html"],
+                 open_file_cache: false
+        location "/src/", alias: "#{@root}/"
+      end
+    RUBY
+  end
+
+  it 'runs *.rb under the root as handler files (any method, an index too), never their source' do
+    r = http_get(@port, '/hello.rb')
+    expect([r.status, r.body]).to eq([200, 'hello from GET'])
+    r = http_request(@port, 'POST', '/hello.rb', {}, 'x=1')
+    expect([r.status, r.body]).to eq([200, 'hello from POST'])
+    r = http_get(@port, '/sub/')
+    expect([r.status, r.body]).to start_with(200).and(satisfy { |a| a[1].start_with?('index ') })
+    expect(http_get(@port, '/plain.txt').body).to eq('text')
+    expect(http_get(@port, '/src/hello.rb').body).to start_with('Nginx.rputs') # a location without it: a file
+  end
+
+  it 'compiles once and again when the file changes' do
+    expect(http_get(@port, '/hello.rb').body).to eq('hello from GET')
+    path = File.join(@root, 'hello.rb')
+    File.write(path, "\"changed\"\n")
+    File.utime(Time.now + 5, Time.now + 5, path)
+    expect(http_get(@port, '/hello.rb').body).to eq('changed')
+  end
+
+  it 'a file that does not compile answers 500 with FILE:LINE in the log; no path leaves the root' do
+    expect(http_get(@port, '/broken.rb').status).to eq(500)
+    poll('the compile error with FILE:LINE') { @gw.log.include?("ruby_files: #{@root}/broken.rb:2:") }
+    [ '/../outside.rb', '/%2e%2e/outside.rb', '/sub/..%2f..%2foutside.rb', '/sub/%2e%2e/%2e%2e/outside.rb' ].each do |p|
+      r = http_get(@port, p)
+      expect(r.body).not_to include('outside!'), p
+      expect([400, 403, 404]).to include(r.status), p
+    end
+  end
+end
