@@ -160,6 +160,10 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
     c.cache.mem_max_file = (size_t)mrb_as_float(mrb, hget(mrb, mem, "max_file"));
     c.cache.mem_budget = (size_t)mrb_as_float(mrb, hget(mrb, mem, "budget"));
   }
+  if (mrb_test(hget(mrb, st, "ruby_files"))) {
+    c.ruby_file = gw_mruby_ruby_file;
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  }
   mrb_value fallback = hget(mrb, st, "fallback");
   if (mrb_test(fallback)) {
     c.fallback = need(mrb, gw_mruby_handler_new(mrb, fallback));
@@ -320,6 +324,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     }
     tc.on_handshake = gw_tls_hook_run;
     tc.on_handshake_arg = s->tls_hook;
+    tc.on_handshake_drop = gw_tls_hook_drop;
   }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;

@@ -134,6 +134,8 @@ void gw_mrb_will_wait(void);
  * gw_mrb_unroot(). */
 int gw_mrb_root(mrb_value v);
 void gw_mrb_unroot(int slot);
+/* The value a slot keeps. */
+mrb_value gw_mrb_rooted(int slot);
 
 /* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
  * returns (url and key are copied). */

@@ -20,15 +20,43 @@ module Gateway
     # a handler file (relative to the config file's folder), compiled now into
     # a lambda taking the request (`return` ends it; errors name the file),
     # false or nil: none.
+    # Either is adapted to the arguments the core calls it with (ARITY), as
+    # its code declares them: a handler file (code reading `req`) gets the
+    # request whatever the phase (a body filter's file reads the body with
+    # Nginx::Filter); a lambda declaring fewer parameters gets the first
+    # ones (->(body) { } as a body filter); one that can take none of the
+    # counts is this line's error, not a failure per request.
     def self.phase(where, name, value)
-      return value unless value.is_a?(String)
+      return adapt(where, name, value) unless value.is_a?(String)
       path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
       # A file that is not there is this line's error; one that does not
       # compile is the file's own (FILE:LINE from the compiler).
       unless Gateway._file?(path)
         raise ArgumentError, "#{where}: #{name}: must be a Proc (->(req) { ... }) or a handler file; no file #{path}"
       end
-      Gateway._compile_file(path)
+      code = Gateway._compile_file(path)
+      case ARITY.fetch(name, 1)
+      when 0 then -> { code.call(nil) }
+      when 2 then ->(body, req) { code.call(req); nil } # it sets the body itself (Nginx::Filter#body=)
+      else code
+      end
+    end
+
+    # What the core passes each phase: (req); a body filter (body, req);
+    # init_worker/exit_worker nothing.
+    ARITY = { body_filter: 2, init_worker: 0, exit_worker: 0 }
+
+    def self.adapt(where, name, value)
+      return value unless value.is_a?(Proc) && value.lambda?
+      n = ARITY.fetch(name, 1)
+      a = value.arity
+      required = a >= 0 ? a : -a - 1
+      return value if required <= n && (a < 0 || a == n)
+      if a >= 0 && a < n
+        return a == 0 ? ->(*_) { value.call } : ->(x, *_) { value.call(x) }
+      end
+      takes = n == 2 ? "(body, req)" : n == 1 ? "(req)" : "no arguments"
+      raise ArgumentError, "#{where}: #{name}: the lambda takes #{a >= 0 ? a : "at least #{required}"} argument(s); it is called with #{takes}"
     end
 
     # Called by the core before each load (start-up, reload).
@@ -72,6 +100,26 @@ module Gateway
   end
 
   class Location
+    # Filters run on every response a location produces; a WebSocket's 101
+    # and the tunnel after it are not such a response, so a filter given to
+    # a websocket: location, or to one that sets tunnel_timeout: (it
+    # tunnels), is an error; a websocket: location does not take the
+    # server's. (A proxy_pass location with filters relays no upgrade: its
+    # WebSocket handshakes are answered as plain requests.)
+    def self.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
+      return unless websocket || tunnel_timeout
+      [:header_filter, :body_filter].each do |k|
+        if own[k]
+          raise ArgumentError, "#{where}: #{k}: cannot apply to a WebSocket (its 101 and the tunnel after it are not filtered responses)"
+        end
+        if websocket
+          ph[k] = nil
+        elsif ph[k]
+          raise ArgumentError, "#{where}: the server's #{k}: cannot apply to a WebSocket tunnel (tunnel_timeout:); give #{k}: false here"
+        end
+      end
+    end
+
     # websocket: and its options; other content with it is an error.
     def self.check_websocket(where, websocket, max_message, protocols, other_content)
       if websocket.nil?
@@ -391,6 +439,7 @@ module Gateway
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
       ph[:content] = Gateway::WebSocket::Runner.new(websocket) if websocket # the block, once the handshake is done
+      Location.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)
