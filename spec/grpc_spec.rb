@@ -59,8 +59,12 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   def start_hostile(scenario)
     port = free_port
-    pid, out = spawn_peer(File.join(GRPC_SUPPORT, 'h2_upstream_hostile.py'), port.to_s, scenario)
+    pid, out = start_hostile_on(port, scenario)
     [port, pid, out]
+  end
+
+  def start_hostile_on(port, scenario)
+    spawn_peer(File.join(GRPC_SUPPORT, 'h2_upstream_hostile.py'), port.to_s, scenario)
   end
 
   # One scenario of grpc_peer.py's client against the gateway: its JSON.
@@ -175,6 +179,27 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
                            "http://127.0.0.1:#{@port}/gwtest.Echo/Unary")
     expect(out).to match(%r{^HTTP/2 200}).and include('grpc-status: 14').and include('content-type: application/grpc')
     expect(plain_get('/plain')).to start_with('HTTP/1.1 502')
+  end
+
+  # The client would wait 10 s (curl --max-time 10); only the gateway's own
+  # grpc-timeout timer can end the call at 0.5 s, the upstream never answers.
+  it 'answers DEADLINE_EXCEEDED itself within grpc-timeout when the upstream ignores the deadline' do
+    up = free_port
+    _, out = start_hostile_on(up, 'ignore_deadline')
+    gateway(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{up}")) # not "/": the readiness probe would hang too
+    File.binwrite("#{spec_dir}/empty.grpc", "\0\0\0\0\0")
+    (head, err, st), secs = timed do
+      Open3.capture3('curl', '-sS', '--max-time', '10', '--http2-prior-knowledge', '-D', '-', '-o', '/dev/null',
+                     '-H', 'content-type: application/grpc', '-H', 'te: trailers', '-H', 'grpc-timeout: 500m',
+                     '--data-binary', "@#{spec_dir}/empty.grpc", "http://127.0.0.1:#{@port}/gwtest.Echo/Unary")
+    end
+    expect(st.success?).to be(true), err
+    expect(head).to match(%r{^HTTP/2 200}).and include('grpc-status: 4')
+    expect(secs).to be >= 0.45 # not before the deadline
+    expect(secs).to be < 0.5 + slack(1.0)
+    seen = []
+    seen << out.gets while seen.size < 5 && !seen.last.to_s.start_with?('grpc-timeout') && out.wait_readable(slack(5))
+    expect(seen.last.to_s.strip).to match(/\Agrpc-timeout \d+[mu]\z/), seen.inspect # the deadline went upstream too
   end
 
   it 'answers DEADLINE_EXCEEDED (grpc-status 4) when the upstream times out' do
