@@ -43,6 +43,9 @@
 #   HTTPS upstreams: ca-certificates (the system CAs that https:// upstreams
 #               are verified against by default); nginx (the TLS upstream of
 #               spec/https_upstream_spec.rb and rake bench:https_upstream)
+#   fuzzing:    clang, libclang-rt-14-dev (libFuzzer's runtime and clang's
+#               ASan/UBSan for it: `rake fuzz:ci`, which .ci/run runs, builds
+#               every target in tools/fuzz/ with -fsanitize=fuzzer)
 #   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
 #               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
 #               with grpc_tools.protoc; it imports pkg_resources without
@@ -73,6 +76,7 @@ packages=(
   python3-websockets
   ca-certificates nginx
   python3-grpcio python3-grpc-tools python3-pkg-resources
+  clang libclang-rt-14-dev
 )
 
 missing=()

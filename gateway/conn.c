@@ -215,6 +215,33 @@ static int valid_host(const char *v, size_t len)
   return 1;
 }
 
+/* RFC 9112 §3.2.2: a server MUST accept the absolute-form ("http://a/p?q");
+ * the target's authority replaces any Host field, and its path ("/" when it
+ * has none) and query are what is routed. Rewritten in place (it only
+ * shrinks). 0, or -1 for a bad authority (userinfo is an error, RFC 9110
+ * §4.2.4); other targets are left alone. */
+static int absolute_to_origin_form(gw_request_t *r)
+{
+  size_t skip = 0;
+  if (r->target_len > 7 && strncasecmp(r->target, "http://", 7) == 0) skip = 7;
+  else if (r->target_len > 8 && strncasecmp(r->target, "https://", 8) == 0) skip = 8;
+  if (skip == 0) return 0;
+  const char *auth = r->target + skip;
+  size_t alen = 0, rest = r->target_len - skip;
+  while (alen < rest && auth[alen] != '/' && auth[alen] != '?') alen++;
+  if (alen == 0 || memchr(auth, '@', alen) || !valid_host(auth, alen)) return -1;
+  gw_headers_remove(&r->headers, "host");
+  if (gw_headers_add(&r->headers, "Host", 4, auth, alen) < 0) return -1;
+  const char *path = auth + alen;
+  size_t plen = rest - alen, off = 0;
+  if (plen == 0 || path[0] == '?') r->target[off++] = '/';
+  memmove(r->target + off, path, plen);
+  r->target_len = off + plen;
+  r->target[r->target_len] = '\0';
+  gw_request_split_target(r);
+  return 0;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
@@ -234,6 +261,7 @@ static int on_headers_complete(llhttp_t *p)
   if (a->nhost > 1 || (r->http_minor == 1 && a->nhost == 0)) return reject(c, 400);
   const gw_header_t *host = a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
+  if (absolute_to_origin_form(r) < 0) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
    * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
   if (chunked) {
