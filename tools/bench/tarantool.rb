@@ -180,8 +180,18 @@ module GatewayBench
       a && b && b.positive? ? format('%.2f×', a / b) : '—'
     end
 
+    # A Markdown table: a row per wrk row, the columns' cells and then
+    # `extra` ones, which the block returns for the row's medians c.
+    def table(md, med, extra)
+      md << "| wrk | #{(@names + extra).join(' | ')} |\n|---|#{'--:|' * (@names.size + extra.size)}\n"
+      ROWS.each do |args|
+        row = args.join(' ')
+        c = @names.to_h { |n| [n, med[[row, n]]] }
+        md << "| #{([row] + yield(c)).join(' | ')} |\n"
+      end
+    end
+
     def report(results)
-      names = @names
       keys = %i[rps front_us tnt_us wrk_busy server_busy]
       med = results.transform_values do |runs|
         keys.to_h { |k| [k, median(runs.map { |r| r[k] })] }.merge(errors: runs.sum { |r| r[:errors] })
@@ -193,32 +203,20 @@ module GatewayBench
             "front and Tarantool on CPU #{@run.server_cpu}, wrk on CPU #{@run.load_cpu}.\n" \
             "uptime before: `#{@uptime[0]}`; after: `#{@uptime[1]}`\n\n"
       md << "## req/s (2xx only; ! = errors in the cell)\n\n"
-      md << "| wrk | #{names.join(' | ')} | iproto / gw proxy_pass | iproto / nginx proxy_pass | JSON / iproto | wrk core busy |\n"
-      md << "|---|#{'--:|' * (names.size + 4)}\n"
-      ROWS.each do |args|
-        row = args.join(' ')
-        c = names.to_h { |n| [n, med[[row, n]]] }
-        busy = names.map { |n| c[n][:wrk_busy] }
-        note = busy.all? { |x| x >= LOAD_BOUND } ? 'saturated in every column' : format('%.0f–%.0f%%', busy.min * 100, busy.max * 100)
-        md << format("| %s | %s | %s | %s | %s | %s |\n", row,
-                     names.map { |n| format('%.0f%s', c[n][:rps], c[n][:errors].positive? ? " ! #{c[n][:errors]}" : '') }.join(' | '),
-                     self.class.ratio(c['gateway iproto'][:rps], c['gateway proxy_pass'][:rps]),
-                     self.class.ratio(c['gateway iproto'][:rps], c['nginx proxy_pass'][:rps]),
-                     self.class.ratio(c['gateway iproto+JSON'][:rps], c['gateway iproto'][:rps]), note)
+      table(md, med, ['iproto / gw proxy_pass', 'iproto / nginx proxy_pass', 'JSON / iproto', 'wrk core busy']) do |c|
+        busy = @names.map { |n| c[n][:wrk_busy] }
+        @names.map { |n| format('%.0f%s', c[n][:rps], c[n][:errors].positive? ? " ! #{c[n][:errors]}" : '') } +
+          [self.class.ratio(c['gateway iproto'][:rps], c['gateway proxy_pass'][:rps]),
+           self.class.ratio(c['gateway iproto'][:rps], c['nginx proxy_pass'][:rps]),
+           self.class.ratio(c['gateway iproto+JSON'][:rps], c['gateway iproto'][:rps]),
+           busy.all? { |x| x >= LOAD_BOUND } ? 'saturated in every column' : format('%.0f–%.0f%%, not saturated', busy.min * 100, busy.max * 100)]
       end
       md << "\n## CPU µs per request: front + Tarantool = total (server core busy)\n\n"
-      md << "| wrk | #{names.join(' | ')} | iproto / gw proxy_pass total | JSON / iproto total |\n"
-      md << "|---|#{'--:|' * (names.size + 2)}\n"
-      ROWS.each do |args|
-        row = args.join(' ')
-        c = names.to_h { |n| [n, med[[row, n]]] }
-        md << format("| %s | %s | %s | %s |\n", row,
-                     names.map do |n|
-                       format('%.1f + %.1f = %.1f (%.0f%%)', c[n][:front_us].to_f, c[n][:tnt_us].to_f, total.(c[n]),
-                              c[n][:server_busy] * 100)
-                     end.join(' | '),
-                     self.class.ratio(total.(c['gateway iproto']), total.(c['gateway proxy_pass'])),
-                     self.class.ratio(total.(c['gateway iproto+JSON']), total.(c['gateway iproto'])))
+      table(md, med, ['iproto / gw proxy_pass total', 'JSON / iproto total']) do |c|
+        @names.map do |n|
+          format('%.1f + %.1f = %.1f (%.0f%%)', c[n][:front_us].to_f, c[n][:tnt_us].to_f, total.(c[n]), c[n][:server_busy] * 100)
+        end + [self.class.ratio(total.(c['gateway iproto']), total.(c['gateway proxy_pass'])),
+               self.class.ratio(total.(c['gateway iproto+JSON']), total.(c['gateway iproto']))]
       end
       @run.write_report('tarantool', md, results.map { |(row, name), runs| { row: row, column: name, runs: runs } })
     end
