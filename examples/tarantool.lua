@@ -59,6 +59,8 @@ local HEADER = "^([%w!#$%%&'*+%-.^_`|~]+):[ \t]*([^\r\n]-)[ \t]*\r\n()"
 -- Control characters other than HT, CR, LF (which the patterns place) are refused anywhere in the head.
 local CONTROL = '[%z\1-\8\11\12\14-\31\127]'
 
+-- keep: true, false, or 'announce' (an HTTP/1.0 client kept alive, which
+-- must be told so).
 local function response(status, headers, body, keep, head_only)
     local out = {'HTTP/1.1 ', tostring(status), ' ', REASON[status] or 'Status', '\r\n'}
     for name, value in pairs(headers) do
@@ -72,7 +74,11 @@ local function response(status, headers, body, keep, head_only)
         end
     end
     out[#out + 1] = 'content-length: ' .. #body .. '\r\n'
-    if not keep then out[#out + 1] = 'connection: close\r\n' end
+    if not keep then
+        out[#out + 1] = 'connection: close\r\n'
+    elseif keep == 'announce' then
+        out[#out + 1] = 'connection: keep-alive\r\n'
+    end
     out[#out + 1] = '\r\n'
     if not head_only then out[#out + 1] = body end
     return table.concat(out)
@@ -136,7 +142,7 @@ local function read_request(s)
     if minor == '1' then
         keep = not conn:find('close', 1, true)
     else
-        keep = conn:find('keep-alive', 1, true) ~= nil
+        keep = conn:find('keep-alive', 1, true) and 'announce' or false
     end
     local path, query = target:match('^([^?]*)%??(.*)$')
     return {method = method, path = path, query = query, headers = headers, body = body}, keep
