@@ -21,7 +21,8 @@
 -- malformed request line or header -> 400; each of these answers and closes
 -- the connection. A connection idle for 60 s (or a head or body not complete
 -- within 60 s) is closed; at most 4096 connections at once (more are closed
--- at accept). An error in process_request -> 500 (the connection is kept).
+-- at accept). An error in process_request, or a reply that is not
+-- {status (100..999), headers, body} -> 500 (the connection is kept).
 -- The globals http_accepted and http_served count connections and requests
 -- (spec/tarantool_http_spec.rb reads them over iproto).
 local socket = require('socket')
@@ -159,8 +160,9 @@ local function serve(s)
         http_served = http_served + 1
         local ok, res = pcall(process_request, req)
         local status, headers, body
-        if ok and type(res) == 'table' and tonumber(res[1]) then
-            status, headers, body = tonumber(res[1]), res[2], res[3]
+        local code = ok and type(res) == 'table' and tonumber(res[1])
+        if code and code >= 100 and code <= 999 and code % 1 == 0 then
+            status, headers, body = code, res[2], res[3]
             if type(headers) ~= 'table' then headers = {} end
             body = body == nil and '' or tostring(body)
         else

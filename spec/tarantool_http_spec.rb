@@ -35,6 +35,15 @@ RSpec.describe 'examples/tarantool.lua: the HTTP responder on Tarantool' do
             [status, headers, [body]]
           end
           location "/http", proxy_pass: "http://tarantool_http"
+          location "/break" do
+            Async::Tarantool[:tnt].eval("saved_pr = process_request; process_request = function(req) " \\
+                                        "if req.path == '/http/odd' then return {42} end error('boom') end")
+            "broken"
+          end
+          location "/mend" do
+            Async::Tarantool[:tnt].eval("process_request = saved_pr")
+            "mended"
+          end
         end
       RUBY
     end
@@ -55,6 +64,23 @@ RSpec.describe 'examples/tarantool.lua: the HTTP responder on Tarantool' do
       accepted, served = counts
       expect(served - served0).to eq(25)
       expect(accepted - accepted0).to eq(1), 'the 25 requests should reuse one upstream connection'
+    end
+
+    it 'a process_request that raises or answers no {status, headers, body}: 500, the connection kept' do
+      c = conn
+      expect(http_get(@port, '/break').body).to eq('broken')
+      begin
+        %w[/http/boom /http/odd].each do |path|
+          c.request('GET', path)
+          r = c.read_response
+          expect([r.status, r['x-a'], r['connection']]).to eq([500, nil, nil])
+        end
+      ensure
+        expect(http_get(@port, '/mend').body).to eq('mended')
+      end
+      c.request('GET', '/http/ok')
+      expect([c.read_response.status, c.closed?(within: 0.2)]).to eq([200, false])
+      c.close
     end
 
     it 'answers what the iproto path answers' do

@@ -176,6 +176,13 @@ module GatewayBench
       report(results)
     end
 
+    # " ! N (socket s, timeouts t, non-2xx x)" for a cell with errors in any round, else "".
+    def self.error_mark(c)
+      return '' unless c[:errors].positive?
+
+      format(' ! %d (socket %d, timeouts %d, non-2xx %d)', c[:errors], c[:socket], c[:timeouts], c[:non2xx])
+    end
+
     def self.ratio(a, b)
       a && b && b.positive? ? format('%.2f×', a / b) : '—'
     end
@@ -194,7 +201,8 @@ module GatewayBench
     def report(results)
       keys = %i[rps front_us tnt_us wrk_busy server_busy]
       med = results.transform_values do |runs|
-        keys.to_h { |k| [k, median(runs.map { |r| r[k] })] }.merge(errors: runs.sum { |r| r[:errors] })
+        keys.to_h { |k| [k, median(runs.map { |r| r[k] })] }
+            .merge(%i[errors socket timeouts non2xx].to_h { |k| [k, runs.sum { |r| r[k] }] })
       end
       total = ->(c) { c[:front_us].to_f + c[:tnt_us].to_f }
       md = +"# bench:tarantool\n\n"
@@ -202,10 +210,10 @@ module GatewayBench
             "(DURATION=#{@duration} s per cell after a 1 s warm-up, median of #{@rounds} rounds); " \
             "front and Tarantool on CPU #{@run.server_cpu}, wrk on CPU #{@run.load_cpu}.\n" \
             "uptime before: `#{@uptime[0]}`; after: `#{@uptime[1]}`\n\n"
-      md << "## req/s (2xx only; ! = errors in the cell)\n\n"
+      md << "## req/s (2xx only; ! = errors in the cell, summed over its rounds)\n\n"
       table(md, med, ['iproto / gw proxy_pass', 'iproto / nginx proxy_pass', 'JSON / iproto', 'wrk core busy']) do |c|
         busy = @names.map { |n| c[n][:wrk_busy] }
-        @names.map { |n| format('%.0f%s', c[n][:rps], c[n][:errors].positive? ? " ! #{c[n][:errors]}" : '') } +
+        @names.map { |n| format('%.0f%s', c[n][:rps], self.class.error_mark(c[n])) } +
           [self.class.ratio(c['gateway iproto'][:rps], c['gateway proxy_pass'][:rps]),
            self.class.ratio(c['gateway iproto'][:rps], c['nginx proxy_pass'][:rps]),
            self.class.ratio(c['gateway iproto+JSON'][:rps], c['gateway iproto'][:rps]),
