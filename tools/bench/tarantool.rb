@@ -7,17 +7,18 @@
 # HTTP/1.1 by its Lua responder on Tarantool's socket module):
 #
 #   tarantool HTTP      wrk straight to Tarantool's HTTP responder
-#   gateway proxy_pass  location "/http": proxy_pass to it (upstream keepalive 64)
+#   gateway proxy_pass  location "/http": proxy_pass to it (upstream keepalive: 16)
 #   nginx proxy_pass    proxy_pass to it (upstream keepalive 64, HTTP/1.1)
-#   gateway iproto      location "/tnt": Async::Tarantool call("process_request",
+#   gateway iproto      location "/tnt": Async::Tarantool[:tnt] (pool: 8) call("process_request",
 #                       [{method, path, query, headers}]), its [status, headers,
 #                       body] as the response (what the study's nginx tnt module
 #                       does with the request)
 #   gateway iproto+JSON location "/tnt/json": the same call, the reply turned
 #                       into JSON in Ruby (the study's Lua + cjson column)
 #
-# The gateway's handlers are examples/tarantool.rb's. Placement: the front
-# (gateway, one worker; nginx, one worker) AND Tarantool pinned to
+# The gateway runs examples/tarantool.rb itself (this run's ports, one
+# worker). Placement: the front (gateway, one worker; nginx, one worker) AND
+# Tarantool pinned to
 # SERVER_CPU (1), so a column's rate is what one core does for the front and
 # the backend together; wrk alone on LOAD_CPU (0). Rows: wrk -t1 with -c1,
 # -c2, -c4, -c8, -c16 (the study's connection counts; one wrk thread, since
@@ -29,7 +30,7 @@
 # >= 90% of its core in every column is load-bound: there compare CPU per
 # request, not req/s). ROUNDS (2) rounds, the columns taking turns in each
 # row; medians reported. BASE=binary adds its two iproto columns (another
-# build, same run) for before/after. About 4.5 min with the defaults.
+# build, same run) for before/after. About 4 min with the defaults.
 # Writes build/bench/tarantool.{md,json}.
 require_relative 'common'
 require 'tmpdir'
@@ -65,24 +66,15 @@ module GatewayBench
                                                                                             binary: bin)
     end
 
+    # examples/tarantool.rb itself, on this run's ports with one worker.
     def gateway_conf(port)
-      <<~RUBY
-        tarantool :tnt, servers: ["#{HOST}:#{@tnt_port}"], pool: 16, timeout: 2.0
-        upstream :tarantool_http, servers: ["#{HOST}:#{@http_port}"], keepalive: 64
-        #{File.read(File.join(@root, 'examples', 'tarantool.rb'))[/^module Tnt\n.*?^end\n/m]}
-        server listen: "#{HOST}:#{port}", workers: 1 do
-          location "/tnt/json" do |req|
-            status, headers, body = Tnt.process(req)
-            [200, { "content-type" => "application/json" },
-             [JSON.generate({ "status" => status, "headers" => headers, "body" => body, "length" => body.to_s.bytesize }) + "\\n"]]
-          end
-          location "/tnt" do |req|
-            status, headers, body = Tnt.process(req)
-            [status, headers, [body.to_s]]
-          end
-          location "/http", proxy_pass: "http://tarantool_http"
-        end
-      RUBY
+      subs = { '"127.0.0.1:3301"' => %("#{HOST}:#{@tnt_port}"), '"127.0.0.1:8081"' => %("#{HOST}:#{@http_port}"),
+               'listen: 8080, workers: 2' => %(listen: "#{HOST}:#{port}", workers: 1) }
+      subs.reduce(File.read(File.join(@root, 'examples', 'tarantool.rb'))) do |text, (from, to)|
+        raise Error, "examples/tarantool.rb no longer has #{from}: update tools/bench/tarantool.rb" unless text.include?(from)
+
+        text.gsub(from, to)
+      end
     end
 
     def nginx_conf
