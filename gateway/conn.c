@@ -269,6 +269,10 @@ static int on_headers_complete(llhttp_t *p)
     if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
+  /* Only origin-form ("/...") is left, or asterisk-form for OPTIONS (RFC
+   * 9112 §3.2.4); any other target is an invalid request-line: 400 (§3). */
+  if (r->target[0] != '/' && !(p->method == HTTP_OPTIONS && r->target_len == 1 && r->target[0] == '*'))
+    return reject(c, 400);
   r->keepalive = llhttp_should_keep_alive(p);
   /* Routed now: a path refused by the router is rejected as a bad head;
    * the location decides the body limit, and whether the body streams. */
