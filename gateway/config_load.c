@@ -278,6 +278,35 @@ static char *config_relative(const char *config_path, const char *path)
   return p;
 }
 
+/* An Array of ranges the DSL checked (Gateway._cidr?) into an owned list. */
+static gw_cidr_t *read_cidrs(mrb_state *mrb, mrb_value list, size_t *n)
+{
+  mrb_int len = RARRAY_LEN(list);
+  gw_cidr_t *out = calloc((size_t)len + 1, sizeof(*out));
+  if (out == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < len; i++) {
+    mrb_value v = mrb_ary_ref(mrb, list, i);
+    gw_addr_parse_cidr(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &out[i]);
+  }
+  *n = (size_t)len;
+  return out;
+}
+
+/* proxy_protocol:, proxy_protocol_from:, real_ip: (mrblib/fleet.rb checked them). */
+static void read_fleet(mrb_state *mrb, mrb_value srv, gw_server_t *s)
+{
+  mrb_value f = iv(mrb, srv, "@fleet");
+  if (!mrb_hash_p(f)) return;
+  s->proxy_protocol = mrb_test(hget(mrb, f, "proxy_protocol"));
+  s->proxy_from = read_cidrs(mrb, hget(mrb, f, "proxy_protocol_from"), &s->nproxy_from);
+  mrb_value r = hget(mrb, f, "real_ip");
+  if (!mrb_hash_p(r)) return;
+  s->real_ip.header = dup_str(mrb, hget(mrb, r, "header"));
+  s->real_ip.forwarded = mrb_test(hget(mrb, r, "forwarded"));
+  s->real_ip.recursive = mrb_test(hget(mrb, r, "recursive"));
+  s->real_ip.from = read_cidrs(mrb, hget(mrb, r, "from"), &s->real_ip.nfrom);
+}
+
 static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
 {
   s->http2 = mrb_test(iv(mrb, srv, "@http2"));
@@ -390,6 +419,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value reuseport = iv(mrb, srv, "@reuseport");
     s->reuseport_default = mrb_nil_p(reuseport);
     s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
+    read_fleet(mrb, srv, s);
     mrb_value limits = iv(mrb, srv, "@limits");
     s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
     s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
@@ -685,6 +715,9 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(s->locations);
     free(s->host);
+    free(s->proxy_from);
+    free(s->real_ip.from);
+    free(s->real_ip.header);
     gw_tls_ctx_free(s->tls);
     gw_tls_hook_free(s->tls_hook);
   }

@@ -275,6 +275,7 @@ module Gateway
   class Server
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
                 :init_worker, :exit_worker, :cpu_limit, :reuseport
+    attr_accessor :fleet # proxy_protocol:, proxy_protocol_from:, real_ip: (fleet.rb)
 
     # The content of a location that has only rewrite/access phases.
     NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
@@ -554,8 +555,10 @@ end
 # location's own cpu_limit: overrides it.
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
-           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, &block)
+           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, proxy_protocol: false,
+           proxy_protocol_from: nil, real_ip: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
+  fleet = Gateway::Fleet.server_options(proxy_protocol, proxy_protocol_from, real_ip) # fleet.rb
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
   http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
@@ -566,6 +569,7 @@ def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30
   srv.tls = tls_conf
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf
+  srv.fleet = fleet
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv

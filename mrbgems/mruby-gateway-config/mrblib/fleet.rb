@@ -1,0 +1,47 @@
+# Options of `server` for running behind load balancers and proxies
+# (docs/fleet.md):
+#   proxy_protocol: true            every connection starts with a PROXY
+#                                   protocol header (v1 or v2)
+#   proxy_protocol_from: [ranges]   only these peers may send one (default: any)
+#   real_ip: { from: [ranges], header: "X-Forwarded-For", recursive: false }
+#                                   the client's address from a header that
+#                                   trusted proxies set ("Forwarded": RFC 7239)
+module Gateway
+  module Fleet
+    def self.cidrs(where, v)
+      list = v.is_a?(Array) ? v : [v]
+      unless !list.empty? && list.all? { |x| x.is_a?(String) && Gateway._cidr?(x) }
+        raise ArgumentError, "#{where} must be an address or range (\"10.0.0.0/8\", \"::1\", \"2001:db8::/32\") " \
+                             "or an Array of them, got #{v.inspect}"
+      end
+      list
+    end
+
+    REAL_IP_KEYS = [:from, :header, :recursive]
+
+    def self.real_ip(v)
+      return nil if v.nil?
+      raise ArgumentError, "server: real_ip must be a Hash { from: [...], header: ..., recursive: ... }, got #{v.inspect}" unless v.is_a?(Hash)
+      bad = v.keys - REAL_IP_KEYS
+      raise ArgumentError, "server: real_ip: unknown key #{bad.first.inspect} (known: #{REAL_IP_KEYS.inspect})" unless bad.empty?
+      raise ArgumentError, "server: real_ip: from: (the trusted proxies) is required" unless v.key?(:from)
+      from = cidrs("server: real_ip: from", v[:from])
+      header = v.fetch(:header, "X-Forwarded-For")
+      unless header.is_a?(String) && !header.empty? && header.bytes.all? { |b| b > 32 && b < 127 && b != 58 }
+        raise ArgumentError, "server: real_ip: header must be a header name (\"X-Forwarded-For\", \"X-Real-IP\", \"Forwarded\"), got #{header.inspect}"
+      end
+      recursive = v.fetch(:recursive, false)
+      raise ArgumentError, "server: real_ip: recursive must be true or false, got #{recursive.inspect}" unless recursive == true || recursive == false
+      { from: from, header: header.downcase, forwarded: header.downcase == "forwarded", recursive: recursive }
+    end
+
+    def self.server_options(proxy_protocol, from, real_ip)
+      unless proxy_protocol == true || proxy_protocol == false
+        raise ArgumentError, "server: proxy_protocol must be true or false, got #{proxy_protocol.inspect}"
+      end
+      raise ArgumentError, "server: proxy_protocol_from needs proxy_protocol: true" if !from.nil? && !proxy_protocol
+      { proxy_protocol: proxy_protocol, proxy_protocol_from: from.nil? ? [] : cidrs("server: proxy_protocol_from", from),
+        real_ip: real_ip(real_ip) }
+    end
+  end
+end
