@@ -44,6 +44,8 @@ typedef struct {
   struct gw_tls_client_s *tls_client; /* owned (tls_client.h): its https servers' settings;
                                          NULL: the location's, else the defaults */
   int h2c;               /* "h2c://" servers: HTTP/2 cleartext (h2_client.c) */
+  int send_proxy_protocol; /* 1 or 2: each new connection starts with a PROXY
+                              protocol header of that version (proxy.c); 0: none */
 } gw_upstream_group_t;
 
 /* Bit of server i in a tried mask (servers past the 32nd share bits). */

@@ -514,6 +514,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value proto = iv(mrb, up, "@protocol");
     g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
     g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
+    g->send_proxy_protocol = (int)mrb_integer(iv(mrb, up, "@send_proxy_protocol"));
     char where[300];
     snprintf(where, sizeof(where), "upstream %s", g->name);
     g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), cfg->path, where);

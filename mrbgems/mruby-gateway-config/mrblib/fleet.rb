@@ -35,6 +35,18 @@ module Gateway
       { from: from, header: header.downcase, forwarded: header.downcase == "forwarded", recursive: recursive }
     end
 
+    # upstream ..., send_proxy_protocol: false | true (v1) | :v1 | :v2
+    def self.send_proxy_protocol(up, v)
+      version = { false => 0, true => 1, v1: 1, v2: 2 }[v]
+      unless version
+        raise ArgumentError, "upstream #{up.name}: send_proxy_protocol must be true (v1), :v1, :v2 or false, got #{v.inspect}"
+      end
+      if version > 0 && up.protocol != :http
+        raise ArgumentError, "upstream #{up.name}: send_proxy_protocol is for HTTP/1.1 groups (http:// and https:// servers), not #{up.protocol.inspect}"
+      end
+      version
+    end
+
     def self.server_options(proxy_protocol, from, real_ip)
       unless proxy_protocol == true || proxy_protocol == false
         raise ArgumentError, "server: proxy_protocol must be true or false, got #{proxy_protocol.inspect}"
