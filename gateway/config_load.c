@@ -292,6 +292,24 @@ static gw_cidr_t *read_cidrs(mrb_state *mrb, mrb_value list, size_t *n)
   return out;
 }
 
+/* health_check: (mrblib/fleet.rb checked it): the settings, and the shared
+ * records mapped now, before the workers fork, so that they all see them. */
+static void read_health_check(mrb_state *mrb, mrb_value hc, gw_upstream_group_t *g)
+{
+  if (!mrb_hash_p(hc)) return;
+  gw_health_conf_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  g->health = c;
+  c->path = dup_str(mrb, hget(mrb, hc, "path"));
+  c->interval_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "interval")) * 1000 + 0.5);
+  c->timeout_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "timeout")) * 1000 + 0.5);
+  c->fails = (int)mrb_integer(hget(mrb, hc, "fails"));
+  c->passes = (int)mrb_integer(hget(mrb, hc, "passes"));
+  c->expect = (int)mrb_integer(hget(mrb, hc, "expect"));
+  if (c->path == NULL || gw_health_map(c, g->nservers) < 0) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (size_t j = 0; j < g->nservers; j++) g->servers[j].health = &c->shared->servers[j];
+}
+
 /* proxy_protocol:, proxy_protocol_from:, real_ip: (mrblib/fleet.rb checked them). */
 static void read_fleet(mrb_state *mrb, mrb_value srv, gw_server_t *s)
 {
@@ -544,6 +562,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", g->name, addr);
       }
     }
+    read_health_check(mrb, iv(mrb, up, "@health_check"), g);
   }
   return mrb_nil_value();
 }
@@ -732,6 +751,11 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(g->servers);
     free(g->name);
+    if (g->health) {
+      gw_health_unmap(g->health);
+      free(g->health->path);
+      free(g->health);
+    }
     gw_tls_client_free(g->tls_client);
   }
   free(cfg->groups);

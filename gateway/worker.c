@@ -24,6 +24,7 @@
 #include "listener.h"
 #include "proxy_accept.h"
 #include "h2_client.h"
+#include "health_check.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -225,6 +226,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
   if (ctx->server->fd >= 0) stop_accepting(w, graceful);
   gw_proxy_accept_close_all(); /* nothing of a request arrived on these yet */
+  gw_health_check_stop();      /* another worker takes the checks over */
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
@@ -341,6 +343,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   event_add(w->lag_ev, &probe);
 
   gw_mruby_worker_hook(server->init_worker, "init_worker");
+  gw_health_check_start(ctx); /* upstream groups' health_check: (one worker runs each) */
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
@@ -357,6 +360,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   }
   gw_h2_shutdown_all(0);
   gw_proxy_accept_close_all();
+  gw_health_check_stop();
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
   gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
   gw_ws_close_all();     /* ... and connections */

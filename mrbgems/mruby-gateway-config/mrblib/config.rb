@@ -466,6 +466,7 @@ module Gateway
                 :protocol
     attr_accessor :tls_client # its https:// servers: Gateway::TLS.client's Hash, or nil (the defaults)
     attr_accessor :send_proxy_protocol # 0, 1 or 2 (fleet.rb)
+    attr_accessor :health_check # nil, or its Hash with every key (fleet.rb)
 
     BALANCE = [:round_robin, :least_conn, :hash]
     PROTOCOLS = [:http, :fastcgi, :h2c]
@@ -589,10 +590,11 @@ end
 # tls_ca:, tls_server_name:, tls_cert:, tls_key: (Gateway::TLS.client).
 def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
              connect_timeout: 5, timeout: 60, protocol: :http, tls_verify: nil, tls_ca: nil, tls_server_name: nil,
-             tls_cert: nil, tls_key: nil, send_proxy_protocol: false)
+             tls_cert: nil, tls_key: nil, send_proxy_protocol: false, health_check: nil)
   up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout,
                              protocol: protocol)
   up.send_proxy_protocol = Gateway::Fleet.send_proxy_protocol(up, send_proxy_protocol) # fleet.rb
+  up.health_check = Gateway::Fleet.health_check(up, health_check)
   up.tls_client = Gateway::TLS.client("upstream #{up.name}", tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)

@@ -47,6 +47,39 @@ module Gateway
       version
     end
 
+    HEALTH_CHECK_DEFAULTS = { path: "/", interval: 5, timeout: 1, fails: 2, passes: 2, expect: 200 }
+
+    # upstream ..., health_check: { path: "/health", interval: 1.0, timeout: 0.5, fails: 2, passes: 2, expect: 200 }
+    def self.health_check(up, v)
+      return nil if v.nil? || v == false
+      where = "upstream #{up.name}: health_check"
+      v = {} if v == true
+      raise ArgumentError, "#{where} must be a Hash { path:, interval:, timeout:, fails:, passes:, expect: } or true, got #{v.inspect}" unless v.is_a?(Hash)
+      bad = v.keys - HEALTH_CHECK_DEFAULTS.keys
+      raise ArgumentError, "#{where}: unknown key #{bad.first.inspect} (known: #{HEALTH_CHECK_DEFAULTS.keys.inspect})" unless bad.empty?
+      if up.protocol != :http
+        raise ArgumentError, "#{where} is for HTTP/1.1 groups (http:// and https:// servers), not #{up.protocol.inspect}"
+      end
+      h = HEALTH_CHECK_DEFAULTS.merge(v)
+      path = h[:path]
+      unless path.is_a?(String) && path.start_with?("/") && path.bytes.all? { |b| b > 32 && b < 127 }
+        raise ArgumentError, "#{where}: path must be a request-target starting with \"/\" (no spaces), got #{path.inspect}"
+      end
+      { interval: 3600, timeout: 600 }.each do |k, max|
+        x = h[k]
+        unless x.is_a?(Numeric) && x >= 0.01 && x <= max
+          raise ArgumentError, "#{where}: #{k} must be a number of seconds from 0.01 to #{max}, got #{x.inspect}"
+        end
+      end
+      [:fails, :passes].each do |k|
+        x = h[k]
+        raise ArgumentError, "#{where}: #{k} must be an Integer from 1 to 100, got #{x.inspect}" unless x.is_a?(Integer) && x >= 1 && x <= 100
+      end
+      e = h[:expect]
+      raise ArgumentError, "#{where}: expect must be an HTTP status (100..599), got #{e.inspect}" unless e.is_a?(Integer) && e >= 100 && e <= 599
+      h
+    end
+
     def self.server_options(proxy_protocol, from, real_ip)
       unless proxy_protocol == true || proxy_protocol == false
         raise ArgumentError, "server: proxy_protocol must be true or false, got #{proxy_protocol.inspect}"
