@@ -409,6 +409,8 @@ static int take_active(gw_conn_t *c)
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
   a->req.remote_port = c->remote_port;
+  a->req.balancer_addr = c->balancer_addr;
+  a->req.proxy_protocol_addr = c->balancer_addr ? c->remote_addr : NULL;
   a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
   a->req.client_fd = c->fd;
   c->a = a;
@@ -455,7 +457,7 @@ static int may_give_active(const gw_conn_t *c)
          !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
-gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer, const struct sockaddr *balancer)
 {
   gw_tls_ctx_t *tls = ctx->server->tls;
   gw_conn_t *c = calloc(1, tls ? sizeof(gw_conn_tls_t) : sizeof(gw_conn_t));
@@ -466,10 +468,20 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
   if (peer->sa_family == AF_INET) c->remote_port = ntohs(((const struct sockaddr_in *)peer)->sin_port);
   else if (peer->sa_family == AF_INET6) c->remote_port = ntohs(((const struct sockaddr_in6 *)peer)->sin6_port);
+  if (balancer) {
+    char b[INET6_ADDRSTRLEN];
+    if (gw_addr_to_string(balancer, b, sizeof(b)) < 0) snprintf(b, sizeof(b), "-");
+    c->balancer_addr = strdup(b);
+    if (c->balancer_addr == NULL) {
+      free(c);
+      return NULL;
+    }
+  }
   if (tls) {
     gw_conn_tls_t *ct = (gw_conn_tls_t *)c;
     ct->tls = gw_tls_conn_new(tls, fd, c->remote_addr);
     if (ct->tls == NULL) {
+      free(c->balancer_addr);
       free(c);
       return NULL;
     }
@@ -497,6 +509,7 @@ static void conn_free(gw_conn_t *c)
   event_del(&c->timer_ev);
   if (c->a) give_active(c);
   if (c->buf != shared_buf) free(c->buf);
+  free(c->balancer_addr);
   free(c);
   ctx->on_conn_closed(ctx);
 }
@@ -843,7 +856,7 @@ static int take_h2(gw_conn_t *c)
     if (memcmp(p, GW_H2_PREFACE, n < GW_H2_PREFACE_LEN ? n : GW_H2_PREFACE_LEN) != 0) return 0;
     if (n < GW_H2_PREFACE_LEN) return -1;
   }
-  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, p, n);
+  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, c->balancer_addr, p, n);
   if (h == NULL) {
     gw_log_error("out of memory for an HTTP/2 connection from %s", c->remote_addr);
     conn_close(c);
@@ -865,7 +878,7 @@ static int take_h2c(gw_conn_t *c)
   unsigned char settings[GW_H2C_SETTINGS_MAX];
   int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
   if (n < 0) return 0;
-  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, c->balancer_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
                          c->len - c->pos) == NULL)
     return 0;
   hand_over(c);

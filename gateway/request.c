@@ -49,6 +49,12 @@ static void drop_trailers(gw_request_t *req)
 
 void gw_request_reset(gw_request_t *req)
 {
+  if (req->real_ip_set) { /* the next request on the connection is checked afresh */
+    req->remote_addr = req->before_real_ip_addr;
+    req->remote_port = req->before_real_ip_port;
+    req->balancer_addr = req->before_real_ip_balancer;
+    req->real_ip_set = 0;
+  }
   gw_headers_clear(&req->headers);
   drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
@@ -205,9 +211,25 @@ void gw_request_log_refused(const gw_request_t *req)
               req->method, (int)req->path_len, req->target);
 }
 
+/* real_ip: a trusted proxy's header names the client (real_ip.h). */
+static void apply_real_ip(gw_request_t *req)
+{
+  if (!gw_real_ip_find(&req->server->real_ip, req->remote_addr, &req->headers, req->real_ip_addr,
+                       sizeof(req->real_ip_addr)))
+    return;
+  req->before_real_ip_addr = req->remote_addr;
+  req->before_real_ip_port = req->remote_port;
+  req->before_real_ip_balancer = req->balancer_addr;
+  req->real_ip_set = 1;
+  if (req->balancer_addr == NULL) req->balancer_addr = req->remote_addr;
+  req->remote_addr = req->real_ip_addr;
+  req->remote_port = 0; /* unknown */
+}
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
+  if (req->depth == 0 && req->server->real_ip.nfrom > 0 && !req->real_ip_set) apply_real_ip(req);
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
   if (gw_trace) gw_trace_start(req);
