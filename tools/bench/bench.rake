@@ -25,6 +25,21 @@ module GatewayBenchTasks
 end
 
 namespace :bench do
+  desc 'W1-W3 against their peers (WORKLOADS=w1,w2,w3): W1 examples/async.rb non-blocking and blocking vs the C probe ' \
+       'and nginx + Lua, W2 Ruby "ok" vs nginx return 200, W3 proxy_pass vs nginx proxy_pass (keepalive); wrk -t1 -c100, ' \
+       'median of ROUNDS=3 alternating runs of DURATION=5 s; writes build/bench/seed.{md,json}'
+  GatewayBenchTasks.define(:seed, 'seed', :Seed)
+  task seed: 'bench:probe_build'
+
+  { w1: 'W1 the seed (examples/async.rb) vs the C probe and nginx + Lua', w2: 'W2 hello vs nginx return 200',
+    w3: 'W3 proxy vs nginx proxy_pass' }.each do |w, what|
+    desc "bench:seed WORKLOADS=#{w}: #{what}"
+    task w do
+      ENV['WORKLOADS'] = w.to_s
+      Rake::Task['bench:seed'].invoke
+    end
+  end
+
   desc 'Idle keep-alive connections: worker RSS per connection, gateway vs nginx vs h2o ' \
        '(IDLE_CONNS=5000); writes build/bench/idle.{md,json}'
   GatewayBenchTasks.define(:idle, 'idle_conns', :IdleConns)
