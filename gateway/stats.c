@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "histogram.h"
 #include "stats.h"
 
 gw_worker_stats_t *gw_stats_table;
@@ -107,8 +108,32 @@ gw_worker_stats_t *gw_stats_of(int32_t pid)
   return NULL;
 }
 
-void gw_stats_latency(double ms)
+/* The precise view: one log-linear histogram per second of the window, in
+ * this worker's own memory (only its percentiles are shared); a second's
+ * histogram is cleared when the ring comes back to it. */
+static struct {
+  int64_t second; /* which second it counts; -1: none yet */
+  uint64_t total;
+  uint32_t counts[GW_HIST_BUCKETS];
+} window[GW_LATENCY_WINDOW_S];
+static int window_ready;
+
+void gw_stats_latency(double now_ms, double ms)
 {
+  if (!window_ready) {
+    for (int i = 0; i < GW_LATENCY_WINDOW_S; i++) window[i].second = -1;
+    window_ready = 1;
+  }
+  int64_t second = (int64_t)(now_ms / 1000);
+  int slot = (int)(second % GW_LATENCY_WINDOW_S);
+  if (window[slot].second != second) {
+    memset(window[slot].counts, 0, sizeof(window[slot].counts));
+    window[slot].total = 0;
+    window[slot].second = second;
+  }
+  window[slot].counts[gw_hist_index(ms <= 0 ? 0 : (uint64_t)(ms * 1000 + 0.5))]++;
+  window[slot].total++;
+
   double us = ms * 1000.0, bound = 64.0;
   int b = 0;
   while (b < GW_LATENCY_BUCKETS - 1 && us >= bound) {
@@ -116,5 +141,24 @@ void gw_stats_latency(double ms)
     b++;
   }
   gw_stats_self->latency[b]++;
+}
+
+void gw_stats_publish_latency(double now_ms)
+{
+  static uint32_t merged[GW_HIST_BUCKETS];
+  int64_t second = (int64_t)(now_ms / 1000);
+  uint64_t total = 0;
+  memset(merged, 0, sizeof(merged));
+  for (int i = 0; window_ready && i < GW_LATENCY_WINDOW_S; i++) {
+    if (window[i].second <= second - GW_LATENCY_WINDOW_S || window[i].total == 0) continue;
+    for (size_t b = 0; b < GW_HIST_BUCKETS; b++) merged[b] += window[i].counts[b];
+    total += window[i].total;
+  }
+  gw_worker_stats_t *s = gw_stats_self;
+  s->latency_p50_ms = gw_hist_quantile(merged, total, 0.50) / 1000;
+  s->latency_p90_ms = gw_hist_quantile(merged, total, 0.90) / 1000;
+  s->latency_p99_ms = gw_hist_quantile(merged, total, 0.99) / 1000;
+  s->latency_mean_ms = gw_hist_mean(merged, total) / 1000;
+  s->latency_window_count = total;
 }
 

@@ -33,6 +33,10 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
       evbuffer_add(out, ",\"latency_buckets\":[", 20);
       for (int b = 0; b < GW_LATENCY_BUCKETS; b++) evbuffer_add_printf(out, b ? ",%" PRIu32 : "%" PRIu32, s->latency[b]);
       evbuffer_add(out, "]", 1);
+      /* the precise view: percentiles of the last GW_LATENCY_WINDOW_S s */
+      evbuffer_add_printf(out, ",\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"mean\":%.3f,\"count\":%" PRIu64 "}",
+                          s->latency_p50_ms, s->latency_p90_ms, s->latency_p99_ms, s->latency_mean_ms,
+                          s->latency_window_count);
     }
     evbuffer_add(out, "}", 1);
     first = 0;

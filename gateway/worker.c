@@ -76,6 +76,7 @@ static void publish_stats(gw_context_t *w)
     st->dns_failures = rs.failures;
     st->dns_cache_entries = (uint32_t)rs.cache_entries;
   }
+  if (w->server->latency_histogram) gw_stats_publish_latency(gw_now_ms());
 }
 
 /* Loop lag: a 20 ms timer notes how late it runs; the worst of each second
