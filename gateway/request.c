@@ -13,6 +13,7 @@
 #include "log.h"
 #include "request.h"
 #include "router.h"
+#include "timeline.h"
 #include "trace.h"
 
 void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
@@ -188,12 +189,18 @@ void gw_request_log_refused(const gw_request_t *req)
               req->method, (int)req->path_len, req->target);
 }
 
+static unsigned long next_id; /* requests numbered (trace, timeline) */
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
   if (gw_trace) gw_trace_start(req);
+  if (gw_timeline_on) { /* the dashboard's timeline names the requests it shows */
+    if (req->id == 0) req->id = ++next_id;
+    gw_timeline_name(req->id, req->method, req->target, req->path_len);
+  }
   run_phases(req, 0);
 }
 
@@ -380,7 +387,6 @@ void gw_trace_event(gw_request_t *req, const char *event)
 
 void gw_trace_start(gw_request_t *req)
 {
-  static unsigned long next_id;
   req->id = ++next_id;
   req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';

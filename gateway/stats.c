@@ -57,9 +57,52 @@ const gw_stats_field_t gw_stats_fields[] = {
 };
 const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
 
+/* The note, after the table in the same mapping; a sequence number, odd
+ * while a writer is at it, lets a reader retry rather than read a torn one. */
+typedef struct {
+  uint32_t seq;
+  double set_ms;
+  char text[GW_STATS_NOTE_MAX + 1];
+} note_t;
+static note_t *note;
+
+void gw_stats_set_note(const char *text, size_t len, double now_ms)
+{
+  if (note == NULL) return;
+  if (len > GW_STATS_NOTE_MAX) len = GW_STATS_NOTE_MAX;
+  __atomic_add_fetch(&note->seq, 1, __ATOMIC_ACQ_REL);
+  memcpy(note->text, text, len);
+  note->text[len] = '\0';
+  note->set_ms = now_ms;
+  __atomic_add_fetch(&note->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+double gw_stats_note(char *buf, size_t size)
+{
+  buf[0] = '\0';
+  if (note == NULL || size == 0) return 0;
+  for (int tries = 0; tries < 100; tries++) {
+    uint32_t seq = __atomic_load_n(&note->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1) continue;
+    size_t n = strnlen(note->text, GW_STATS_NOTE_MAX);
+    if (n >= size) n = size - 1;
+    memcpy(buf, note->text, n);
+    buf[n] = '\0';
+    double at = note->set_ms;
+    if (__atomic_load_n(&note->seq, __ATOMIC_ACQUIRE) == seq) return at;
+  }
+  buf[0] = '\0';
+  return 0;
+}
+
 int gw_stats_init(void)
 {
   if (gw_stats_table) return 0;
+  note = mmap(NULL, sizeof(note_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (note == MAP_FAILED) {
+    note = NULL;
+    return -1;
+  }
   void *p = mmap(NULL, GW_STATS_SLOTS * sizeof(gw_worker_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                  -1, 0);
   if (p == MAP_FAILED) return -1;

@@ -74,6 +74,14 @@ void gw_stats_latency(double now_ms, double ms);
  * worker's slot. */
 void gw_stats_publish_latency(double now_ms);
 
+/* A note every dashboard page shows (what an experiment is doing now, e.g.
+ * `rake lesson`'s phase), shared by the workers; at most GW_STATS_NOTE_MAX
+ * bytes. gw_stats_note() copies it and says when it was set (CLOCK_MONOTONIC
+ * ms; 0: never). */
+#define GW_STATS_NOTE_MAX 200
+void gw_stats_set_note(const char *text, size_t len, double now_ms);
+double gw_stats_note(char *buf, size_t size);
+
 /* The live slot of worker pid, or NULL. */
 gw_worker_stats_t *gw_stats_of(int32_t pid);
 

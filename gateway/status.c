@@ -58,7 +58,15 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
     }
     evbuffer_add(out, "]", 1);
   }
-  evbuffer_add(out, "}}\n", 3);
+  evbuffer_add(out, "}", 1);
+  if (latency_buckets) { /* the dashboard's: the note its pages show */
+    char note[GW_STATS_NOTE_MAX + 1];
+    double at = gw_stats_note(note, sizeof(note));
+    evbuffer_add(out, ",\"note\":", 8);
+    gw_json_string(out, note, strlen(note));
+    evbuffer_add_printf(out, ",\"note_age_s\":%.1f", at > 0 ? (gw_now_ms() - at) / 1000 : -1.0);
+  }
+  evbuffer_add(out, "}\n", 2);
 }
 
 static void render_prometheus(struct evbuffer *out)
