@@ -196,11 +196,12 @@ void gw_request_start(gw_request_t *req)
   req->running = 1;
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
-  if (gw_trace) gw_trace_start(req);
-  if (gw_timeline_on) { /* the dashboard's timeline names the requests it shows */
-    if (req->id == 0) req->id = ++next_id;
-    gw_timeline_name(req->id, req->method, req->target, req->path_len);
+  if (gw_trace) {
+    gw_trace_start(req);
+  } else {
+    req->id = gw_timeline_on ? ++next_id : 0; /* a reused request's old id would name the wrong one */
   }
+  if (gw_timeline_on) gw_timeline_name(req->id, req->method, req->target, req->path_len); /* the timeline's names */
   run_phases(req, 0);
 }
 

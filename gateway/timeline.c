@@ -144,10 +144,12 @@ typedef struct {
   uint32_t req;
 } column_t;
 
+/* The newest name given to id (ids are unique until they wrap at 2^30). */
 static const char *name_of(const ring_t *r, uint32_t id)
 {
-  for (int i = 0; i < NAMES; i++)
-    if (r->names[i].id == id && r->names[i].name[0]) return r->names[i].name;
+  uint64_t head = __atomic_load_n(&r->names_head, __ATOMIC_ACQUIRE);
+  for (uint64_t k = head; k > 0 && head - k < NAMES; k--)
+    if (r->names[(k - 1) % NAMES].id == id) return r->names[(k - 1) % NAMES].name;
   return NULL;
 }
 
