@@ -66,7 +66,11 @@ RSpec.describe 'the dashboard' do
   end
 
   it 'the precise view: under a steady load on a 10 ms sleep, p50 and mean match what wrk measured within 5 %' do
-    out, err, st = Open3.capture3('wrk', '-t1', '-c50', '-d3s', '--latency', "http://127.0.0.1:#{@port}/sleep10")
+    # The slack is on the load only: 50 clients (5,000 req/s) saturate a
+    # sanitized build, whose requests then queue in the kernel before the
+    # gateway reads them (time wrk counts and the gateway cannot see).
+    clients = GatewaySpec::ASAN ? 10 : 50
+    out, err, st = Open3.capture3('wrk', '-t1', "-c#{clients}", '-d3s', '--latency', "http://127.0.0.1:#{@port}/sleep10")
     expect(st.success?).to be(true), err
     lat = stats['latency_ms']
     requests = out[/(\d+) requests in/, 1].to_i
