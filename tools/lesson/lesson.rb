@@ -29,6 +29,7 @@ require 'net/http'
 require 'socket'
 require 'timeout'
 require 'uri'
+require_relative '../bench/common'
 require_relative 'chromium'
 
 module Gateway
@@ -57,6 +58,7 @@ module Gateway
       url = "http://127.0.0.1:#{@front}/dashboard"
       puts "lesson: the dashboard is at #{url} (open it now: the phases are announced on it)"
       sampler = Thread.new { sample_loop }
+      watch if @screenshots # a page open from the start: its charts show every phase
       sleep 2 # a first sample or two, and every worker recording its timeline
       baseline = [trace(ASYNC), trace(BLOCKING)] # one of each, alone, on an idle gateway
       phase(1, 'non-blocking alone', [[ASYNC, @c_async]])
@@ -69,17 +71,11 @@ module Gateway
       write_report(baseline)
       puts "lesson: wrote #{File.join(@out, 'report.html')}"
     ensure
+      @browser&.close
       stop_gateway
     end
 
     private
-
-    def free_port
-      s = TCPServer.new('127.0.0.1', 0)
-      s.addr[1]
-    ensure
-      s&.close
-    end
 
     def port_free?(port)
       TCPServer.new('127.0.0.1', port).close
@@ -93,7 +89,7 @@ module Gateway
       src = File.read(File.join(@root, 'examples/async.rb'))
       @back, @front = 48_080, 58_080
       unless port_free?(@back) && port_free?(@front)
-        @back, @front = free_port, free_port
+        @back, @front = GatewayBench::Util.free_port, GatewayBench::Util.free_port
         puts "lesson: ports 48080/58080 are taken; using #{@back}/#{@front}"
       end
       config = File.join(@out, 'async.rb')
@@ -153,14 +149,10 @@ module Gateway
     def wrk(path, clients)
       cmd = ['wrk', '-t1', "-c#{clients}", "-d#{@seconds.round}s", '--timeout', '10s', '--latency',
              "http://127.0.0.1:#{@front}#{path}"]
-      out = IO.popen(cmd, err: %i[child out], &:read)
-      ms = lambda do |label|
-        m = out.match(/^\s*#{Regexp.escape(label)}\s+([\d.]+)(us|ms|s)\b/) or raise "wrk: no #{label}:\n#{out}"
-        m[1].to_f * { 'us' => 0.001, 'ms' => 1.0, 's' => 1000.0 }[m[2]]
-      end
-      { path: path, clients: clients, rps: out[/Requests\/sec:\s+([\d.]+)/, 1].to_f, mean_ms: ms.call('Latency'),
-        p50_ms: ms.call('50%'), requests: out[/(\d+) requests in/, 1].to_i,
-        errors: out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i + out[/Socket errors: .*/].to_s.scan(/\d+/).sum(&:to_i) }
+      out = Timeout.timeout(@seconds + 30) { IO.popen(cmd, err: %i[child out], &:read) }
+      r = GatewayBench::Runner.parse_wrk(out)
+      m = out.match(/^\s*Latency\s+([\d.]+)(us|ms|s)\b/) or raise "wrk: no mean latency:\n#{out}"
+      r.merge(path: path, clients: clients, mean_ms: m[1].to_f * { 'us' => 0.001, 'ms' => 1.0, 's' => 1000.0 }[m[2]])
     end
 
     def phase(n, title, loads, screenshots: false)
@@ -178,16 +170,25 @@ module Gateway
                    traces: traces, timeline: timeline }
     end
 
-    # The live page in phase 3: the whole dashboard, and the lesson (its
-    # waterfalls traced at once, the timeline, the stall named).
+    def watch
+      @browser = Chromium.new(File.join(@out, 'chromium'))
+      @browser.goto("http://127.0.0.1:#{@front}/dashboard", width: 1280, height: 900)
+    rescue StandardError => e
+      warn "lesson: no browser, no screenshots (#{e.message})"
+      @browser = nil
+    end
+
+    # The live page in phase 3: the whole dashboard (open since the start),
+    # and the lesson (its waterfalls traced at once, the timeline, the stall
+    # named).
     def shoot
+      return unless @browser
+
       base = "http://127.0.0.1:#{@front}/dashboard"
-      Chromium.open(File.join(@out, 'chromium')) do |c|
-        c.goto(base, width: 1280, height: 900)
-        sleep 4
-        c.screenshot(File.join(@out, 'dashboard.png'))
-      end
-      Chromium.open(File.join(@out, 'chromium')) do |c|
+      @browser.screenshot(File.join(@out, 'dashboard.png'))
+      @browser.close
+      @browser = nil
+      Chromium.open(File.join(@out, 'chromium-lesson')) do |c|
         c.goto("#{base}?a=#{ASYNC}&b=#{BLOCKING}#lesson", width: 1280, height: 700)
         sleep 2.5
         c.screenshot(File.join(@out, 'lesson.png'))
@@ -200,14 +201,18 @@ module Gateway
     # L = C, so X = C / W. The model: a non-blocking request takes S = 10 ms
     # however many run at once (W = S, X = C / S); a blocking one holds the
     # whole worker for S, so the worker serves 1 / S = 100 req/s whatever C
-    # is, and each waits W = C S. Together, the blocking calls hold the loop
-    # nearly all the time: every turn a non-blocking request needs waits
-    # behind one (~S).
-    def predict(path, clients, phase_n)
+    # is, and each waits W = C S. Together: each turn of the loop runs the
+    # C_b blocking calls that are ready, C_b S; a non-blocking request needs
+    # about three turns (the one it arrived in, its request, its
+    # sub-request's answer), so W ~ 3 C_b S.
+    def predict(path, clients, phase_n, blocking_clients)
       if path == ASYNC && phase_n != 3
         { rps: clients / SERVICE_MS * 1000, mean_ms: SERVICE_MS, why: "W = S = #{SERVICE_MS.round} ms; X = C / W" }
       elsif path == ASYNC
-        { rps: nil, mean_ms: nil, why: 'stalled behind the blocking calls: W grows by ~S per turn of the loop it needs' }
+        w = 3 * blocking_clients * SERVICE_MS
+        { rps: clients / w * 1000, mean_ms: w,
+          why: 'stalled: each turn of the loop runs the C_b ready blocking calls (C_b × S); ' \
+               'it needs ~3 turns: W ≈ 3 × C_b × S' }
       else
         { rps: 1000 / SERVICE_MS, mean_ms: clients * SERVICE_MS, why: "the worker serves one at a time: X = 1 / S, W = C × S" }
       end
@@ -219,7 +224,7 @@ module Gateway
 
     def phase_html(p)
       rows = p[:results].map do |r|
-        pr = predict(r[:path], r[:clients], p[:n])
+        pr = predict(r[:path], r[:clients], p[:n], p[:results].find { |x| x[:path] == BLOCKING }&.dig(:clients).to_i)
         little = r[:mean_ms].positive? ? r[:clients] / r[:mean_ms] * 1000 : nil
         "<tr><td>#{r[:path] == ASYNC ? 'non-blocking' : 'blocking'}</td><td>#{r[:clients]}</td>" \
           "<td>#{fmt(r[:rps])}</td><td>#{fmt(pr[:rps])}</td><td>#{fmt(little)}</td>" \
