@@ -187,7 +187,9 @@ RSpec.describe 'the dashboard' do
     expect(runs.uniq).to eq(['GET /blocking'])
     # the backend slept without blocking: idle, and no blocked column
     expect(back['cols'].map { |c| c[3] }.max).to eq(0)
-    expect(back['cols'].sum { |c| c[0] }).to be > back['cols'].size * 900
+    recorded = back['cols'].sum { |c| c[0..3].sum } # its recording may have begun within the window
+    expect(recorded).to be > back['cols'].size * 300
+    expect(back['cols'].sum { |c| c[0] }).to be > recorded * 0.9
   end
 
   it 'waterfalls: waits hollow with their cause, a blocking call its own colour, and the stall named' do
