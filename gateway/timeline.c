@@ -172,12 +172,12 @@ static void add_span(column_t *col, int cols, double width, double from, double 
   }
 }
 
-static void render_ring(struct evbuffer *out, const ring_t *r, int64_t now, int window_ms, int cols,
-                        column_t *col)
+static void render_ring(struct evbuffer *out, const ring_t *r, int window_ms, int cols, column_t *col)
 {
   double window = window_ms * 1000.0, width = window / cols;
   memset(col, 0, sizeof(*col) * (size_t)cols);
   uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
+  int64_t now = now_us(); /* after head: every event read is older (its writer runs on) */
   uint64_t first = head > GW_TIMELINE_EVENTS - SAFETY ? head - (GW_TIMELINE_EVENTS - SAFETY) : 0;
   /* the oldest event at or before the window's start (earlier ones do not show) */
   uint64_t k = head;
@@ -216,7 +216,6 @@ void gw_timeline_render_json(struct evbuffer *out, int window_ms, int cols)
 {
   static column_t col[2000];
   if (cols > 2000) cols = 2000;
-  int64_t now = now_us();
   evbuffer_add_printf(out, "{\"window_ms\":%d,\"columns\":[\"idle\",\"c\",\"fiber\",\"blocked\",\"request\"],\"workers\":[",
                       window_ms);
   int first = 1;
@@ -225,7 +224,7 @@ void gw_timeline_render_json(struct evbuffer *out, int window_ms, int cols)
     if (!gw_stats_live(s) || __atomic_load_n(&rings[i].pid, __ATOMIC_ACQUIRE) != s->pid) continue;
     evbuffer_add_printf(out, "%s{\"pid\":%d,\"port\":%d,\"index\":%d", first ? "" : ",", (int)s->pid, (int)s->port,
                         (int)s->index);
-    render_ring(out, &rings[i], now, window_ms, cols, col);
+    render_ring(out, &rings[i], window_ms, cols, col);
     evbuffer_add(out, "}", 1);
     first = 0;
   }
