@@ -192,6 +192,20 @@ RSpec.describe 'the dashboard' do
     expect(back['cols'].sum { |c| c[0] }).to be > recorded * 0.9
   end
 
+  it 'the timeline records only once a page watches: a worker nobody watched has an empty ring' do
+    burst('/async', 3) # the backend serves these before anyone watches
+    tl = JSON.parse(http_get(@port, '/dashboard/timeline?ms=2000&cols=50').body)
+    back = tl['workers'].find { |w| w['port'] == @back }
+    front = tl['workers'].find { |w| w['port'] == @port }
+    expect(back['recording']).to be(false) # starts at its next second's tick
+    expect(back['cols'].flatten.sum).to eq(0)
+    expect(front['recording']).to be(true) # the worker serving the page starts at once
+    sleep 1.2
+    back = JSON.parse(http_get(@port, '/dashboard/timeline?ms=1000&cols=50').body)['workers'].find { |w| w['port'] == @back }
+    expect(back['recording']).to be(true)
+    expect(back['cols'].sum { |c| c[0] }).to be > 0 # idle, now seen
+  end
+
   it 'waterfalls: waits hollow with their cause, a blocking call its own colour, and the stall named' do
     dom, errors = browse(page('#trace', '?a=/async&b=/blocking'), 1.5)
     expect(errors).to eq([])
