@@ -26,6 +26,7 @@ typedef struct {
   uint64_t dns_lookups, dns_cache_hits, dns_failures;
   uint64_t restarts, stalls; /* carried over from the workers this one replaced */
   uint64_t h2_connections, h2_streams; /* HTTP/2 connections taken (ALPN, preface, Upgrade), streams run */
+  uint64_t proxy_protocol_headers, proxy_protocol_rejected, proxy_protocol_timeouts, proxy_protocol_untrusted;
   /* gauges */
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;

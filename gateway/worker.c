@@ -22,7 +22,9 @@
 #include "h2.h"
 #include "gw_mruby.h"
 #include "listener.h"
+#include "proxy_accept.h"
 #include "h2_client.h"
+#include "health_check.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
@@ -132,6 +134,16 @@ static void on_conn_closed(gw_context_t *ctx)
   if (ctx->stopping && ctx->nconns == 0) event_base_loopbreak(ctx->base);
 }
 
+/* A proxy_protocol: listener's connection whose PROXY header was read. */
+static int on_proxy_header(gw_context_t *ctx, int fd, const struct sockaddr *client, const struct sockaddr *peer,
+                           int carried)
+{
+  if (gw_conn_new(ctx, fd, client, carried ? peer : NULL) != NULL) return 0;
+  gw_log_error("out of memory for a new connection");
+  close(fd);
+  return -1;
+}
+
 /* Accepts up to ACCEPT_BURST connections; 1 if it took that many (more may wait). */
 static int accept_burst(gw_worker_t *w, evutil_socket_t fd)
 {
@@ -157,7 +169,12 @@ static int accept_burst(gw_worker_t *w, evutil_socket_t fd)
       setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     gw_stats_self->connections_accepted++;
-    if (gw_conn_new(&w->ctx, cfd, (struct sockaddr *)&ss) == NULL) {
+    if (w->ctx.server->proxy_protocol) { /* the PROXY header first (proxy_accept.c) */
+      if (gw_proxy_accept_start(&w->ctx, cfd, (struct sockaddr *)&ss, len, on_proxy_header) < 0)
+        gw_log_error("out of memory for a new connection");
+      continue;
+    }
+    if (gw_conn_new(&w->ctx, cfd, (struct sockaddr *)&ss, NULL) == NULL) {
       gw_log_error("out of memory for a new connection");
       close(cfd);
     }
@@ -211,6 +228,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   ctx->stopping = 1;
   gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
   if (ctx->server->fd >= 0) stop_accepting(w, graceful);
+  gw_proxy_accept_close_all(); /* nothing of a request arrived on these yet */
+  gw_health_check_stop();      /* another worker takes the checks over */
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
@@ -328,6 +347,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   event_add(w->lag_ev, &probe);
 
   gw_mruby_worker_hook(server->init_worker, "init_worker");
+  gw_health_check_start(ctx); /* upstream groups' health_check: (one worker runs each) */
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
@@ -343,6 +363,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     gw_conn_shutdown(c, 0);
   }
   gw_h2_shutdown_all(0);
+  gw_proxy_accept_close_all();
+  gw_health_check_stop();
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
   gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
   gw_ws_close_all();     /* ... and connections */

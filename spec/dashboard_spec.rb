@@ -92,7 +92,7 @@ RSpec.describe 'the dashboard' do
     GatewaySpec.poll('parked fibers in the stats', timeout: 3) { (parked = stats['fibers_parked']) >= 5 }
     expect(threads.map(&:value).map(&:body).uniq).to eq(['slow'])
     sleep 1.1 # the next published second
-    expect(stats['loop_lag_ms']).to be < 100
+    expect(stats['loop_lag_ms']).to be < 100 * GatewaySpec::SLACK # a local operation: the worker's own timer lag
     expect(parked).to be >= 5
   end
 

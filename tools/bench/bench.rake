@@ -87,7 +87,8 @@ namespace :bench do
        '(grpc_pass:) and through nginx (grpc_pass): calls/s and proxy CPU µs/call; writes build/bench/grpc.{md,json}'
   GatewayBenchTasks.define(:grpc, 'grpc', :GRPC)
 
-  desc "The tarantool study's matrix: gateway iproto (Async::Tarantool) vs gateway proxy_pass vs nginx proxy_pass " \
-       'to one HTTP backend, wrk -t1 -c1 .. -t8 -c16; writes build/bench/tarantool.md'
+  desc "The tarantool study: one Tarantool (examples/tarantool.lua) over HTTP (directly, gateway proxy_pass, nginx " \
+       'proxy_pass) vs over iproto (gateway Async::Tarantool, with and without a Ruby JSON step), wrk -t1 -c1 .. -c16, ' \
+       'req/s and front + Tarantool CPU µs/req (DURATION=3 ROUNDS=2); writes build/bench/tarantool.{md,json}'
   GatewayBenchTasks.define(:tarantool, 'tarantool', :Tarantool)
 end
