@@ -42,6 +42,7 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  int no_latency;       /* not counted in the response-time histograms (the dashboard's own polls) */
   /* Regex locations (router.c): a compiled pattern (regex.h; owned, one
    * reference) tried on the path, or NULL for an exact/prefix location. */
   struct gw_regex_s *regex;

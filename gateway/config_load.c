@@ -213,6 +213,7 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
     l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
     s->latency_histogram = 1;
+    l->no_latency = 1; /* its polls would pull the percentiles it shows down */
   } else if (mrb_string_p(iv(mrb, loc, "@fastcgi"))) {
     l->handler = fastcgi_handler(mrb, loc, l->path, iv(mrb, loc, "@fastcgi"));
     l->stream_body = 1; /* a Content-Length body goes as FCGI_STDIN as it arrives */

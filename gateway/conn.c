@@ -1065,7 +1065,10 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
-  if (c->ctx->server->latency_histogram) gw_stats_latency(gw_now_ms() - req->start_ms);
+  if (c->ctx->server->latency_histogram && !(req->location && req->location->no_latency)) {
+    double now = gw_now_ms();
+    gw_stats_latency(now, now - req->start_ms);
+  }
   gw_request_logged(req); /* the location's log phase */
   c->served = 1;
   c->read_whole = !req->body_streaming && !c->a->parser.upgrade;

@@ -33,6 +33,10 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
       evbuffer_add(out, ",\"latency_buckets\":[", 20);
       for (int b = 0; b < GW_LATENCY_BUCKETS; b++) evbuffer_add_printf(out, b ? ",%" PRIu32 : "%" PRIu32, s->latency[b]);
       evbuffer_add(out, "]", 1);
+      /* the precise view: percentiles of the last GW_LATENCY_WINDOW_S s */
+      evbuffer_add_printf(out, ",\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"mean\":%.3f,\"count\":%" PRIu64 "}",
+                          s->latency_p50_ms, s->latency_p90_ms, s->latency_p99_ms, s->latency_mean_ms,
+                          s->latency_window_count);
     }
     evbuffer_add(out, "}", 1);
     first = 0;
@@ -64,7 +68,15 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
     }
     evbuffer_add(out, "]", 1);
   }
-  evbuffer_add(out, "}}\n", 3);
+  evbuffer_add(out, "}", 1);
+  if (latency_buckets) { /* the dashboard's: the note its pages show */
+    char note[GW_STATS_NOTE_MAX + 1];
+    double at = gw_stats_note(note, sizeof(note));
+    evbuffer_add(out, ",\"note\":", 8);
+    gw_json_string(out, note, strlen(note));
+    evbuffer_add_printf(out, ",\"note_age_s\":%.1f", at > 0 ? (gw_now_ms() - at) / 1000 : -1.0);
+  }
+  evbuffer_add(out, "}\n", 2);
 }
 
 /* Active health checks: one series per checked server (shared state). */

@@ -29,6 +29,7 @@
 #include "mruby_handler.h"
 #include "resolver.h"
 #include "stats.h"
+#include "timeline.h"
 #include "timeutil.h"
 #include "upstream.h"
 #include "tunnel.h"
@@ -78,6 +79,7 @@ static void publish_stats(gw_context_t *w)
     st->dns_failures = rs.failures;
     st->dns_cache_entries = (uint32_t)rs.cache_entries;
   }
+  if (w->server->latency_histogram) gw_stats_publish_latency(gw_now_ms());
 }
 
 /* Loop lag: a 20 ms timer notes how late it runs; the worst of each second
@@ -106,6 +108,7 @@ static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   gw_stats_self->loop_lag_ms = (uint32_t)(lag_worst_ms + 0.5);
   lag_worst_ms = 0;
+  gw_timeline_tick(); /* records while a dashboard page watches */
 }
 
 /* SIGUSR2 from the watchdog: this loop stalled. Say what is running into the
@@ -330,6 +333,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   gw_stats_attach(server->port, index, cfg->generation, restarts, stalls);
+  if (gw_stats_table) gw_timeline_attach((int)(gw_stats_self - gw_stats_table));
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   struct sigaction stall = {.sa_handler = on_stall_query, .sa_flags = SA_RESTART};
   sigemptyset(&stall.sa_mask);
