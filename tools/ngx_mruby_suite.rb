@@ -987,11 +987,11 @@ module NgxSuite
       ran = Recorder.results.map { |a| [a.name, a.desc] }
       skipped = @all.reject { |x| ran.include?(x) }
       skipped.each do |n, d|
-        why = if n =~ /stream|linstener/
-                "not run: the suite runs it only against nginx's stream module (ngx_stream_mruby: TCP proxying), which the gateway does not have"
-              elsif n =~ /upstream keepalive/
+        why = if n =~ /upstream keepalive/
                 'not run: the suite gates it on nginx >= 1.7 (for Nginx::Upstream) and /nginx-version answers the ' \
                 "gateway's own version"
+              elsif n =~ /\bstream\b|linstener/i
+                "not run: the suite runs it only against nginx's stream module (ngx_stream_mruby: TCP proxying), which the gateway does not have"
               else
                 "not run (the suite's version gate, or its statement failed)"
               end
