@@ -115,6 +115,22 @@ RSpec.describe 'filters on every response' do
     expect(out).to match(%r{\AHTTP/2 404}).and include("x-filtered: 404").and end_with("[404 NOT FOUND\n]")
   end
 
+  it 'clients that leave while a header filter holds a file (sendfile deferred) leak no descriptor' do
+    pid = worker_pid(@port)
+    http_get(@port, '/slowhead/big.txt', timeout: 10) # both files are open in the cache from now on
+    http_get(@port, '/slowhead/a.txt')
+    before = open_fds(pid)
+    30.times do
+      c = connect(@port)
+      c.write("GET /slowhead/big.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+      sleep 0.01
+      c.close
+    end
+    sleep 0.3 # the filters' sleeps end
+    expect(http_get(@port, '/slowhead/a.txt').body).to eq("hello\n")
+    poll('the descriptors back to where they were') { open_fds(pid) <= before }
+  end
+
   it 'the worker survives it all' do
     expect(http_get(@port, '/pid').status).to eq(200)
   end
