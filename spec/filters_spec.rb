@@ -131,6 +131,27 @@ RSpec.describe 'filters on every response' do
     poll('the descriptors back to where they were') { open_fds(pid) <= before }
   end
 
+  it 'a body over 64 MiB for a body filter answers 502 (a file, or a streamed upstream), the worker goes on' do
+    File.open(File.join(docroot, 'huge.bin'), 'w') { |f| f.truncate(65 << 20) } # sparse
+    r = http_get(@port, '/s/huge.bin', timeout: 10)
+    expect([r.status, r['x-filtered']]).to eq([502, '502'])
+    up = fake_upstream do |peer|
+      while peer.read_request(timeout: 30)
+        peer.write("HTTP/1.1 200 OK\r\nContent-Length: #{66 << 20}\r\n\r\n")
+        66.times { peer.write('y' * (1 << 20)) }
+      end
+    end
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/", proxy_pass: "http://127.0.0.1:#{up.port}", body_filter: ->(body, req) { body }
+      end
+    RUBY
+    r = http_get(port, '/big', timeout: 20)
+    expect(r.status).to eq(502)
+    expect(http_get(@port, '/s/a.txt').body).to eq("[HELLO\n]")
+  end
+
   it 'the worker survives it all' do
     expect(http_get(@port, '/pid').status).to eq(200)
   end
@@ -157,6 +178,27 @@ RSpec.describe 'filters where they cannot apply' do
     RUBY
     expect(st).not_to eq(0)
     expect(out).to include("#{path}:3").and include("the server's body_filter: cannot apply")
+  end
+
+  it 'a proxy_pass location with filters relays no upgrade: the handshake goes as a plain request, its answer filtered' do
+    seen = Queue.new
+    up = fake_upstream do |peer|
+      while (req = peer.read_request(timeout: 30))
+        seen << req['upgrade'].to_s
+        peer.respond(200, {}, 'plain')
+      end
+    end
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/ws", proxy_pass: "http://127.0.0.1:#{up.port}", header_filter: ->(req) { req.headers_out["X-F"] = "1" }
+      end
+    RUBY
+    c = connect(port)
+    c.write("GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" \
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    r = c.read_response
+    expect([r.status, r['x-f'], r.body, seen.pop]).to eq([200, '1', 'plain', ''])
   end
 
   it "a websocket: location does not take the server's filters, and filter: false opts a tunnel out" do
