@@ -352,3 +352,24 @@ RSpec.describe 'ruby_files: true (ngx_mruby mruby_add_handler)' do
     end
   end
 end
+
+RSpec.describe 'response head order (nginx: its own fields, then the handler\'s)' do
+  it 'writes Server, Date, Content-Length, Connection first and the fields a handler set after them' do
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/a" do |req| req.headers_out["X-Mine"] = "1"; "a" end
+        location "/s" do |req| req.headers_out["Server"] = "mine"; "s" end
+      end
+    RUBY
+    c = connect(port)
+    c.write("GET /a HTTP/1.0\r\nHost: x\r\n\r\n")
+    names = c.read_all.split("\r\n\r\n", 2)[0].split("\r\n").drop(1).map { |l| l.split(':', 2)[0] }
+    expect(names).to eq(%w[Server Date Content-Type Content-Length Connection X-Mine])
+    c = connect(port)
+    c.write("GET /s HTTP/1.0\r\nHost: x\r\n\r\n")
+    head = c.read_all.split("\r\n\r\n", 2)[0]
+    expect(head.scan(/^Server: .*$/)).to eq(['Server: mine'])
+    expect(head.split("\r\n").last).to eq('Server: mine')
+  end
+end
