@@ -35,6 +35,8 @@ RSpec.describe 'filters on every response' do
                  header_filter: ->(req) { req.headers_out["X-Head-Only"] = "yes" }
         location "/slowhead/", alias: "#{docroot}/",
                  header_filter: ->(req) { Async.sleep(0.1); req.headers_out["X-Slept"] = "yes" }
+        location "/boom/", alias: "#{docroot}/",
+                 header_filter: ->(req) { Async.sleep(0.05); raise "filter broke" }
         location "/dead", proxy_pass: "http://127.0.0.1:#{@dead}",
                  header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
                  body_filter: ->(body, req) { "filtered: " + body }
@@ -70,6 +72,15 @@ RSpec.describe 'filters on every response' do
     expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', 'x' * BIG])
     r = http_get(@port, '/slowhead/a.txt')
     expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', "hello\n"])
+  end
+
+  it 'a header filter that raises while it holds a large file answers 500, the file let go' do
+    pid = worker_pid(@port)
+    2.times { expect(http_get(@port, '/boom/big.txt', timeout: 10).status).to eq(500) }
+    before = open_fds(pid)
+    5.times { expect(http_get(@port, '/boom/big.txt', timeout: 10).status).to eq(500) }
+    expect(open_fds(pid)).to be <= before
+    poll('the error in the log') { @gw.log.include?('filter broke') }
   end
 
   it 'a ranged response passes the filters (206, the range filtered)' do
