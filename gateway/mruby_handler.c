@@ -734,6 +734,7 @@ int gw_mrb_root(mrb_value v)
 
 void gw_mrb_unroot(int slot)
 {
+  if (rt.ctx == NULL) return; /* the worker's runtime is gone (exit): nothing to give back */
   give_slot(slot);
 }
 

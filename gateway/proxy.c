@@ -179,6 +179,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   req->upstream_reused = res->reused;
   req->status = res->status;
   gw_request_head_replace(req);
+  int kept_server = gw_headers_find(&req->resp_headers, "server") != NULL;
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
@@ -186,6 +187,8 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || named_in_connection(conn, h)) continue;
     if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
     if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
+    /* A Server set before (a phase, the handler) wins, as nginx hides the upstream's. */
+    if (kept_server && h->name_len == 6 && strcasecmp(h->name, "server") == 0) continue;
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
   if (via) add_joined(&req->resp_headers, "Via", &res->headers, via);

@@ -302,6 +302,10 @@ int gw_request_can_stream(const gw_request_t *req)
  * (a file range read into it) and goes out whole; with only a header filter
  * it streams, its pieces kept meanwhile (the producer is told to pause). */
 
+/* The largest body collected for a body filter: past it the response is a
+ * 502 (the rest is read and dropped). */
+#define FILTER_BODY_MAX (64LL << 20)
+
 /* Drops what a held stream kept (abort, reset). */
 static void drop_out(gw_request_t *req)
 {
@@ -371,8 +375,12 @@ void gw_request_finish(gw_request_t *req)
  * short is a 502, an error page like any other). */
 static void collected(gw_request_t *req, int complete)
 {
+  int over = req->out_collect == 2;
   req->out_collect = 0;
-  if (!complete) gw_request_simple_response(req, 502, NULL);
+  if (over)
+    gw_log_error("%s %.*s: body_filter: the body is over %lld bytes; answering 502", req->method, (int)req->path_len,
+                 req->target, FILTER_BODY_MAX);
+  if (!complete || over) gw_request_simple_response(req, 502, NULL);
   gw_request_finish(req);
 }
 
@@ -468,7 +476,11 @@ void gw_request_stream_begin(gw_request_t *req, long long content_length)
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
 {
   if (req->out_collect || req->out_hold) {
-    evbuffer_add(req->resp_body, data, len);
+    if (req->out_collect && (long long)(evbuffer_get_length(req->resp_body) + len) > FILTER_BODY_MAX) {
+      req->out_collect = 2; /* over: dropped (collected() answers 502) */
+      evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    }
+    if (req->out_collect != 2) evbuffer_add(req->resp_body, data, len);
     return req->out_hold; /* held: pause until on_drain */
   }
   return req->proto->stream_body(req, data, len);
@@ -526,7 +538,8 @@ static int read_range(gw_request_t *req, int fd, long long off, long long len)
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
 {
   if (req->out_collect) {
-    int ok = req->head || read_range(req, fd, offset, len) == 0;
+    if (len > FILTER_BODY_MAX) req->out_collect = 2;
+    int ok = req->head || req->out_collect == 2 || read_range(req, fd, offset, len) == 0;
     close(fd);
     if (!ok) gw_log_warn("%.*s: the file ended early (truncated while read?)", (int)req->path_len, req->target);
     collected(req, ok);

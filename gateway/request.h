@@ -175,7 +175,7 @@ struct gw_request_s {
   /* The location's header and body filters between handler and protocol
    * (request.c, "output filters"): every response passes them once. */
   int filtered;             /* they ran (or run) on this response: not again */
-  int out_collect;          /* a streamed body is collected whole for the body filter */
+  int out_collect;          /* a streamed body is collected whole for the body filter (2: too large) */
   int out_hold;             /* the header filter runs on a streamed head: the body waits */
   long long out_length;     /* ... the length announced meanwhile */
   int out_ended;            /* ... the producer ended meanwhile: 1 complete, 2 cut short, 3 with out_trailers */

@@ -245,9 +245,10 @@ RSpec.describe 'fastcgi' do
       LOC
     end
 
-    it 'header_filter and body_filter run on FastCGI responses, streamed and whole, and on its 502' do
+    it 'header_filter and body_filter run on FastCGI responses, streamed and whole, and on its 502; earlier fields stay' do
       php_gateway(<<~LOC)
         location "/f/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
+                 rewrite: ->(req) { req.headers_out["X-Early"] = "kept"; nil },
                  header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
                  body_filter: ->(body, req) { "<" + body.strip.upcase + ">" }
         location "/fh/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
@@ -258,7 +259,7 @@ RSpec.describe 'fastcgi' do
       File.symlink('.', File.join(@www, 'f')) unless File.exist?(File.join(@www, 'f'))
       File.symlink('.', File.join(@www, 'fh')) unless File.exist?(File.join(@www, 'fh'))
       r = http_get(@port, '/f/echo.php')
-      expect([r.status, r['x-filtered'], r.body]).to eq([200, '200', '<HELLO FROM PHP>'])
+      expect([r.status, r['x-filtered'], r.body, r['x-early']]).to eq([200, '200', '<HELLO FROM PHP>', 'kept'])
       r = http_get(@port, '/fh/big.php', timeout: 10)
       expect([r.status, r['x-filtered'], r.body.bytesize]).to eq([200, 'slept', 1 << 20])
       r = http_get(@port, '/fdead/x.php')

@@ -379,8 +379,9 @@ module Gateway
     # max_body: N (any location) overrides the server's limits[:max_body]
     # via: true or "NAME" adds "Via: 1.1 NAME" (default gateway) both ways
     #   when this location proxies (proxy_pass: or req.proxy_pass)
-    # header_filter: ->(req) { ... } runs on the upstream's response head
-    #   (req.status, req.headers_out) before it goes to the client
+    # header_filter: ->(req) { ... } runs on the head of every response the
+    #   location produces (req.status, req.headers_out) before it goes out:
+    #   docs/filters.md
     # Phases (a Proc, a handler file path, or false: not the server's):
     #   rewrite: ->(req) { ... }   first; may set req.uri (routed again) or answer
     #   access: "auth.rb"           then; Nginx.return 403 (or any status, output,
