@@ -134,6 +134,19 @@ RSpec.describe 'upstream health_check' do
     expect(health_of('B')['last_error']).to match(/refused|connect/)
   end
 
+  it 'when the checking worker dies another worker takes the checks over' do
+    checker = nil
+    poll('a checker') { (checker = health_of('A')['checked_by']).to_i.positive? }
+    workers = JSON.parse(http_get(@st, '/status').body)['workers'].to_h { |w| [w['pid'], w['port']] }
+    expect(workers).to include(checker) # any worker of any server may hold the lock
+    Process.kill('KILL', checker)
+    poll('another checker', timeout: 10) { (c = health_of('A')['checked_by']) != checker && c.to_i.positive? }
+    @b.health_status = 500
+    poll('B marked down by the new checker', timeout: 10) { health_of('B')['state'] == 'down' }
+    expect(served_by(10)).to eq('A' => 10)
+    expect(@gw.log).to include("worker #{checker} (port #{workers[checker]} #") # the master saw it die (and replaced it)
+  end
+
   it 'a group whose every server is down answers 502' do
     @a.health_status = 500
     @b.health_status = 500
