@@ -59,8 +59,9 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
         const gw_health_server_t *h = us->health;
         evbuffer_add_printf(out,
                             ",\"health\":{\"state\":\"%s\",\"checks\":%" PRIu64 ",\"fails\":%u,\"passes\":%u,"
-                            "\"transitions\":%" PRIu64 ",\"last_status\":%u,\"last_error\":",
-                            h->down ? "down" : "up", h->checks, h->fails, h->passes, h->transitions, h->last_status);
+                            "\"transitions\":%" PRIu64 ",\"last_status\":%u,\"checked_by\":%d,\"last_error\":",
+                            h->down ? "down" : "up", h->checks, h->fails, h->passes, h->transitions, h->last_status,
+                            (int)grp->health->shared->owner);
         gw_json_string(out, h->last_error, strlen(h->last_error));
         evbuffer_add(out, "}", 1);
       }

@@ -48,6 +48,10 @@ namespace :bench do
        'W2 hello and W3 proxy; writes build/bench/paired.{md,json}'
   GatewayBenchTasks.define(:paired, 'paired', :Paired, binary: 'NEW')
 
+  desc 'PROXY protocol: gateway CPU per request, plain vs proxy_protocol: true, both through HAProxy (send-proxy-v2), ' \
+       'keep-alive and a connection per request (PAIRS=3, DURATION=5); writes build/bench/proxy_protocol.{md,json}'
+  GatewayBenchTasks.define(:proxy_protocol, 'proxy_protocol', :ProxyProtocol)
+
   desc 'Instructions per request (valgrind callgrind) of BASE=old/gateway and NEW (build/gateway): ' \
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
   GatewayBenchTasks.define(:instructions, 'instructions', :Instructions, binary: 'NEW')

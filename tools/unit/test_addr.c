@@ -220,6 +220,30 @@ static void test_to_string(void)
   CHECK_STR(buf, "unix:/run/app.sock");
 }
 
+/* The dotted quad written without inet_ntop agrees with it everywhere. */
+static void test_ipv4_text(void)
+{
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  char got[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN];
+  int bad = 0;
+  for (unsigned v = 0; v < 256; v++) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(255 - v), (unsigned char)(v * 7), (unsigned char)(v / 3)};
+    memcpy(&a.sin_addr, b, 4);
+    inet_ntop(AF_INET, &a.sin_addr, want, sizeof(want));
+    if (gw_addr_to_string((struct sockaddr *)&a, got, sizeof(got)) != 0 || strcmp(got, want) != 0) bad++;
+  }
+  CHECK_EQ_INT(bad, 0);
+  memset(&a.sin_addr, 255, 4);
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 16) == 0);
+  CHECK_STR(got, "255.255.255.255");
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 15) == -1);
+  CHECK_STR(got, "");
+  memset(&a.sin_addr, 0, 4);
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 8) == 0);
+  CHECK_STR(got, "0.0.0.0");
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 7) == -1);
+}
+
 static int cidr(const char *s, gw_cidr_t *c)
 {
   return gw_addr_parse_cidr(s, strlen(s), c);
@@ -286,6 +310,7 @@ static void test_cidr(void)
 int main(void)
 {
   test_cidr();
+  test_ipv4_text();
   test_ports();
   test_literals();
   test_split();

@@ -86,7 +86,7 @@ static size_t v2(unsigned char *b, int cmd, int fam, const void *addrs, size_t a
   b[13] = (unsigned char)fam;
   b[14] = (unsigned char)((alen + tlen) >> 8);
   b[15] = (unsigned char)(alen + tlen);
-  memcpy(b + 16, addrs, alen);
+  if (alen) memcpy(b + 16, addrs, alen);
   if (tlen) memcpy(b + 16 + alen, tlvs, tlen);
   return 16 + alen + tlen;
 }
