@@ -6,6 +6,7 @@
 require 'open3'
 require_relative 'spec_helper'
 require_relative 'haproxy_helper'
+require_relative 'redis_helper'
 
 RSpec.describe 'examples/fleet' do
   include HAProxyHelper
@@ -45,7 +46,9 @@ RSpec.describe 'examples/fleet' do
     apps = [app_server, app_server]
     @gw_ports = Array.new(3) { free_port }
     @st_ports = Array.new(3) { free_port }
+    @sentinel_ports = Array.new(3) { free_port } # sentinels start there only in the Redis example
     fleet = File.read(File.join(DIR, 'fleet.rb'))
+    (0..2).each { |i| fleet = fleet.gsub((26_379 + i).to_s, @sentinel_ports[i].to_s) }
     @gws = (0..2).map do |i|
       text = fleet.gsub('8081', @gw_ports[i].to_s).gsub('9081', @st_ports[i].to_s)
                   .gsub('9101', apps[0].to_s).gsub('9102', apps[1].to_s)
@@ -63,9 +66,9 @@ RSpec.describe 'examples/fleet' do
     (@apps || []).each(&:close)
   end
 
-  def whoami(from: '127.0.0.9')
+  def whoami(from: '127.0.0.9', path: '/whoami')
     sock = Socket.tcp('127.0.0.1', @front, from, 0, connect_timeout: 2)
-    sock.write("GET /whoami HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    sock.write("GET #{path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
     parse_response(sock.read)
   ensure
     sock&.close
@@ -97,5 +100,39 @@ RSpec.describe 'examples/fleet' do
     seen = Array.new(8) { whoami.body[/instance=(\d+)/, 1].to_i }
     expect(seen).not_to include(@st_ports[1])
     expect(seen.uniq.sort).to eq([@st_ports[0], @st_ports[2]].sort)
+  end
+
+  it 'a Redis failover mid-load: the fleet-wide limit counts again on the promoted replica within 10 s, nothing counted twice' do
+    master = RedisServer.new
+    replica = RedisServer.new(args: ['--replicaof', '127.0.0.1', master.port.to_s])
+    poll('the replica to sync', timeout: 10) { replica.cmd('INFO', 'replication').include?('master_link_status:up') }
+    sentinels = RedisSentinel.start_three(master, name: 'fleet', ports: @sentinel_ports)
+    counted = ->(body) { body[/\Acount=(\d+)/, 1]&.to_i }
+    before = Array.new(15) { counted.call(whoami(path: '/limited').body) } # round robin over the three gateways
+    expect(before.each_cons(2).all? { |a, b| b == a + 1 || b == 1 }).to be(true), before.inspect # a window may turn over
+    poll('the replica to catch up') { replica.cmd('KEYS', 'rl:127.0.0.9:*').sum { |k| replica.cmd('GET', k).to_i } == 15 }
+
+    master.stop
+    killed = GatewaySpec.now
+    after = []
+    recovered = nil
+    until after.count(&:itself) >= 9 || GatewaySpec.now - killed > 20
+      r = whoami(path: '/limited')
+      expect(r.status).to eq(200) # failing open while Redis fails over, never a 5xx or a hang
+      n = counted.call(r.body)
+      after << n
+      recovered ||= GatewaySpec.now if n
+      sleep 0.05
+    end
+    expect(recovered).not_to be_nil, 'no count within 20 s of the master going'
+    expect(recovered - killed).to be < 10.0
+    numbers = after.compact
+    # Within one minute's window the counts rise by one.
+    expect(numbers.each_cons(2).all? { |a, b| b == a + 1 || b == 1 }).to be(true), numbers.inspect
+    expect(replica.cmd('INFO', 'replication')).to include('role:master')
+    total = replica.cmd('KEYS', 'rl:127.0.0.9:*').sum { |k| replica.cmd('GET', k).to_i }
+    expect(total).to eq(15 + numbers.size) # every answered count, once
+  ensure
+    [*sentinels, replica, master].compact.each(&:destroy)
   end
 end
