@@ -48,6 +48,9 @@
 #               with grpc_tools.protoc; it imports pkg_resources without
 #               depending on python3-pkg-resources, so that is listed too);
 #               nginx (grpc_pass, the bench's peer)
+#   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
+#               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
+#               spec/compress_spec.rb checks bodies with)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -73,6 +76,7 @@ packages=(
   python3-websockets
   ca-certificates nginx
   python3-grpcio python3-grpc-tools python3-pkg-resources
+  zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
 )
 
 missing=()

@@ -34,6 +34,12 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->pending.next = req->pending.prev = &req->pending;
 }
 
+/* The response stage's state for a streamed body goes (see gw_stage_t). */
+static void stage_free(gw_request_t *req)
+{
+  if (req->stage_state) req->stage->free(req);
+}
+
 static void drop_trailers(gw_request_t *req)
 {
   if (req->trailers == NULL) return;
@@ -56,6 +62,7 @@ void gw_request_reset(gw_request_t *req)
   req->inline_len = 0;
   req->text_plain = 0;
   req->head_length = -1;
+  stage_free(req);
   req->streaming = 0;
   req->on_drain = NULL;
   req->body_streaming = 0;
@@ -85,6 +92,7 @@ void gw_request_dispose(gw_request_t *req)
 {
   if (req->running) gw_request_abort(req);
   release_state(req);
+  stage_free(req);
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
   drop_trailers(req);
@@ -263,10 +271,19 @@ void gw_request_logged(gw_request_t *req)
   if (l && l->log) l->log->run(l->log, req, after_log, NULL);
 }
 
+/* The location's response stage (gw_stage_t), if any: the last step before
+ * the protocol, for a response whole or streamed. */
+static const gw_stage_t *stage_of(gw_request_t *req)
+{
+  return req->location && req->parent == NULL ? (req->stage = req->location->stage) : NULL;
+}
+
 void gw_request_finish(gw_request_t *req)
 {
   req->running = 0;
   release_state(req);
+  const gw_stage_t *st = stage_of(req);
+  if (st) st->whole(req);
   req->proto->send(req);
 }
 
@@ -289,18 +306,29 @@ int gw_request_can_stream(const gw_request_t *req)
 
 void gw_request_stream_begin(gw_request_t *req, long long content_length)
 {
-  req->proto->stream_head(req, content_length);
+  const gw_stage_t *st = stage_of(req);
+  req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
 }
 
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
 {
+  if (req->stage_state) return req->stage->data(req, data, len);
   return req->proto->stream_body(req, data, len);
+}
+
+/* A staged body's last bytes; 0 when they could not go (cut short). */
+static int stage_end(gw_request_t *req, int complete)
+{
+  if (complete) return req->stage->end(req) == 0;
+  stage_free(req);
+  return 0;
 }
 
 void gw_request_stream_end(gw_request_t *req, int complete)
 {
   req->running = 0;
   release_state(req);
+  if (req->stage_state) complete = stage_end(req, complete);
   req->proto->stream_end(req, complete);
 }
 
@@ -308,13 +336,14 @@ void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trail
 {
   req->running = 0;
   release_state(req);
-  if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
   else req->proto->stream_end(req, 1);
 }
 
 int gw_request_can_stream_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL;
+  return req->proto->stream_file != NULL && req->stage_state == NULL;
 }
 
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
@@ -338,6 +367,7 @@ void gw_request_abort(gw_request_t *req)
   }
   req->running = 0;
   release_state(req);
+  stage_free(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)

@@ -255,25 +255,24 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
       respond(req, 503);
       goto done;
     }
-    if (gw_request_can_stream_file(req)) {
-      gw_request_stream_begin(req, len);
+    gw_request_stream_begin(req, len);
+    if (gw_request_can_stream_file(req)) { /* never for a body being compressed: that one is read */
       gw_request_stream_file(req, fd, off, len);
-    } else {
-      pump_t *p = calloc(1, sizeof(*p));
-      if (p == NULL) {
-        close(fd);
-        respond(req, 503);
-        goto done;
-      }
-      p->req = req;
-      p->fd = fd;
-      p->off = off;
-      p->left = len;
-      gw_request_pending_add(req, &p->pending, pump_cancel);
-      req->drain_arg = p;
-      gw_request_stream_begin(req, len);
-      pump_run(req);
+      goto done;
     }
+    pump_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+      close(fd);
+      gw_request_stream_end(req, 0);
+      goto done;
+    }
+    p->req = req;
+    p->fd = fd;
+    p->off = off;
+    p->left = len;
+    gw_request_pending_add(req, &p->pending, pump_cancel);
+    req->drain_arg = p;
+    pump_run(req);
   }
 done:
   if (z) gw_filecache_done(h->cache, z);
