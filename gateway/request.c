@@ -271,20 +271,76 @@ void gw_request_logged(gw_request_t *req)
   if (l && l->log) l->log->run(l->log, req, after_log, NULL);
 }
 
-/* The location's response stage (gw_stage_t), if any: the last step before
- * the protocol, for a response whole or streamed. */
+/* -- the response stage ------------------------------------------------------
+ *
+ * What reaches the protocol goes through these out_* steps, which pass the
+ * location's response stage (gw_stage_t: compression) if it has one: the
+ * last step before the wire, after the handler and the location's filters.
+ * Everything else here calls them instead of req->proto's send/stream_*. */
+
 static const gw_stage_t *stage_of(gw_request_t *req)
 {
   return req->location && req->parent == NULL ? (req->stage = req->location->stage) : NULL;
 }
 
+/* A whole response (proto->send). */
+static void out_send(gw_request_t *req)
+{
+  const gw_stage_t *st = stage_of(req);
+  if (st) st->whole(req);
+  req->proto->send(req);
+}
+
+/* A streamed head (proto->stream_head). */
+static void out_head(gw_request_t *req, long long content_length)
+{
+  const gw_stage_t *st = stage_of(req);
+  req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
+}
+
+/* A piece of a streamed body (proto->stream_body). */
+static int out_body(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->stage_state) return req->stage->data(req, data, len);
+  return req->proto->stream_body(req, data, len);
+}
+
+/* A staged body's last bytes; 0 when they could not go (cut short). */
+static int stage_end(gw_request_t *req, int complete)
+{
+  if (complete) return req->stage->end(req) == 0;
+  stage_free(req);
+  return 0;
+}
+
+/* The end of a streamed body (proto->stream_end). */
+static void out_end(gw_request_t *req, int complete)
+{
+  if (req->stage_state) complete = stage_end(req, complete);
+  req->proto->stream_end(req, complete);
+}
+
+/* ... with trailer fields (proto->stream_trailers). */
+static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  else req->proto->stream_end(req, 1);
+}
+
+/* proto->stream_file, unless the stage takes the body (it must be read). */
+static int out_can_file(const gw_request_t *req)
+{
+  return req->proto->stream_file != NULL && req->stage_state == NULL;
+}
+
+/* -- finishing and streaming ---------------------------------------------------- */
+
 void gw_request_finish(gw_request_t *req)
 {
   req->running = 0;
   release_state(req);
-  const gw_stage_t *st = stage_of(req);
-  if (st) st->whole(req);
-  req->proto->send(req);
+  out_send(req);
 }
 
 int gw_request_can_upgrade(const gw_request_t *req)
@@ -306,44 +362,31 @@ int gw_request_can_stream(const gw_request_t *req)
 
 void gw_request_stream_begin(gw_request_t *req, long long content_length)
 {
-  const gw_stage_t *st = stage_of(req);
-  req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
+  out_head(req, content_length);
 }
 
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
 {
-  if (req->stage_state) return req->stage->data(req, data, len);
-  return req->proto->stream_body(req, data, len);
-}
-
-/* A staged body's last bytes; 0 when they could not go (cut short). */
-static int stage_end(gw_request_t *req, int complete)
-{
-  if (complete) return req->stage->end(req) == 0;
-  stage_free(req);
-  return 0;
+  return out_body(req, data, len);
 }
 
 void gw_request_stream_end(gw_request_t *req, int complete)
 {
   req->running = 0;
   release_state(req);
-  if (req->stage_state) complete = stage_end(req, complete);
-  req->proto->stream_end(req, complete);
+  out_end(req, complete);
 }
 
 void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
   req->running = 0;
   release_state(req);
-  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
-  else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
-  else req->proto->stream_end(req, 1);
+  out_trailers(req, trailers);
 }
 
 int gw_request_can_stream_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL && req->stage_state == NULL;
+  return out_can_file(req);
 }
 
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
