@@ -59,7 +59,7 @@ typedef struct {
 #define GW_CPU_AUTO (-2)
 #define GW_MAX_AUTO_WORKERS 64 /* workers: :auto on a bigger machine */
 
-/* The default of a server's reuseport: (see README, "All cores"). */
+/* The default of a server's reuseport: (see docs/configuration.md, "All cores"). */
 #define GW_REUSEPORT_DEFAULT 1
 
 typedef struct {

@@ -72,7 +72,7 @@ static void *need(mrb_state *mrb, void *p)
   return p;
 }
 
-/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
+/* -- FastCGI (docs/upstreams.md, "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
 
 static gw_regex_t *compile_regexp(mrb_state *mrb, mrb_value re, const char *path);
 
@@ -161,6 +161,10 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
   if (mrb_hash_p(mem)) {
     c.cache.mem_max_file = (size_t)mrb_as_float(mrb, hget(mrb, mem, "max_file"));
     c.cache.mem_budget = (size_t)mrb_as_float(mrb, hget(mrb, mem, "budget"));
+  }
+  if (mrb_test(hget(mrb, st, "ruby_files"))) {
+    c.ruby_file = gw_mruby_ruby_file;
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
   }
   mrb_value fallback = hget(mrb, st, "fallback");
   if (mrb_test(fallback)) {
@@ -349,6 +353,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     }
     tc.on_handshake = gw_tls_hook_run;
     tc.on_handshake_arg = s->tls_hook;
+    tc.on_handshake_drop = gw_tls_hook_drop;
   }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;

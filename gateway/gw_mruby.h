@@ -11,7 +11,7 @@
  * WebSocket's connection, for Gateway::WebSocket). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
- * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
+ * Rule of every async primitive (docs/DESIGN.md §3): the native `_gw_*` validates
  * its arguments, arms its event, registers it as pending on the current
  * request and returns; the mrblib wrapper then calls Fiber.yield; the
  * completion calls gw_fiber_resume() from the loop with the value (or an
@@ -134,6 +134,8 @@ void gw_mrb_will_wait(void);
  * gw_mrb_unroot(). */
 int gw_mrb_root(mrb_value v);
 void gw_mrb_unroot(int slot);
+/* The value a slot keeps. */
+mrb_value gw_mrb_rooted(int slot);
 
 /* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
  * returns (url and key are copied). */

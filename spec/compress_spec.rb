@@ -188,6 +188,25 @@ RSpec.describe 'compress:' do
       expect(r.body).to eq('y' * 1000)
     end
 
+    it 'runs after the location\'s filters: they see the plain body, the client gets it compressed' do
+      start(', compress: true', <<~RUBY)
+        location "/upper", body_filter: ->(body) { body.upcase } do |req|
+          req.headers_out["Content-Type"] = "text/plain"
+          "abc" * 1000
+        end
+        location "/typed/", alias: "#{spec_dir}/", header_filter: ->(req) { req.headers_out["Content-Type"] = "text/plain" }
+      RUBY
+      r = get('/upper', 'Accept-Encoding' => 'gzip')
+      expect(r['content-encoding']).to eq('gzip')
+      expect(decode('gzip', r.body)).to eq('ABC' * 1000)
+      # a header filter makes a type compressible on a file too big for the memory cache (otherwise sendfile)
+      File.binwrite(File.join(spec_dir, 'big.bin'), 'z' * 300_000)
+      r = get('/typed/big.bin', 'Accept-Encoding' => 'br')
+      expect(r['content-encoding']).to eq('br')
+      expect(decode('br', r.body)).to eq('z' * 300_000)
+      expect(get('/typed/big.bin').body).to eq('z' * 300_000)
+    end
+
     it 'rejects bad values with the config file and line' do
       [['compress: 5', /compress must be true, false or a Hash/],
        ['compress: { encodings: [:deflate] }', /encodings must be a non-empty list of :zstd, :br, :gzip/],

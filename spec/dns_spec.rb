@@ -1,5 +1,5 @@
 # DNS: host names in proxy_pass URLs, upstream group servers and URL
-# sub-requests are resolved with c-ares on the worker's own loop (README,
+# sub-requests are resolved with c-ares on the worker's own loop (docs/upstreams.md,
 # "DNS: resolver"). Proven end to end against real DNS servers on loopback:
 #
 # - Debian's dnsmasq, started per example in the foreground on a free

@@ -224,6 +224,26 @@ RSpec.describe 'fastcgi' do
       LOC
     end
 
+    it 'header_filter and body_filter run on FastCGI responses, streamed and whole, and on its 502' do
+      php_gateway(<<~LOC)
+        location "/f/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
+                 body_filter: ->(body, req) { "<" + body.strip.upcase + ">" }
+        location "/fh/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
+                 header_filter: ->(req) { Async.sleep(0.05); req.headers_out["X-Filtered"] = "slept" }
+        location "/fdead/", fastcgi: "127.0.0.1:#{free_port}",
+                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
+      LOC
+      File.symlink('.', File.join(@www, 'f')) unless File.exist?(File.join(@www, 'f'))
+      File.symlink('.', File.join(@www, 'fh')) unless File.exist?(File.join(@www, 'fh'))
+      r = http_get(@port, '/f/echo.php')
+      expect([r.status, r['x-filtered'], r.body]).to eq([200, '200', '<HELLO FROM PHP>'])
+      r = http_get(@port, '/fh/big.php', timeout: 10)
+      expect([r.status, r['x-filtered'], r.body.bytesize]).to eq([200, 'slept', 1 << 20])
+      r = http_get(@port, '/fdead/x.php')
+      expect([r.status, r['x-filtered']]).to eq([502, '502'])
+    end
+
     it 'answers a one-line echo over the unix socket and over TCP' do
       php_gateway
       u = http_get(@port, '/u/echo.php')

@@ -179,8 +179,8 @@ RSpec.describe 'hardening: slow clients' do
     expect(worker_pid(@port)).to eq(@worker)
   end
 
-  # A slow upstream: the gateway must pass what it has on at once (README:
-  # "each piece goes to the client as it arrives"), not hold it back until
+  # A slow upstream: the gateway must pass what it has on at once (docs/upstreams.md,
+  # "Proxying": "each piece goes to the client as it arrives"), not hold it back until
   # more comes.
   it 'a slowly streamed upstream response reaches the client as it comes (head + first bytes in < 0.3 s)' do
     up = fake_upstream do |peer|

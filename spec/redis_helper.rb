@@ -11,15 +11,17 @@ class RedisServer
   include PeerServer
   BIN = '/usr/bin/redis-server'
 
-  def initialize(port = GatewaySpec.free_port)
+  # args: more redis-server options (e.g. ['--replicaof', '127.0.0.1', '6379']).
+  def initialize(port = GatewaySpec.free_port, args: [])
     @port = port
+    @args = args
     @dir = Dir.mktmpdir('gateway-redis-')
     start
   end
 
   def start
     @pid = Process.spawn(BIN, '--port', @port.to_s, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                         '--dir', @dir, '--daemonize', 'no', in: File::NULL,
+                         '--dir', @dir, '--daemonize', 'no', *@args, in: File::NULL,
                          out: File.join(@dir, 'redis.log'), err: [:child, :out])
     GatewaySpec.poll("redis-server on port #{@port}", timeout: 10) do
       cmd('PING') == 'PONG'

@@ -20,15 +20,43 @@ module Gateway
     # a handler file (relative to the config file's folder), compiled now into
     # a lambda taking the request (`return` ends it; errors name the file),
     # false or nil: none.
+    # Either is adapted to the arguments the core calls it with (ARITY), as
+    # its code declares them: a handler file (code reading `req`) gets the
+    # request whatever the phase (a body filter's file reads the body with
+    # Nginx::Filter); a lambda declaring fewer parameters gets the first
+    # ones (->(body) { } as a body filter); one that can take none of the
+    # counts is this line's error, not a failure per request.
     def self.phase(where, name, value)
-      return value unless value.is_a?(String)
+      return adapt(where, name, value) unless value.is_a?(String)
       path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
       # A file that is not there is this line's error; one that does not
       # compile is the file's own (FILE:LINE from the compiler).
       unless Gateway._file?(path)
         raise ArgumentError, "#{where}: #{name}: must be a Proc (->(req) { ... }) or a handler file; no file #{path}"
       end
-      Gateway._compile_file(path)
+      code = Gateway._compile_file(path)
+      case ARITY.fetch(name, 1)
+      when 0 then -> { code.call(nil) }
+      when 2 then ->(body, req) { code.call(req); nil } # it sets the body itself (Nginx::Filter#body=)
+      else code
+      end
+    end
+
+    # What the core passes each phase: (req); a body filter (body, req);
+    # init_worker/exit_worker nothing.
+    ARITY = { body_filter: 2, init_worker: 0, exit_worker: 0 }
+
+    def self.adapt(where, name, value)
+      return value unless value.is_a?(Proc) && value.lambda?
+      n = ARITY.fetch(name, 1)
+      a = value.arity
+      required = a >= 0 ? a : -a - 1
+      return value if required <= n && (a < 0 || a == n)
+      if a >= 0 && a < n
+        return a == 0 ? ->(*_) { value.call } : ->(x, *_) { value.call(x) }
+      end
+      takes = n == 2 ? "(body, req)" : n == 1 ? "(req)" : "no arguments"
+      raise ArgumentError, "#{where}: #{name}: the lambda takes #{a >= 0 ? a : "at least #{required}"} argument(s); it is called with #{takes}"
     end
 
     # Called by the core before each load (start-up, reload).
@@ -72,6 +100,26 @@ module Gateway
   end
 
   class Location
+    # Filters run on every response a location produces; a WebSocket's 101
+    # and the tunnel after it are not such a response, so a filter given to
+    # a websocket: location, or to one that sets tunnel_timeout: (it
+    # tunnels), is an error; a websocket: location does not take the
+    # server's. (A proxy_pass location with filters relays no upgrade: its
+    # WebSocket handshakes are answered as plain requests.)
+    def self.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
+      return unless websocket || tunnel_timeout
+      [:header_filter, :body_filter].each do |k|
+        if own[k]
+          raise ArgumentError, "#{where}: #{k}: cannot apply to a WebSocket (its 101 and the tunnel after it are not filtered responses)"
+        end
+        if websocket
+          ph[k] = nil
+        elsif ph[k]
+          raise ArgumentError, "#{where}: the server's #{k}: cannot apply to a WebSocket tunnel (tunnel_timeout:); give #{k}: false here"
+        end
+      end
+    end
+
     # websocket: and its options; other content with it is an error.
     def self.check_websocket(where, websocket, max_message, protocols, other_content)
       if websocket.nil?
@@ -213,7 +261,7 @@ module Gateway
 
     # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
     # script_filename: "/srv/app/index.php", split_path_info: %r{^(.+?\.php)(/.*)$}
-    # (see the README's FastCGI section).
+    # (see docs/upstreams.md, "FastCGI").
     # set: { "name" => "literal" or ->(req) { value } }, as nginx's `set` and
     # ngx_mruby's `mruby_set`: evaluated first in the rewrite phase, in order,
     # into the request's variables (req.var.NAME, $NAME in a proxy_pass URL).
@@ -342,10 +390,10 @@ module Gateway
     # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
     #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:, split_path_info:) answers through a FastCGI
-    #   server: see the README's FastCGI section
+    #   server: see docs/upstreams.md, "FastCGI"
     # websocket: ->(ws, req) { ... } speaks WebSocket itself (Gateway::WebSocket;
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
-    #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
+    #   tunnel_timeout: as its idle timeout): see docs/protocols.md, "WebSocket"
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
     #   https:// and h2:// (grpcs://) upstreams this location talks to
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
@@ -396,6 +444,7 @@ module Gateway
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
       ph[:content] = Gateway::WebSocket::Runner.new(websocket) if websocket # the block, once the handshake is done
+      Location.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)
@@ -555,7 +604,7 @@ end
 # workers: N or :auto (one per online CPU); cpu_affinity: a CPU number for
 # every worker, or :auto (worker i on the i-th CPU the gateway may use);
 # reuseport: true gives each worker its own SO_REUSEPORT listening socket,
-# false one socket shared by all (default: README "All cores").
+# false one socket shared by all (default: docs/configuration.md, "All cores").
 # cpu_limit: CPU seconds a request's Ruby code may run between two waits
 # before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
 # location's own cpu_limit: overrides it.

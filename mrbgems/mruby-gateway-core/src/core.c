@@ -104,27 +104,17 @@ static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_addr_is_ip(host));
 }
 
-/* Gateway._compile_file(path): a handler file, compiled once into a lambda
- * taking the request (`req`), so a top-level `return` ends the handler as in
- * ngx_mruby, and backtraces name the file and its lines (the wrapper opens
- * on the file's first line, so line numbers are the file's; a file cannot
- * start with =begin). Raises Gateway::HandlerFileError "PATH:LINE: message". */
-static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
+/* A handler file's source, compiled into a lambda taking the request
+ * (`req`), so a top-level `return` ends the handler as in ngx_mruby, and
+ * backtraces name the file and its lines (the wrapper opens on the file's
+ * first line, so line numbers are the file's; a file cannot start with
+ * =begin). Raises Gateway::HandlerFileError "PATH:LINE: message". */
+static mrb_value compile_source(mrb_state *mrb, const char *path, const char *text, size_t len)
 {
   static const char head[] = "->(req) { ", tail[] = "\n}\n";
-  const char *path;
-  (void)self;
-  mrb_get_args(mrb, "z", &path);
   struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
-  FILE *fp = fopen(path, "r");
-  if (fp == NULL) mrb_raisef(mrb, err, "%s: cannot open: %s", path, strerror(errno));
   mrb_value src = mrb_str_new(mrb, head, sizeof(head) - 1);
-  char chunk[8192];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) mrb_str_cat(mrb, src, chunk, n);
-  int failed = ferror(fp);
-  fclose(fp);
-  if (failed) mrb_raisef(mrb, err, "%s: cannot read", path);
+  mrb_str_cat(mrb, src, text, len);
   mrb_str_cat(mrb, src, tail, sizeof(tail) - 1);
   mrbc_context *cxt = mrbc_context_new(mrb);
   mrbc_filename(mrb, cxt, path);
@@ -142,6 +132,36 @@ static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
   }
   if (!mrb_proc_p(lambda)) mrb_raisef(mrb, err, "%s: did not compile to a handler", path);
   return lambda;
+}
+
+/* Gateway._compile_file(path): a handler file, compiled once (compile_source). */
+static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
+{
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "z", &path);
+  struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) mrb_raisef(mrb, err, "%s: cannot open: %s", path, strerror(errno));
+  mrb_value text = mrb_str_new(mrb, NULL, 0);
+  char chunk[8192];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) mrb_str_cat(mrb, text, chunk, n);
+  int failed = ferror(fp);
+  fclose(fp);
+  if (failed) mrb_raisef(mrb, err, "%s: cannot read", path);
+  return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
+}
+
+/* Gateway._compile_source(text, path): the same for text read elsewhere
+ * (ruby_files:, from the descriptor the static handler opened). */
+static mrb_value gw_mrb_compile_source(mrb_state *mrb, mrb_value self)
+{
+  mrb_value text;
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "Sz", &text, &path);
+  return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
 }
 
 /* Gateway._file?(path): a regular file that can be opened for reading. */
@@ -166,6 +186,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fastcgi_target?", gw_mrb_fastcgi_target_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_compile_source", gw_mrb_compile_source, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "_file?", gw_mrb_file_p, MRB_ARGS_REQ(1));
 }
 
