@@ -23,11 +23,19 @@ typedef struct {
   int fresh;                /* input came after turn was armed: not quiet yet */
   int paused;               /* we told the producer to pause (the budget): resume it */
   int broken;               /* the encoder failed: the body ends cut short */
+  int finished;             /* the whole announced length came: the stream is ended */
   size_t turn_in;           /* input this turn */
+  long long length;         /* the producer's announced length, -1: unknown */
+  long long in_total;       /* input so far */
 } gw_compress_t;
 
-/* Compressed bytes on their way to the protocol; always left empty. */
+/* A whole response's compressed body before it replaces resp_body; always
+ * left empty. */
 static struct evbuffer *scratch;
+
+/* A streamed body's compressed bytes on their way to the protocol (which
+ * copies them). */
+static unsigned char outbuf[32 * 1024];
 
 static const gw_compress_conf_t *conf_of(const gw_request_t *req)
 {
@@ -170,23 +178,23 @@ static void arm(gw_compress_t *st)
   evtimer_add(&st->turn, &now);
 }
 
-/* What the encoder emitted (in scratch) to the protocol: the protocol's
- * answer (0, 1: over its high water mark, -1: the request was aborted). */
-static int send_out(gw_request_t *req)
+/* Compresses in[0, len) as mode says, each buffer of output to the
+ * protocol. Returns 0, 1 (the protocol is over its high water mark), -1
+ * (the request was aborted: st is gone) or -2 (the encoder failed). */
+static int encode_out(gw_compress_t *st, gw_request_t *req, const void *in, size_t len, gw_enc_mode_t mode)
 {
   int full = 0;
-  while (evbuffer_get_length(scratch) > 0) {
-    struct evbuffer_iovec v;
-    evbuffer_peek(scratch, -1, NULL, &v, 1);
-    int r = req->proto->stream_body(req, v.iov_base, v.iov_len);
-    evbuffer_drain(scratch, v.iov_len);
-    if (r < 0) {
-      evbuffer_drain(scratch, evbuffer_get_length(scratch));
-      return -1;
+  for (;;) {
+    size_t n = sizeof(outbuf);
+    int rc = gw_encoder_step(st->enc, &in, &len, mode, outbuf, &n);
+    if (rc < 0) return -2;
+    if (n > 0) {
+      int r = req->proto->stream_body(req, (const char *)outbuf, n);
+      if (r < 0) return -1;
+      if (r > 0) full = 1;
     }
-    if (r > 0) full = 1;
+    if (rc == 0) return full;
   }
-  return full;
 }
 
 static void run_failed(gw_compress_t *st)
@@ -195,7 +203,6 @@ static void run_failed(gw_compress_t *st)
   gw_log_error("%.*s: compression failed (out of memory?); the response is cut short", (int)req->path_len,
                req->target);
   st->broken = 1;
-  evbuffer_drain(scratch, evbuffer_get_length(scratch));
 }
 
 /* A loop turn later: resume a producer we paused, or flush once the
@@ -219,13 +226,10 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
     arm(st);
     return;
   }
-  if (!st->dirty || st->broken) return;
+  if (!st->dirty || st->broken || st->finished) return;
   st->dirty = 0;
-  if (gw_encoder_run(st->enc, NULL, 0, GW_ENC_FLUSH, scratch) < 0) {
-    run_failed(st);
-    return;
-  }
-  send_out(req); /* over the mark: the producer hears it on its next piece */
+  if (encode_out(st, req, NULL, 0, GW_ENC_FLUSH) == -2) run_failed(st);
+  /* over the mark: the producer hears it on its next piece */
 }
 
 static long long compress_begin(gw_request_t *req, long long length)
@@ -233,7 +237,7 @@ static long long compress_begin(gw_request_t *req, long long length)
   if (req->location == NULL || req->location->compress == NULL) return length;
   const gw_compress_conf_t *cf = NULL;
   gw_coding_t c = decide(req, length, &cf);
-  if (c == GW_CODING_NONE || get_scratch() == NULL) return length;
+  if (c == GW_CODING_NONE) return length;
   gw_compress_t *st = calloc(1, sizeof(*st));
   if (st == NULL || (st->enc = gw_encoder_new(c, cf->level[c], length)) == NULL) {
     free(st);
@@ -242,6 +246,7 @@ static long long compress_begin(gw_request_t *req, long long length)
     return length;
   }
   st->req = req;
+  st->length = length;
   evtimer_assign(&st->turn, req->ctx->base, on_turn, st);
   apply_head(req, c);
   req->stage_state = st;
@@ -251,18 +256,27 @@ static long long compress_begin(gw_request_t *req, long long length)
 static int compress_data(gw_request_t *req, const char *data, size_t len)
 {
   gw_compress_t *st = req->stage_state;
-  if (st->broken) return 0;
-  if (gw_encoder_run(st->enc, data, len, GW_ENC_CONTINUE, scratch) < 0) {
+  if (st->broken || st->finished) return 0;
+  st->in_total += (long long)len;
+  /* The whole announced body (often one piece): finish now, no flush to wait for. */
+  int last = st->length >= 0 && st->in_total >= st->length;
+  if (last) {
+    st->finished = 1;
+    if (st->armed) event_del(&st->turn);
+    st->armed = 0;
+  } else {
+    st->turn_in += len;
+    st->dirty = 1;
+    arm(st);
+  }
+  int over_budget = st->turn_in >= TURN_BUDGET;
+  int r = encode_out(st, req, data, len, last ? GW_ENC_FINISH : GW_ENC_CONTINUE);
+  if (r == -1) return -1; /* st is gone with the request */
+  if (r == -2) {
     run_failed(st);
     return 0;
   }
-  st->turn_in += len;
-  st->dirty = 1;
-  arm(st);
-  int over_budget = st->turn_in >= TURN_BUDGET;
-  int r = send_out(req);
-  if (r < 0) return -1; /* st is gone with the request */
-  if (r == 0 && over_budget) {
+  if (r == 0 && over_budget && !last) {
     st->paused = 1; /* compressing is the work here: the next turn resumes it */
     return 1;
   }
@@ -272,11 +286,12 @@ static int compress_data(gw_request_t *req, const char *data, size_t len)
 static int compress_end(gw_request_t *req)
 {
   gw_compress_t *st = req->stage_state;
-  int rc = st->broken ? -1 : gw_encoder_run(st->enc, NULL, 0, GW_ENC_FINISH, scratch);
-  if (rc < 0 && !st->broken) run_failed(st);
-  compress_free(req);
-  if (rc < 0) return -1;
-  return send_out(req) < 0 ? -1 : 0;
+  int rc = st->broken ? -2 : st->finished ? 0 : encode_out(st, req, NULL, 0, GW_ENC_FINISH);
+  if (rc == -2 && !st->broken) run_failed(st);
+  /* The request no longer runs, so a client gone meanwhile (-1) aborted
+   * nothing: st is still ours to free. */
+  if (req->stage_state == st) compress_free(req);
+  return rc < 0 ? -1 : 0;
 }
 
 static void compress_free(gw_request_t *req)

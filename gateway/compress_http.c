@@ -89,8 +89,20 @@ int gw_compress_type_matches(const char *ct, size_t len, char *const *patterns, 
   if (n == 0 || n >= sizeof(type)) return 0;
   memcpy(type, ct, n);
   type[n] = '\0';
-  for (size_t i = 0; i < npatterns; i++)
-    if (fnmatch(patterns[i], type, FNM_CASEFOLD) == 0) return 1;
+  for (size_t i = 0; i < npatterns; i++) {
+    const char *pat = patterns[i];
+    size_t pl = strlen(pat);
+    const char *wild = strpbrk(pat, "*?[\\");
+    if (wild == NULL) { /* the usual shapes without fnmatch's cost: exact, "type/" + "*", "*" + "/" + "*+suffix" */
+      if (pl == n && strcasecmp(pat, type) == 0) return 1;
+    } else if (wild == pat + pl - 1 && pl >= 2 && pat[pl - 2] == '/') {
+      if (n >= pl && strncasecmp(pat, type, pl - 1) == 0) return 1;
+    } else if (wild == pat && pl > 3 && strncmp(pat, "*/*", 3) == 0 && strpbrk(pat + 3, "*?[\\") == NULL) {
+      if (n >= pl - 3 && strchr(type, '/') && strcasecmp(type + n - (pl - 3), pat + 3) == 0) return 1;
+    } else if (fnmatch(pat, type, FNM_CASEFOLD) == 0) {
+      return 1;
+    }
+  }
   return 0;
 }
 

@@ -1,6 +1,7 @@
 /* encoder.c - gzip, br and zstd streaming compressors (encoder.h), on zlib,
  * libbrotlienc and libzstd, with a per-process free list of contexts. */
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_c_srcSizeHint: a parameter value, no static-only function */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,73 +178,80 @@ void gw_encoder_free(gw_encoder_t *e)
   destroy(e);
 }
 
-/* -- one step of each library, output into reserved evbuffer space -- */
+/* -- one step of each library: input in, output into a caller's buffer -- */
 
-static int run_gzip(gw_encoder_t *e, const void *in, size_t len, gw_enc_mode_t mode, struct evbuffer *out)
+/* Each step compresses from *in (advanced past what it took) into out[0,
+ * *outlen) (set to what it wrote); returns 1 when it must be called again
+ * (the output was full), 0 when the mode's work is done, -1 on an error. */
+
+static int step_gzip(gw_encoder_t *e, const uint8_t **in, size_t *inlen, gw_enc_mode_t mode, uint8_t *out,
+                     size_t *outlen)
 {
   z_stream *z = &e->u.z;
   int flush = mode == GW_ENC_FINISH ? Z_FINISH : mode == GW_ENC_FLUSH ? Z_SYNC_FLUSH : Z_NO_FLUSH;
   e->used = 1;
-  z->next_in = (Bytef *)in;
-  z->avail_in = (uInt)len;
-  for (;;) {
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, OUT_CHUNK, &v, 1) < 1) return -1;
-    z->next_out = v.iov_base;
-    z->avail_out = (uInt)v.iov_len;
-    int rc = deflate(z, flush);
-    v.iov_len -= z->avail_out;
-    evbuffer_commit_space(out, &v, v.iov_len ? 1 : 0);
-    if (rc == Z_STREAM_ERROR) return -1;
-    if (rc == Z_STREAM_END) return 0;
-    if (mode != GW_ENC_FINISH && z->avail_in == 0 && z->avail_out > 0) return 0;
-  }
+  z->next_in = (Bytef *)*in;
+  z->avail_in = (uInt)*inlen;
+  z->next_out = out;
+  z->avail_out = (uInt)*outlen;
+  int rc = deflate(z, flush);
+  *outlen -= z->avail_out;
+  *in = z->next_in;
+  *inlen = z->avail_in;
+  if (rc == Z_STREAM_ERROR) return -1;
+  if (rc == Z_STREAM_END) return 0;
+  return mode == GW_ENC_FINISH || z->avail_in > 0 || z->avail_out == 0;
 }
 
-static int run_br(gw_encoder_t *e, const void *in, size_t len, gw_enc_mode_t mode, struct evbuffer *out)
+static int step_br(gw_encoder_t *e, const uint8_t **in, size_t *inlen, gw_enc_mode_t mode, uint8_t *out,
+                   size_t *outlen)
 {
   BrotliEncoderOperation op = mode == GW_ENC_FINISH  ? BROTLI_OPERATION_FINISH
                               : mode == GW_ENC_FLUSH ? BROTLI_OPERATION_FLUSH
                                                      : BROTLI_OPERATION_PROCESS;
-  const uint8_t *next_in = in;
-  size_t avail_in = len;
-  for (;;) {
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, OUT_CHUNK, &v, 1) < 1) return -1;
-    uint8_t *next_out = v.iov_base;
-    size_t avail_out = v.iov_len;
-    BROTLI_BOOL ok = BrotliEncoderCompressStream(e->u.br, op, &avail_in, &next_in, &avail_out, &next_out, NULL);
-    v.iov_len -= avail_out;
-    evbuffer_commit_space(out, &v, v.iov_len ? 1 : 0);
-    if (!ok) return -1;
-    if (avail_in > 0 || BrotliEncoderHasMoreOutput(e->u.br)) continue;
-    if (mode == GW_ENC_FINISH && !BrotliEncoderIsFinished(e->u.br)) continue;
-    return 0;
-  }
+  size_t avail_out = *outlen;
+  uint8_t *next_out = out;
+  BROTLI_BOOL ok = BrotliEncoderCompressStream(e->u.br, op, inlen, in, &avail_out, &next_out, NULL);
+  *outlen -= avail_out;
+  if (!ok) return -1;
+  if (*inlen > 0 || BrotliEncoderHasMoreOutput(e->u.br)) return 1;
+  return mode == GW_ENC_FINISH && !BrotliEncoderIsFinished(e->u.br);
 }
 
-static int run_zstd(gw_encoder_t *e, const void *in, size_t len, gw_enc_mode_t mode, struct evbuffer *out)
+static int step_zstd(gw_encoder_t *e, const uint8_t **in, size_t *inlen, gw_enc_mode_t mode, uint8_t *out,
+                     size_t *outlen)
 {
   ZSTD_EndDirective end = mode == GW_ENC_FINISH ? ZSTD_e_end : mode == GW_ENC_FLUSH ? ZSTD_e_flush : ZSTD_e_continue;
-  ZSTD_inBuffer ib = {in, len, 0};
-  for (;;) {
-    struct evbuffer_iovec v;
-    if (evbuffer_reserve_space(out, OUT_CHUNK, &v, 1) < 1) return -1;
-    ZSTD_outBuffer ob = {v.iov_base, v.iov_len, 0};
-    size_t left = ZSTD_compressStream2(e->u.zstd, &ob, &ib, end);
-    v.iov_len = ob.pos;
-    evbuffer_commit_space(out, &v, v.iov_len ? 1 : 0);
-    if (ZSTD_isError(left)) return -1;
-    if (end == ZSTD_e_continue ? ib.pos == ib.size : left == 0) return 0;
+  ZSTD_inBuffer ib = {*in, *inlen, 0};
+  ZSTD_outBuffer ob = {out, *outlen, 0};
+  size_t left = ZSTD_compressStream2(e->u.zstd, &ob, &ib, end);
+  *outlen = ob.pos;
+  *in += ib.pos;
+  *inlen -= ib.pos;
+  if (ZSTD_isError(left)) return -1;
+  return end == ZSTD_e_continue ? *inlen > 0 : left != 0;
+}
+
+int gw_encoder_step(gw_encoder_t *e, const void **in, size_t *inlen, gw_enc_mode_t mode, void *out, size_t *outlen)
+{
+  const uint8_t **p = (const uint8_t **)in;
+  switch (e->coding) {
+  case GW_CODING_GZIP: return step_gzip(e, p, inlen, mode, out, outlen);
+  case GW_CODING_BR: return step_br(e, p, inlen, mode, out, outlen);
+  case GW_CODING_ZSTD: return step_zstd(e, p, inlen, mode, out, outlen);
+  default: return -1;
   }
 }
 
 int gw_encoder_run(gw_encoder_t *e, const void *in, size_t len, gw_enc_mode_t mode, struct evbuffer *out)
 {
-  switch (e->coding) {
-  case GW_CODING_GZIP: return run_gzip(e, in, len, mode, out);
-  case GW_CODING_BR: return run_br(e, in, len, mode, out);
-  case GW_CODING_ZSTD: return run_zstd(e, in, len, mode, out);
-  default: return -1;
+  for (;;) {
+    struct evbuffer_iovec v;
+    if (evbuffer_reserve_space(out, OUT_CHUNK, &v, 1) < 1) return -1;
+    size_t n = v.iov_len;
+    int rc = gw_encoder_step(e, &in, &len, mode, v.iov_base, &n);
+    v.iov_len = n;
+    evbuffer_commit_space(out, &v, n ? 1 : 0);
+    if (rc <= 0) return rc;
   }
 }

@@ -36,6 +36,12 @@ gw_encoder_t *gw_encoder_new(gw_coding_t coding, int level, long long size_hint)
  * is broken and must be dropped). */
 int gw_encoder_run(gw_encoder_t *e, const void *in, size_t len, gw_enc_mode_t mode, struct evbuffer *out);
 
+/* One step of the same into a caller's buffer: takes what it can from *in
+ * (advanced, *inlen lowered) and writes out[0, *outlen) (set to the bytes
+ * written). Returns 1 when it must be called again (out was full, or input
+ * is left), 0 when mode's work is done, -1 on an error. */
+int gw_encoder_step(gw_encoder_t *e, const void **in, size_t *inlen, gw_enc_mode_t mode, void *out, size_t *outlen);
+
 /* Back to the free list (or freed). NULL is fine. */
 void gw_encoder_free(gw_encoder_t *e);
 
