@@ -226,8 +226,10 @@ static int step_zstd(gw_encoder_t *e, const uint8_t **in, size_t *inlen, gw_enc_
   ZSTD_outBuffer ob = {out, *outlen, 0};
   size_t left = ZSTD_compressStream2(e->u.zstd, &ob, &ib, end);
   *outlen = ob.pos;
-  *in += ib.pos;
-  *inlen -= ib.pos;
+  if (ib.pos > 0) { /* *in may be NULL (nothing to add): no arithmetic on it */
+    *in += ib.pos;
+    *inlen -= ib.pos;
+  }
   if (ZSTD_isError(left)) return -1;
   return end == ZSTD_e_continue ? *inlen > 0 : left != 0;
 }
