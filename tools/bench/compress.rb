@@ -65,7 +65,7 @@ module GatewayBench
             log "#{name} #{coding}: #{e.message}"
             rows << { server: name, coding: coding, round: round + 1, error: e.message.lines.first.strip }
           ensure
-            stop_fronts(backend)
+            @run.stop_except(backend)
           end
         end
       ensure
@@ -83,14 +83,8 @@ module GatewayBench
             location / { default_type application/json; root #{@data}; }
         }
       NGINX
-      ([srv.pid] + descendants(srv.pid)).each do |pid|
-        system('taskset', '-a', '-p', '-c', @run.load_cpu.to_s, pid.to_s, out: File::NULL)
-      end
+      @run.pin_to_load(srv)
       srv
-    end
-
-    def stop_fronts(backend)
-      @run.instance_variable_get(:@servers).reject { |s| s.equal?(backend) }.each { |s| @run.stop(s) }
     end
 
     def start_front(name, port, up)
@@ -137,28 +131,12 @@ module GatewayBench
     def measure(name, coding, up)
       port = free_port
       srv = start_front(name, port, up)
-      worker = nil
-      deadline = monotonic + 5
-      sleep 0.05 until (worker = children(srv.pid).find { |k| runs?(k, srv.binary) }) || monotonic > deadline
-      raise Error, "#{name}: no worker under #{srv.pid}" unless worker
-
+      worker = @run.worker_of(srv)
       url = "http://#{HOST}:#{port}/data.json"
       check(name, coding, url)
       args = ['-t1', "-c#{@conns}", '-H', "Accept-Encoding: #{coding}"]
       @run.run_wrk(args, url, 1) # warm-up: connections, contexts
-      row = nil
-      @run.with_cpu_lock do
-        t0 = ticks(worker)
-        out = @run.run_wrk(args, url, @duration)
-        t1 = ticks(worker)
-        w = Runner.parse_wrk(out[:out])
-        raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
-
-        cpu_s = (t1 - t0).to_f / clk_tck
-        row = { server: name, coding: coding, requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms],
-                errors: w[:errors], non2xx: out[:out][/Non-2xx or 3xx responses: (\d+)/, 1].to_i,
-                cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
-      end
+      row = { server: name, coding: coding }.merge(@run.cpu_per_request(name, worker, args, url, @duration))
       log "#{name} #{coding}: #{row.inspect}"
       row
     end
