@@ -145,7 +145,7 @@ module GatewayBench
       ok = rows.reject { |r| r[:error] }
       med = lambda do |name, coding, key|
         xs = ok.select { |r| r[:server] == name && r[:coding] == coding }.map { |r| r[key] }.compact
-        xs.empty? ? nil : median(xs)
+        xs.empty? ? nil : median(xs).round(1)
       end
       load = File.read('/proc/loadavg').split.first(3).join(' ')
       md = +"# bench:compress — #{@size} B JSON through proxy_pass, compressed on the fly, wrk -t1 -c#{@conns}, #{@duration} s\n\n"
