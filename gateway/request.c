@@ -15,6 +15,7 @@
 #include "log.h"
 #include "request.h"
 #include "router.h"
+#include "timeline.h"
 #include "trace.h"
 
 void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
@@ -55,6 +56,12 @@ static void drop_trailers(gw_request_t *req)
 
 void gw_request_reset(gw_request_t *req)
 {
+  if (req->real_ip_set) { /* the next request on the connection is checked afresh */
+    req->remote_addr = req->before_real_ip_addr;
+    req->remote_port = req->before_real_ip_port;
+    req->balancer_addr = req->before_real_ip_balancer;
+    req->real_ip_set = 0;
+  }
   gw_headers_clear(&req->headers);
   drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
@@ -213,12 +220,35 @@ void gw_request_log_refused(const gw_request_t *req)
               req->method, (int)req->path_len, req->target);
 }
 
+/* real_ip: a trusted proxy's header names the client (real_ip.h). */
+static void apply_real_ip(gw_request_t *req)
+{
+  if (!gw_real_ip_find(&req->server->real_ip, req->remote_addr, &req->headers, req->real_ip_addr,
+                       sizeof(req->real_ip_addr)))
+    return;
+  req->before_real_ip_addr = req->remote_addr;
+  req->before_real_ip_port = req->remote_port;
+  req->before_real_ip_balancer = req->balancer_addr;
+  req->real_ip_set = 1;
+  if (req->balancer_addr == NULL) req->balancer_addr = req->remote_addr;
+  req->remote_addr = req->real_ip_addr;
+  req->remote_port = 0; /* unknown */
+}
+
+static unsigned long next_id; /* requests numbered (trace, timeline) */
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
+  if (req->depth == 0 && req->server->real_ip.nfrom > 0 && !req->real_ip_set) apply_real_ip(req);
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
-  if (gw_trace) gw_trace_start(req);
+  if (gw_trace) {
+    gw_trace_start(req);
+  } else {
+    req->id = gw_timeline_on ? ++next_id : 0; /* a reused request's old id would name the wrong one */
+  }
+  if (gw_timeline_on) gw_timeline_name(req->id, req->method, req->target, req->path_len); /* the timeline's names */
   run_phases(req, 0);
 }
 
@@ -639,7 +669,6 @@ void gw_trace_event(gw_request_t *req, const char *event)
 
 void gw_trace_start(gw_request_t *req)
 {
-  static unsigned long next_id;
   req->id = ++next_id;
   req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';

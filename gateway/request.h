@@ -148,6 +148,18 @@ struct gw_request_s {
   void *body_arg;
   const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
   int remote_port;          /* the client's port (0: unknown), for FastCGI's REMOTE_PORT */
+  /* Behind a balancer (docs/fleet.md): the address a PROXY protocol header
+   * carried (NULL: none), and the socket peer's when remote_addr is not it
+   * (NULL: remote_addr is the peer). Set by the protocol, like remote_addr. */
+  const char *proxy_protocol_addr;
+  const char *balancer_addr;
+  /* real_ip (gw_request_start): the address found in the header, which
+   * remote_addr then points at, and what remote_addr, remote_port and
+   * balancer_addr were before (gw_request_reset puts them back). */
+  char real_ip_addr[64];
+  int real_ip_set;
+  const char *before_real_ip_addr, *before_real_ip_balancer;
+  int before_real_ip_port;
   int client_fd;            /* the client connection's socket (a sub-request: its parent's),
                                for getsockname/getpeername only; -1: none */
 

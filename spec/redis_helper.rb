@@ -30,10 +30,15 @@ class RedisServer
     end
   end
 
+  # One command on a connection of its own: the reply, or a RuntimeError with an error reply's message.
   def cmd(*args)
-    s = TCPSocket.new('127.0.0.1', @port)
+    RedisServer.cmd(@port, *args)
+  end
+
+  def self.cmd(port, *args)
+    s = TCPSocket.new('127.0.0.1', port)
     s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
-    RedisServer.read_reply(s)
+    read_reply(s)
   ensure
     s&.close
   end

@@ -35,11 +35,7 @@ class RedisSentinel
   end
 
   def cmd(*args)
-    s = TCPSocket.new('127.0.0.1', @port)
-    s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
-    RedisServer.read_reply(s)
-  ensure
-    s&.close
+    RedisServer.cmd(@port, *args)
   end
 end
 

@@ -151,13 +151,14 @@ module GatewayBench
       md = +"# bench:compress — #{@size} B JSON through proxy_pass, compressed on the fly, wrk -t1 -c#{@conns}, #{@duration} s\n\n"
       md << "#{Time.now.utc.iso8601}, medians of #{@rounds} rounds, server CPU #{@run.server_cpu}, load CPU " \
             "#{@run.load_cpu}, load average at the end #{load}\n\n"
-      md << "| server | coding | req/s | server CPU µs/req | p99 ms | errors | non-2xx |\n|---|---|---:|---:|---:|---:|---:|\n"
+      md << "| server | coding | req/s | server CPU µs/req | p99 ms | errors | non-2xx | timeouts |\n|---|---|---:|---:|---:|---:|---:|---:|\n"
       CASES.each do |name, coding|
         sel = ok.select { |r| r[:server] == name && r[:coding] == coding }
         errs = sel.sum { |r| r[:errors].to_i }
         bad = sel.sum { |r| r[:non2xx].to_i }
+        late = sel.sum { |r| r[:timeouts].to_i }
         md << "| #{name} | #{coding} | #{med.call(name, coding, :rps)&.round} | #{med.call(name, coding, :cpu_us_per_req)} | " \
-              "#{med.call(name, coding, :p99_ms)} | #{errs} | #{bad} |\n"
+              "#{med.call(name, coding, :p99_ms)} | #{errs} | #{bad} | #{late} |\n"
       end
       g = med.call('gateway', 'gzip', :cpu_us_per_req)
       n = med.call('nginx', 'gzip', :cpu_us_per_req)

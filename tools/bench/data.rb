@@ -126,7 +126,7 @@ module GatewayBench
       us = (t1 - t0).to_f / clk_tck * 1e6 / w[:requests]
       log format('%-22s %9.0f req/s  %6.1f µs/req  p50 %.2f ms  p99 %.2f ms  errors %d', name, w[:rps], us,
                  w[:p50_ms] || 0, w[:p99_ms] || 0, w[:errors])
-      { rps: w[:rps], us: us, p50: w[:p50_ms], p99: w[:p99_ms], errors: w[:errors] }
+      { rps: w[:rps], us: us, p50: w[:p50_ms], p99: w[:p99_ms], **w.slice(:errors, :non2xx, :timeouts, :failures), cmd: r[:cmd] }
     ensure
       @run.stop(srv) if srv
     end
@@ -152,13 +152,19 @@ module GatewayBench
       med = ->(name, k) { median(results[name].map { |r| r[k] }) }
       hello = med.call('gateway W2 hello', :us)
       rows = results.keys.map do |name|
-        format('| %s | %.0f | %.1f | %.2f | %.2f | %s |', name, med.call(name, :rps), med.call(name, :us),
-               med.call(name, :p50), med.call(name, :p99), name == 'gateway W2 hello' ? '—' : format('%+.1f', med.call(name, :us) - hello))
+        fails = Load.sum(results[name])
+        format('| %s | %.0f | %.1f | %.2f | %.2f | %s | %s |', Load.label(name, fails), med.call(name, :rps), med.call(name, :us),
+               med.call(name, :p50), med.call(name, :p99), name == 'gateway W2 hello' ? '—' : format('%+.1f', med.call(name, :us) - hello),
+               Load.cells(fails))
       end
       gw = med.call('gateway redis.get', :rps)
       orr = med.call('OpenResty redis GET', :rps)
       md = +"# bench:data (median of #{@rounds} rounds, wrk -t1 -c100, #{@duration} s each)\n\n"
-      md << "| contestant | req/s | server CPU µs/req | p50 ms | p99 ms | µs/req above W2 hello |\n|---|--:|--:|--:|--:|--:|\n"
+      md << "#{Time.now.utc.strftime('%F %H:%M UTC')}, load average #{File.read('/proc/loadavg').split.first(3).join(' ')}; " \
+            "command: `#{results.values.flatten.first&.dig(:cmd)}`. req/s counts successful (2xx) requests only; " \
+            "failures are summed over the rounds, a row with any is marked ⚠.\n\n"
+      md << "| contestant | req/s | server CPU µs/req | p50 ms | p99 ms | µs/req above W2 hello | #{Load::FAIL_HEAD} |\n" \
+            "|---|--:|--:|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       md << rows.join("\n") << "\n\n"
       md << format("gateway redis.get / OpenResty: %.2f× throughput\n", gw / orr)
       File.write(File.join(@run.out_dir, 'data.md'), md)

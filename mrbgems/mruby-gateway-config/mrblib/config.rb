@@ -323,6 +323,7 @@ module Gateway
   class Server
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
                 :init_worker, :exit_worker, :cpu_limit, :reuseport
+    attr_accessor :fleet # proxy_protocol:, proxy_protocol_from:, real_ip: (fleet.rb)
 
     # The content of a location that has only rewrite/access phases.
     NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
@@ -520,6 +521,8 @@ module Gateway
     attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout,
                 :protocol
     attr_accessor :tls_client # its https:// servers: Gateway::TLS.client's Hash, or nil (the defaults)
+    attr_accessor :send_proxy_protocol # 0, 1 or 2 (fleet.rb)
+    attr_accessor :health_check # nil, or its Hash with every key (fleet.rb)
 
     BALANCE = [:round_robin, :least_conn, :hash]
     PROTOCOLS = [:http, :fastcgi, :h2c]
@@ -612,9 +615,10 @@ end
 # max_ranges: N are its locations' unless they give their own (compress.rb).
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
-           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, compress: nil,
-           max_ranges: Gateway::Compress::DEFAULT_MAX_RANGES, &block)
+           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, proxy_protocol: false,
+           proxy_protocol_from: nil, real_ip: nil, compress: nil, max_ranges: Gateway::Compress::DEFAULT_MAX_RANGES, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
+  fleet = Gateway::Fleet.server_options(proxy_protocol, proxy_protocol_from, real_ip) # fleet.rb
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
   http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
@@ -625,6 +629,7 @@ def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30
   srv.tls = tls_conf
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf
+  srv.fleet = fleet
   srv.compress = Gateway::Compress.options("server", compress) # its locations' default (compress.rb)
   srv.max_ranges = Gateway::Compress.max_ranges("server", max_ranges)
   srv.instance_eval(&block)
@@ -645,9 +650,11 @@ end
 # tls_ca:, tls_server_name:, tls_cert:, tls_key: (Gateway::TLS.client).
 def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
              connect_timeout: 5, timeout: 60, protocol: :http, tls_verify: nil, tls_ca: nil, tls_server_name: nil,
-             tls_cert: nil, tls_key: nil)
+             tls_cert: nil, tls_key: nil, send_proxy_protocol: false, health_check: nil)
   up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout,
                              protocol: protocol)
+  up.send_proxy_protocol = Gateway::Fleet.send_proxy_protocol(up, send_proxy_protocol) # fleet.rb
+  up.health_check = Gateway::Fleet.health_check(up, health_check)
   up.tls_client = Gateway::TLS.client("upstream #{up.name}", tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)
