@@ -588,8 +588,7 @@ int gw_request_can_stream_file(const gw_request_t *req)
   return out_can_file(req);
 }
 
-/* A file range into the collected body (a body filter reads the file). */
-static int read_range(gw_request_t *req, int fd, long long off, long long len)
+int gw_request_body_add_file(gw_request_t *req, int fd, long long off, long long len)
 {
   while (len > 0) {
     struct evbuffer_iovec v;
@@ -610,7 +609,7 @@ void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long lo
 {
   if (req->out_collect) {
     if (len > FILTER_BODY_MAX) req->out_collect = 2;
-    int ok = req->head || req->out_collect == 2 || read_range(req, fd, offset, len) == 0;
+    int ok = req->head || req->out_collect == 2 || gw_request_body_add_file(req, fd, offset, len) == 0;
     close(fd);
     if (!ok) gw_log_warn("%.*s: the file ended early (truncated while read?)", (int)req->path_len, req->target);
     collected(req, ok);

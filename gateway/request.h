@@ -285,6 +285,10 @@ int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
 void gw_request_stream_end(gw_request_t *req, int complete);
 /* Ends it complete, with trailer fields (see gw_protocol_t.stream_trailers). */
 void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers);
+/* Appends len bytes of fd from off to req->resp_body (pread, 64 KiB at a
+ * time): a file range read into a body (a body filter's, a multi-range
+ * answer's). 0, or -1 if the file came up short or memory ran out. */
+int gw_request_body_add_file(gw_request_t *req, int fd, long long off, long long len);
 /* 1 when the protocol can send a file range itself (proto->stream_file);
  * after gw_request_stream_begin(): never for a body being compressed, which
  * must be read. */

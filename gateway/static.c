@@ -205,24 +205,6 @@ static void pump_run(gw_request_t *req)
   gw_request_stream_end(req, 0);
 }
 
-/* Reads len bytes at off into the response body. 0, or -1 if it came up short. */
-static int read_whole(gw_request_t *req, int fd, long long off, long long len)
-{
-  while (len > 0) {
-    struct evbuffer_iovec v;
-    size_t want = len < PIECE ? (size_t)len : PIECE;
-    if (evbuffer_reserve_space(req->resp_body, (ev_ssize_t)want, &v, 1) < 1) return -1;
-    ssize_t n = pread(fd, v.iov_base, want, (off_t)off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    v.iov_len = (size_t)n;
-    evbuffer_commit_space(req->resp_body, &v, 1);
-    off += n;
-    len -= n;
-  }
-  return 0;
-}
-
 /* -- one file's response ----------------------------------------------------- */
 
 static int if_range_holds(const gw_request_t *req, const gw_file_t *f)
@@ -324,7 +306,7 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
       if (i == n) break;
       if (b->data) {
         evbuffer_add(req->resp_body, b->data + rs[i].start, (size_t)rs[i].len);
-      } else if (read_whole(req, b->fd, rs[i].start, rs[i].len) < 0) {
+      } else if (gw_request_body_add_file(req, b->fd, rs[i].start, rs[i].len) < 0) {
         gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
         gw_filecache_invalidate(h->cache, b);
         failed = 1;
@@ -416,7 +398,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     if (len > SUBREQUEST_MAX) {
       gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->path_len, req->target, len);
       respond(req, 500);
-    } else if (read_whole(req, b->fd, off, len) < 0) {
+    } else if (gw_request_body_add_file(req, b->fd, off, len) < 0) {
       gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
       gw_filecache_invalidate(h->cache, b);
       respond(req, 500);
