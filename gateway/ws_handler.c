@@ -186,21 +186,16 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
       return;
     }
   }
+  /* The answer; the protocol writes it (HTTP/1.1 a 101, HTTP/2 a 200). */
   const char *protocol = choose_protocol(h, req);
-  if (h2) { /* a 200 on the stream (its protocol sends it) */
-    req->status = 200;
-    if (protocol) gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol));
-  } else {
+  req->status = 101;
+  gw_request_set_header(req, "Upgrade", 7, "websocket", 9);
+  if (key) { /* RFC 8441 has none */
     char accept[29];
     gw_ws_accept(key->value, key->value_len, accept);
-    evbuffer_add_printf(to_client,
-                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                        "Sec-WebSocket-Accept: %s\r\n",
-                        accept);
-    if (protocol) evbuffer_add_printf(to_client, "Sec-WebSocket-Protocol: %s\r\n", protocol);
-    evbuffer_add(to_client, "\r\n", 2);
-    req->status = 101;
+    gw_request_set_header(req, "Sec-WebSocket-Accept", 20, accept, 28);
   }
+  if (protocol) gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol));
   struct event_base *base = req->ctx->base;
   gw_byte_end_t end;
   int rc = gw_request_upgrade(req, to_client, from_client, &end); /* req is gone */
