@@ -643,8 +643,10 @@ static int h2_can_upgrade(const gw_request_t *req)
   return req->websocket_connect && !s->closed && !s->answered && !s->conn->dead;
 }
 
-/* The handler accepted the extended CONNECT: the 2xx head goes out (no
- * END_STREAM) and the stream becomes a pipe. */
+/* The handler accepted the extended CONNECT: a 200 head goes out (no
+ * END_STREAM) with the handler's fields but those HTTP/2 forbids
+ * (submit_head) or RFC 8441 §5 drops (no Sec-WebSocket-Accept: there was no
+ * key), and the stream becomes a pipe. */
 static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end)
 {
   h2_stream_t *s = req->proto_ctx;
@@ -663,8 +665,9 @@ static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbu
   p->eof = s->ended_remote;
   s->pipe = p;
   s->out_eof = 0;
-  int status = req->status >= 200 && req->status < 300 ? req->status : 200;
+  int status = req->status >= 200 && req->status < 300 ? req->status : 200; /* a 101 too */
   req->status = status;
+  gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
   if (submit_head(s, -1, 1) != 0) {
     s->pipe = NULL;
     p->s = NULL;
@@ -1298,7 +1301,7 @@ static int upgrade_only(const gw_header_t *f)
 
 gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const char *balancer_addr,
                                  const unsigned char *settings, size_t settings_len, const gw_request_t *req,
-                                 const char *data, size_t len)
+                                 struct evbuffer *head, const char *data, size_t len)
 {
   gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, NULL, remote_addr, balancer_addr);
   if (h == NULL) return NULL;
@@ -1326,8 +1329,7 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
   }
   s->ended_remote = 1;
   /* The 101 goes first, then our SETTINGS and the response as HTTP/2. */
-  static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-  if (evbuffer_add(h->out, switching, sizeof(switching) - 1) != 0) goto fail;
+  if (evbuffer_add_buffer(h->out, head) != 0) goto fail;
   /* Stream 1 runs once the client's preface is in (its SETTINGS frame): a
    * response sent right behind the 101 would reach a client still reading
    * HTTP/1.1 (curl 7.88 keeps only 32 KiB of it and fails). */
