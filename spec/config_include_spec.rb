@@ -1,0 +1,161 @@
+# include "conf.d/*.rb": other config files evaluated where the directive
+# stands (mrblib/include.rb): globs sorted and relative to the including
+# file, a missing literal file and include cycles refused, errors naming the
+# included file and its line, a new file picked up by a reload.
+require_relative 'spec_helper'
+require 'fileutils'
+
+RSpec.describe 'include' do
+  # A folder with main.rb and the given files (relative path => text).
+  def tree(main, files = {})
+    dir = File.join(spec_dir, "tree-#{(@tree_seq = (@tree_seq || 0) + 1)}")
+    files.each do |rel, text|
+      FileUtils.mkdir_p(File.dirname(File.join(dir, rel)))
+      File.write(File.join(dir, rel), text)
+    end
+    FileUtils.mkdir_p(dir)
+    File.write(File.join(dir, 'main.rb'), main)
+    File.join(dir, 'main.rb')
+  end
+
+  def check(path)
+    r = run_gateway('-t', '-f', path)
+    [r.exitstatus, r.output]
+  end
+
+  it 'serves what conf.d/*.rb define, read in sorted order, next to a literal include' do
+    port = free_port
+    site = free_port
+    site_rb = <<~RUBY
+      $order << 'site'
+      server listen: "127.0.0.1:#{site}" do
+        location "/" do "from conf.d/site.rb" end
+      end
+    RUBY
+    files = { 'conf.d/20-b.rb' => "$order << 'b'\n", 'conf.d/10-a.rb' => "$order << 'a'\n",
+              'conf.d/README' => "not ruby: not matched by *.rb\n", 'conf.d/site.rb' => site_rb,
+              'shared.rb' => "$order << 'shared'\n" }
+    path = tree(<<~RUBY, files)
+      $order = []
+      include "conf.d/*.rb"
+      include "shared.rb"
+      server listen: "127.0.0.1:#{port}" do
+        order = $order.join(",")
+        location "/" do order end
+      end
+    RUBY
+    gw = start_gateway(File.read(path), ports: [port, site], name: path.delete_prefix("#{spec_dir}/"))
+    expect(http_get(port, '/').body).to eq('a,b,site,shared')
+    expect(http_get(site, '/').body).to eq('from conf.d/site.rb')
+    expect(gw.alive?).to be true
+  end
+
+  it 'a glob that matches nothing is fine; a literal file that is missing is FILE:LINE of the include' do
+    port = free_port
+    ok = tree(<<~RUBY)
+      include "conf.d/*.rb"
+      server listen: "127.0.0.1:#{port}" do
+        location "/" do "empty conf.d" end
+      end
+    RUBY
+    status, out = check(ok)
+    expect(status).to eq(0), out
+    expect(out).to include('syntax is ok')
+    start_gateway(File.read(ok), ports: port, name: ok.delete_prefix("#{spec_dir}/"))
+    expect(http_get(port, '/').body).to eq('empty conf.d')
+
+    missing = tree(<<~RUBY)
+      server listen: "127.0.0.1:#{free_port}" do
+        location "/" do "x" end
+      end
+      include "upstreams.rb"
+    RUBY
+    status, out = check(missing)
+    expect(status).to eq(1), out
+    expect(out).to include("#{missing}:4: include: no file #{File.dirname(missing)}/upstreams.rb")
+  end
+
+  it 'an error inside an included file names that file and its line' do
+    port = free_port
+    raising = tree(<<~RUBY, 'conf.d/a.rb' => "x = 1\n\nraise \"bad value\"\n")
+      include "conf.d/*.rb"
+      server listen: "127.0.0.1:#{port}" do
+        location "/" do "x" end
+      end
+    RUBY
+    status, out = check(raising)
+    expect(status).to eq(1), out
+    expect(out).to include("#{File.dirname(raising)}/conf.d/a.rb:3: bad value")
+
+    dsl = tree(<<~RUBY, 'conf.d/a.rb' => "\nserver listen: \"no port\" do\n  location(\"/\") { \"x\" }\nend\n")
+      include "conf.d/*.rb"
+    RUBY
+    status, out = check(dsl)
+    expect(status).to eq(1), out
+    expect(out).to include("#{File.dirname(dsl)}/conf.d/a.rb:2: server: listen must be a port")
+
+    syntax = tree(<<~RUBY, 'conf.d/a.rb' => "x = 1\nlocation \"/\" do ) end\n")
+      include "conf.d/*.rb"
+    RUBY
+    status, out = check(syntax)
+    expect(status).to eq(1), out
+    expect(out).to match(%r{#{Regexp.escape(File.dirname(syntax))}/conf\.d/a\.rb:2: ?syntax error})
+  end
+
+  it 'patterns are relative to the including file; an include cycle is refused' do
+    port = free_port
+    nested = tree(<<~RUBY, 'conf.d/site.rb' => "include \"parts/*.rb\"\n", 'conf.d/parts/p.rb' => "$part = 'nested'\n")
+      include "conf.d/site.rb"
+      server listen: "127.0.0.1:#{port}" do
+        part = $part
+        location "/" do part end
+      end
+    RUBY
+    start_gateway(File.read(nested), ports: port, name: nested.delete_prefix("#{spec_dir}/"))
+    expect(http_get(port, '/').body).to eq('nested')
+
+    cycle = tree(<<~RUBY, 'conf.d/a.rb' => "include \"b.rb\"\n", 'conf.d/b.rb' => "\ninclude \"../main.rb\"\n")
+      include "conf.d/a.rb"
+    RUBY
+    status, out = check(cycle)
+    expect(status).to eq(1), out
+    expect(out).to include("#{File.dirname(cycle)}/conf.d/b.rb:2: include:")
+    expect(out).to include('an include cycle')
+  end
+
+  it 'is refused inside a server block' do
+    path = tree(<<~RUBY, 'x.rb' => "$x = 1\n")
+      server listen: "127.0.0.1:#{free_port}" do
+        include "x.rb"
+        location "/" do "x" end
+      end
+    RUBY
+    status, out = check(path)
+    expect(status).to eq(1), out
+    expect(out).to include("#{path}:2: include: only at the top level")
+  end
+
+  it 'a reload (HUP) reads a file added to conf.d since' do
+    a = free_port
+    b = free_port
+    path = tree(<<~RUBY)
+      include "conf.d/*.rb"
+      server listen: "127.0.0.1:#{a}" do
+        location "/" do "main" end
+      end
+    RUBY
+    gw = start_gateway(File.read(path), ports: a, name: path.delete_prefix("#{spec_dir}/"))
+    expect(port_open?(b)).to be false
+    FileUtils.mkdir_p(File.join(File.dirname(path), 'conf.d'))
+    File.write(File.join(File.dirname(path), 'conf.d', 'new.rb'), <<~RUBY)
+      server listen: "127.0.0.1:#{b}" do
+        location "/" do "added by conf.d/new.rb" end
+      end
+    RUBY
+    gw.signal('HUP')
+    GatewaySpec.poll('the included server to answer', timeout: 10) do
+      (http_get(b, '/', {}, timeout: 1).body rescue nil) == 'added by conf.d/new.rb'
+    end
+    expect(http_get(a, '/').body).to eq('main')
+  end
+end
