@@ -48,6 +48,10 @@
 #               with grpc_tools.protoc; it imports pkg_resources without
 #               depending on python3-pkg-resources, so that is listed too);
 #               nginx (grpc_pass, the bench's peer)
+#   package:    debhelper (dpkg-buildpackage of debian/: `rake deb`), lintian
+#               (its check), ronn (gateway(8) and gateway.rb(5) from
+#               docs/man/*.md; lighter than pandoc: ruby is here already),
+#               debootstrap (the fresh bookworm root of `rake test:package`)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -73,6 +77,7 @@ packages=(
   python3-websockets
   ca-certificates nginx
   python3-grpcio python3-grpc-tools python3-pkg-resources
+  debhelper lintian ronn debootstrap
 )
 
 missing=()

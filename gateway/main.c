@@ -55,8 +55,9 @@ static void usage(FILE *out)
           "  user \"gateway\", group: \"gateway\"\n"
           "                                 default: none; workers switch to this user\n"
           "                                 (the master, root, keeps binding the ports)\n"
-          "  include \"conf.d/*.rb\"        read these files here (sorted; relative to\n"
-          "                                 the including file)\n");
+          "  include \"conf.d/*.rb\"\n"
+          "                                 read these files here (sorted; relative\n"
+          "                                 to the including file)\n");
 }
 
 int main(int argc, char **argv)

@@ -140,8 +140,8 @@ static int logs_open(const gw_settings_t *s, logs_t *l, char *err, size_t errlen
 }
 
 /* `user`: the workers reopen the log files themselves (SIGUSR1), as that
- * user, so the files the master (root) creates are handed over to it, as
- * nginx does. Not root: `user` is ignored, with a warning. */
+ * user, so the files the master (root) opens are handed over to it (their
+ * owner; nginx does the same). Not root: `user` is ignored, with a warning. */
 static void logs_hand_over(const gw_settings_t *s)
 {
   if (s->user == NULL) return;
@@ -152,7 +152,7 @@ static void logs_hand_over(const gw_settings_t *s)
   const char *paths[] = {s->error_log == GW_LOG_TO_FILE ? s->error_log_path : NULL,
                          s->access_log == GW_LOG_TO_FILE ? s->access_log_path : NULL};
   for (size_t i = 0; i < 2; i++)
-    if (paths[i] && chown(paths[i], s->uid, s->gid) < 0)
+    if (paths[i] && chown(paths[i], s->uid, (gid_t)-1) < 0) /* the group stays (logrotate's `create ... adm`) */
       gw_log_warn("user %s: cannot hand %s over to it: %s", s->user, paths[i], strerror(errno));
 }
 

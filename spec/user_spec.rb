@@ -79,7 +79,8 @@ RSpec.describe 'user directive' do
       expect(http_get(port, '/before').status).to eq(200)
       %w[error.log access.log].each do |f|
         st = File.stat(File.join(dir, f))
-        expect([st.uid, st.gid]).to eq([nobody.uid, nobody.gid]), "#{f} owned by #{st.uid}:#{st.gid}"
+        expect(st.uid).to eq(nobody.uid), "#{f} owned by #{st.uid}:#{st.gid}"
+        expect(st.gid).to eq(0), "#{f}: its group changed to #{st.gid}" # the owner is handed over, not the group
       end
       File.rename(File.join(dir, 'access.log'), File.join(dir, 'access.log.1'))
       File.rename(File.join(dir, 'error.log'), File.join(dir, 'error.log.1'))

@@ -44,6 +44,9 @@ module GatewayPackage
     if File.exist?('build/mruby/host/lib/libmruby.a')
       FileUtils.mkdir_p("#{src}/build/mruby")
       FileUtils.cp_r('build/mruby/host', "#{src}/build/mruby/host", preserve: true)
+      # Its flags name its folder: the copy's, so nothing reads the checkout's.
+      mak = "#{src}/build/mruby/host/lib/libmruby.flags.mak"
+      File.write(mak, File.read(mak).gsub(File.expand_path('build/mruby'), File.expand_path("#{src}/build/mruby")))
     end
     src
   end

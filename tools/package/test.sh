@@ -21,8 +21,9 @@
 #      the default page answers on 127.0.0.1:80, workers run as `gateway`
 #      with no capability, the status page answers on 127.0.0.1:8081;
 #   4. a reload (the unit's ExecReload: HUP) and a logrotate run
-#      (`logrotate -f /etc/logrotate.d/gateway`: USR1) happen under a bounded
-#      curl loop with no failed request, and the new logs are written;
+#      (`logrotate -f /etc/logrotate.d/gateway`: USR1) happen under a curl
+#      loop (at most 20000 requests or 60 s) with no failed request, and the
+#      new logs are written;
 #   5. the unit's stop (KillSignal=SIGQUIT) ends the master cleanly;
 #   6. `apt-get purge gateway` (then a purge of the packages it pulled)
 #      leaves no file, user or group behind: the file list equals the one
@@ -58,9 +59,16 @@ unmount_all() {
   done
   return 0
 }
-master=
+# Processes this test started in the root (the gateway, chroot'ed there),
+# found by their root folder: killed by pid, whatever went wrong.
+kill_root_processes() {
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/root" 2>/dev/null)" = "$root" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+  done
+  return 0
+}
 cleanup() {
-  [ -n "$master" ] && kill -KILL "$master" 2>/dev/null || true
+  kill_root_processes
   unmount_all
 }
 trap cleanup EXIT
@@ -185,7 +193,11 @@ trap 'kill -KILL $master 2>/dev/null || true' EXIT
 echo "master $master"
 
 get() { curl -sS --max-time 5 -o /dev/null -w '%{http_code}' "$@" 2>&1 || true; }
-for _ in $(seq 100); do [ "$(get http://127.0.0.1/)" = 200 ] && break; sleep 0.1; done
+deadline=$(($(date +%s) + 15))
+until [ "$(curl -sS --max-time 1 -o /dev/null -w '%{http_code}' http://127.0.0.1/ 2>/dev/null)" = 200 ]; do
+  [ "$(date +%s)" -lt "$deadline" ] || fail "no answer on port 80 within 15 s: $(tail -n 5 "$root/var/log/gateway/error.log")"
+  sleep 0.1
+done
 page=$(curl -sS --max-time 5 http://127.0.0.1/) || fail "GET / on port 80: $(cat "$root/var/log/gateway/stdout.log")"
 grep -q 'Welcome to gateway' <<<"$page" || fail "GET / is not the default page: $page"
 echo "default page: ok"
@@ -204,8 +216,8 @@ echo "workers $workers: uid $gw_uid (gateway), no capability; master $(awk '/^Ca
 
 # A bounded loop of requests across a reload and a log rotation.
 loop_out=$(mktemp)
-( n=0; failed=0
-  while [ $n -lt 600 ] && [ ! -e "$loop_out.stop" ]; do
+( n=0; failed=0; until_s=$(($(date +%s) + 60))
+  while [ $n -lt 20000 ] && [ ! -e "$loop_out.stop" ] && [ "$(date +%s)" -lt "$until_s" ]; do
     code=$(get http://127.0.0.1/)
     [ "$code" = 200 ] || { failed=$((failed + 1)); echo "request $n: $code" >>"$loop_out.errors"; }
     n=$((n + 1))
@@ -232,6 +244,7 @@ chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin logrotate -f -
 for _ in $(seq 100); do grep -q 'reopened the log files' "$root/var/log/gateway/error.log" 2>/dev/null && break; sleep 0.1; done
 grep -q 'reopened the log files' "$root/var/log/gateway/error.log" || fail "the master did not reopen its logs after logrotate"
 sleep 1
+[ -s "$loop_out" ] && fail "the request loop ended before the rotation: $(cat "$loop_out")"
 touch "$loop_out.stop"
 wait "$loop"
 read -r total failed <"$loop_out"
