@@ -23,6 +23,14 @@ RSpec.describe 'include' do
     [r.exitstatus, r.output]
   end
 
+  # `gateway -t` of a tree that must be refused: its folder and the output.
+  def refused(main, files = {})
+    path = tree(main, files)
+    status, out = check(path)
+    expect(status).to eq(1), out
+    [File.dirname(path), out]
+  end
+
   it 'serves what conf.d/*.rb define, read in sorted order, next to a literal include' do
     port = free_port
     site = free_port
@@ -64,42 +72,31 @@ RSpec.describe 'include' do
     start_gateway(File.read(ok), ports: port, name: ok.delete_prefix("#{spec_dir}/"))
     expect(http_get(port, '/').body).to eq('empty conf.d')
 
-    missing = tree(<<~RUBY)
+    dir, out = refused(<<~RUBY)
       server listen: "127.0.0.1:#{free_port}" do
         location "/" do "x" end
       end
       include "upstreams.rb"
     RUBY
-    status, out = check(missing)
-    expect(status).to eq(1), out
-    expect(out).to include("#{missing}:4: include: no file #{File.dirname(missing)}/upstreams.rb")
+    expect(out).to include("#{dir}/main.rb:4: include: no file #{dir}/upstreams.rb")
   end
 
   it 'an error inside an included file names that file and its line' do
     port = free_port
-    raising = tree(<<~RUBY, 'conf.d/a.rb' => "x = 1\n\nraise \"bad value\"\n")
+    dir, out = refused(<<~RUBY, 'conf.d/a.rb' => "x = 1\n\nraise \"bad value\"\n")
       include "conf.d/*.rb"
       server listen: "127.0.0.1:#{port}" do
         location "/" do "x" end
       end
     RUBY
-    status, out = check(raising)
-    expect(status).to eq(1), out
-    expect(out).to include("#{File.dirname(raising)}/conf.d/a.rb:3: bad value")
+    expect(out).to include("#{dir}/conf.d/a.rb:3: bad value")
 
-    dsl = tree(<<~RUBY, 'conf.d/a.rb' => "\nserver listen: \"no port\" do\n  location(\"/\") { \"x\" }\nend\n")
-      include "conf.d/*.rb"
-    RUBY
-    status, out = check(dsl)
-    expect(status).to eq(1), out
-    expect(out).to include("#{File.dirname(dsl)}/conf.d/a.rb:2: server: listen must be a port")
+    dir, out = refused("include \"conf.d/*.rb\"\n",
+                       'conf.d/a.rb' => "\nserver listen: \"no port\" do\n  location(\"/\") { \"x\" }\nend\n")
+    expect(out).to include("#{dir}/conf.d/a.rb:2: server: listen must be a port")
 
-    syntax = tree(<<~RUBY, 'conf.d/a.rb' => "x = 1\nlocation \"/\" do ) end\n")
-      include "conf.d/*.rb"
-    RUBY
-    status, out = check(syntax)
-    expect(status).to eq(1), out
-    expect(out).to match(%r{#{Regexp.escape(File.dirname(syntax))}/conf\.d/a\.rb:2: ?syntax error})
+    dir, out = refused("include \"conf.d/*.rb\"\n", 'conf.d/a.rb' => "x = 1\nlocation \"/\" do ) end\n")
+    expect(out).to match(%r{#{Regexp.escape(dir)}/conf\.d/a\.rb:2: ?syntax error})
   end
 
   it 'patterns are relative to the including file; an include cycle is refused' do
@@ -114,25 +111,20 @@ RSpec.describe 'include' do
     start_gateway(File.read(nested), ports: port, name: nested.delete_prefix("#{spec_dir}/"))
     expect(http_get(port, '/').body).to eq('nested')
 
-    cycle = tree(<<~RUBY, 'conf.d/a.rb' => "include \"b.rb\"\n", 'conf.d/b.rb' => "\ninclude \"../main.rb\"\n")
-      include "conf.d/a.rb"
-    RUBY
-    status, out = check(cycle)
-    expect(status).to eq(1), out
-    expect(out).to include("#{File.dirname(cycle)}/conf.d/b.rb:2: include:")
+    dir, out = refused("include \"conf.d/a.rb\"\n",
+                       'conf.d/a.rb' => "include \"b.rb\"\n", 'conf.d/b.rb' => "\ninclude \"../main.rb\"\n")
+    expect(out).to include("#{dir}/conf.d/b.rb:2: include:")
     expect(out).to include('an include cycle')
   end
 
   it 'is refused inside a server block' do
-    path = tree(<<~RUBY, 'x.rb' => "$x = 1\n")
+    dir, out = refused(<<~RUBY, 'x.rb' => "$x = 1\n")
       server listen: "127.0.0.1:#{free_port}" do
         include "x.rb"
         location "/" do "x" end
       end
     RUBY
-    status, out = check(path)
-    expect(status).to eq(1), out
-    expect(out).to include("#{path}:2: include: only at the top level")
+    expect(out).to include("#{dir}/main.rb:2: include: only at the top level")
   end
 
   it 'a reload (HUP) reads a file added to conf.d since' do
