@@ -43,11 +43,17 @@
 #   HTTPS upstreams: ca-certificates (the system CAs that https:// upstreams
 #               are verified against by default); nginx (the TLS upstream of
 #               spec/https_upstream_spec.rb and rake bench:https_upstream)
+#   fuzzing:    clang, libclang-rt-14-dev (libFuzzer's runtime and clang's
+#               ASan/UBSan for it: `rake fuzz:ci`, which .ci/run runs, builds
+#               every target in tools/fuzz/ with -fsanitize=fuzzer)
 #   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
 #               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
 #               with grpc_tools.protoc; it imports pkg_resources without
 #               depending on python3-pkg-resources, so that is listed too);
 #               nginx (grpc_pass, the bench's peer)
+#   fleet:      haproxy (the L4 balancer in front of the gateway with send-proxy /
+#               send-proxy-v2 in spec/proxy_protocol_spec.rb; its binary is run
+#               by the spec on free ports, never the service)
 #   package:    debhelper (dpkg-buildpackage of debian/: `rake deb`), lintian
 #               (its check), ronn (gateway(8) and gateway.rb(5) from
 #               docs/man/*.md; lighter than pandoc: ruby is here already),
@@ -77,6 +83,8 @@ packages=(
   python3-websockets
   ca-certificates nginx
   python3-grpcio python3-grpc-tools python3-pkg-resources
+  clang libclang-rt-14-dev
+  haproxy
   debhelper lintian ronn debootstrap
 )
 

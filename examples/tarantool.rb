@@ -1,19 +1,25 @@
-# The tarantool study's /tnt route: the gateway speaks iproto to Tarantool
-# and the server-side Lua function process_request(req) makes the response
-# ({status, headers, body}); no HTTP backend in between.
+# The tarantool study's two paths to one Tarantool, side by side: the
+# server-side Lua function process_request(req) makes the response
+# ({status, headers, body}), reached over iproto or over HTTP.
 #
-#   /tnt        calls process_request with the request's method, path, query
-#               and headers, and turns its [status, headers, body] into the
-#               response
-#   /tnt/json   the /lua variant: the same call, the reply processed in Ruby
-#               and answered as JSON
+#   /tnt        iproto: calls process_request with the request's method, path,
+#               query and headers, and turns its [status, headers, body] into
+#               the response; no HTTP backend in between
+#   /tnt/json   the study's Lua + cjson variant: the same call, the reply
+#               processed in Ruby and answered as JSON
+#   /http       HTTP: proxy_pass to Tarantool's own HTTP/1.1 responder, which
+#               calls the same process_request (keep-alive upstream)
 #
-# Run: tarantool with a script such as
-#        box.cfg{listen = 3301}
-#        box.schema.user.grant('guest', 'execute', 'universe', nil, {if_not_exists = true})
-#        function process_request(req) return {200, {["x-a"] = "1"}, "body"} end
-#      then: gateway -f examples/tarantool.rb; curl -si localhost:8080/tnt
+# Run: the Tarantool side is examples/tarantool.lua (iproto on 3301, the HTTP
+#      responder on 8081, written on Tarantool's socket module: Debian's
+#      Tarantool 2.6 has no http.server):
+#        tarantool examples/tarantool.lua 3301 8081
+#      then: gateway -f examples/tarantool.rb
+#        curl -si localhost:8080/tnt; curl -si localhost:8080/http
+#        curl -si localhost:8081/        (Tarantool answering HTTP itself)
+#      `rake bench:tarantool` measures the four (docs/tarantool-study.md).
 tarantool :tnt, servers: ["127.0.0.1:3301"], pool: 8, timeout: 1.0
+upstream :tarantool_http, servers: ["127.0.0.1:8081"], keepalive: 16
 
 module Tnt
   def self.request_table(req)
@@ -41,4 +47,6 @@ server listen: 8080, workers: 2 do
       [502, { "content-type" => "text/plain" }, ["tarantool: #{e.message}\n"]]
     end
   end
+
+  location "/http", proxy_pass: "http://tarantool_http"
 end

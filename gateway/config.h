@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <mruby.h>
 
+#include "addr.h"
 #include "balancer.h" /* gw_upstream_group_t, gw_upstream_server_t */
+#include "real_ip.h"
 #include "settings.h"
 #include "url.h"
 
@@ -40,6 +42,7 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  int no_latency;       /* not counted in the response-time histograms (the dashboard's own polls) */
   /* Regex locations (router.c): a compiled pattern (regex.h; owned, one
    * reference) tried on the path, or NULL for an exact/prefix location. */
   struct gw_regex_s *regex;
@@ -54,7 +57,7 @@ typedef struct {
 #define GW_CPU_AUTO (-2)
 #define GW_MAX_AUTO_WORKERS 64 /* workers: :auto on a bigger machine */
 
-/* The default of a server's reuseport: (see README, "All cores"). */
+/* The default of a server's reuseport: (see docs/configuration.md, "All cores"). */
 #define GW_REUSEPORT_DEFAULT 1
 
 typedef struct {
@@ -82,6 +85,11 @@ typedef struct {
   void *tls_hook;       /* owned (tls_hook.h): its on_handshake proc, or NULL */
   int http2;            /* HTTP/2: h2 by ALPN over TLS, h2c (prior knowledge) on plain */
   int cpu_limits;       /* some location runs Ruby under a cpu_limit: its workers tick */
+  /* proxy_protocol: every connection starts with a PROXY header (proxy_accept.c) */
+  int proxy_protocol;
+  gw_cidr_t *proxy_from; /* owned: peers allowed to send one (proxy_protocol_from); */
+  size_t nproxy_from;    /* ... 0: any */
+  gw_real_ip_t real_ip;  /* real_ip: (real_ip.h); real_ip.nfrom 0: off */
 } gw_server_t;
 
 typedef struct {

@@ -70,7 +70,7 @@ static void *need(mrb_state *mrb, void *p)
   return p;
 }
 
-/* -- FastCGI (README "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
+/* -- FastCGI (docs/upstreams.md, "FastCGI"): fastcgi: TARGET, params:, script_filename:, split_path_info: -- */
 
 static gw_regex_t *compile_regexp(mrb_state *mrb, mrb_value re, const char *path);
 
@@ -160,6 +160,10 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
     c.cache.mem_max_file = (size_t)mrb_as_float(mrb, hget(mrb, mem, "max_file"));
     c.cache.mem_budget = (size_t)mrb_as_float(mrb, hget(mrb, mem, "budget"));
   }
+  if (mrb_test(hget(mrb, st, "ruby_files"))) {
+    c.ruby_file = gw_mruby_ruby_file;
+    s->precise_timers = 1; /* Ruby may wait on Async.sleep: exact timers */
+  }
   mrb_value fallback = hget(mrb, st, "fallback");
   if (mrb_test(fallback)) {
     c.fallback = need(mrb, gw_mruby_handler_new(mrb, fallback));
@@ -209,6 +213,7 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
     l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
     s->latency_histogram = 1;
+    l->no_latency = 1; /* its polls would pull the percentiles it shows down */
   } else if (mrb_string_p(iv(mrb, loc, "@fastcgi"))) {
     l->handler = fastcgi_handler(mrb, loc, l->path, iv(mrb, loc, "@fastcgi"));
     l->stream_body = 1; /* a Content-Length body goes as FCGI_STDIN as it arrives */
@@ -278,6 +283,53 @@ static char *config_relative(const char *config_path, const char *path)
   return p;
 }
 
+/* An Array of ranges the DSL checked (Gateway._cidr?) into an owned list. */
+static gw_cidr_t *read_cidrs(mrb_state *mrb, mrb_value list, size_t *n)
+{
+  mrb_int len = RARRAY_LEN(list);
+  gw_cidr_t *out = calloc((size_t)len + 1, sizeof(*out));
+  if (out == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < len; i++) {
+    mrb_value v = mrb_ary_ref(mrb, list, i);
+    gw_addr_parse_cidr(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &out[i]);
+  }
+  *n = (size_t)len;
+  return out;
+}
+
+/* health_check: (mrblib/fleet.rb checked it): the settings, and the shared
+ * records mapped now, before the workers fork, so that they all see them. */
+static void read_health_check(mrb_state *mrb, mrb_value hc, gw_upstream_group_t *g)
+{
+  if (!mrb_hash_p(hc)) return;
+  gw_health_conf_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  g->health = c;
+  c->path = dup_str(mrb, hget(mrb, hc, "path"));
+  c->interval_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "interval")) * 1000 + 0.5);
+  c->timeout_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "timeout")) * 1000 + 0.5);
+  c->fails = (int)mrb_integer(hget(mrb, hc, "fails"));
+  c->passes = (int)mrb_integer(hget(mrb, hc, "passes"));
+  c->expect = (int)mrb_integer(hget(mrb, hc, "expect"));
+  if (c->path == NULL || gw_health_map(c, g->nservers) < 0) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (size_t j = 0; j < g->nservers; j++) g->servers[j].health = &c->shared->servers[j];
+}
+
+/* proxy_protocol:, proxy_protocol_from:, real_ip: (mrblib/fleet.rb checked them). */
+static void read_fleet(mrb_state *mrb, mrb_value srv, gw_server_t *s)
+{
+  mrb_value f = iv(mrb, srv, "@fleet");
+  if (!mrb_hash_p(f)) return;
+  s->proxy_protocol = mrb_test(hget(mrb, f, "proxy_protocol"));
+  s->proxy_from = read_cidrs(mrb, hget(mrb, f, "proxy_protocol_from"), &s->nproxy_from);
+  mrb_value r = hget(mrb, f, "real_ip");
+  if (!mrb_hash_p(r)) return;
+  s->real_ip.header = dup_str(mrb, hget(mrb, r, "header"));
+  s->real_ip.forwarded = mrb_test(hget(mrb, r, "forwarded"));
+  s->real_ip.recursive = mrb_test(hget(mrb, r, "recursive"));
+  s->real_ip.from = read_cidrs(mrb, hget(mrb, r, "from"), &s->real_ip.nfrom);
+}
+
 static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
 {
   s->http2 = mrb_test(iv(mrb, srv, "@http2"));
@@ -320,6 +372,7 @@ static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *
     }
     tc.on_handshake = gw_tls_hook_run;
     tc.on_handshake_arg = s->tls_hook;
+    tc.on_handshake_drop = gw_tls_hook_drop;
   }
   mrb_value ciphers = hget(mrb, tls, "ciphers"), suites = hget(mrb, tls, "ciphersuites");
   tc.ciphers = mrb_string_p(ciphers) ? mrb_string_cstr(mrb, ciphers) : NULL;
@@ -390,6 +443,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value reuseport = iv(mrb, srv, "@reuseport");
     s->reuseport_default = mrb_nil_p(reuseport);
     s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
+    read_fleet(mrb, srv, s);
     mrb_value limits = iv(mrb, srv, "@limits");
     s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
     s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
@@ -484,6 +538,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value proto = iv(mrb, up, "@protocol");
     g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
     g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
+    g->send_proxy_protocol = (int)mrb_integer(iv(mrb, up, "@send_proxy_protocol"));
     char where[300];
     snprintf(where, sizeof(where), "upstream %s", g->name);
     g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), cfg->path, where);
@@ -513,6 +568,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", g->name, addr);
       }
     }
+    read_health_check(mrb, iv(mrb, up, "@health_check"), g);
   }
   return mrb_nil_value();
 }
@@ -703,6 +759,9 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(s->locations);
     free(s->host);
+    free(s->proxy_from);
+    free(s->real_ip.from);
+    free(s->real_ip.header);
     gw_tls_ctx_free(s->tls);
     gw_tls_hook_free(s->tls_hook);
   }
@@ -716,6 +775,11 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(g->servers);
     free(g->name);
+    if (g->health) {
+      gw_health_unmap(g->health);
+      free(g->health->path);
+      free(g->health);
+    }
     gw_tls_client_free(g->tls_client);
   }
   free(cfg->groups);

@@ -215,6 +215,33 @@ static int valid_host(const char *v, size_t len)
   return 1;
 }
 
+/* RFC 9112 §3.2.2: a server MUST accept the absolute-form ("http://a/p?q");
+ * the target's authority replaces any Host field, and its path ("/" when it
+ * has none) and query are what is routed. Rewritten in place (it only
+ * shrinks). 0, or -1 for a bad authority (userinfo is an error, RFC 9110
+ * §4.2.4); other targets are left alone. */
+static int absolute_to_origin_form(gw_request_t *r)
+{
+  size_t skip = 0;
+  if (r->target_len > 7 && strncasecmp(r->target, "http://", 7) == 0) skip = 7;
+  else if (r->target_len > 8 && strncasecmp(r->target, "https://", 8) == 0) skip = 8;
+  if (skip == 0) return 0;
+  const char *auth = r->target + skip;
+  size_t alen = 0, rest = r->target_len - skip;
+  while (alen < rest && auth[alen] != '/' && auth[alen] != '?') alen++;
+  if (alen == 0 || memchr(auth, '@', alen) || !valid_host(auth, alen)) return -1;
+  gw_headers_remove(&r->headers, "host");
+  if (gw_headers_add(&r->headers, "Host", 4, auth, alen) < 0) return -1;
+  const char *path = auth + alen;
+  size_t plen = rest - alen, off = 0;
+  if (plen == 0 || path[0] == '?') r->target[off++] = '/';
+  memmove(r->target + off, path, plen);
+  r->target_len = off + plen;
+  r->target[r->target_len] = '\0';
+  gw_request_split_target(r);
+  return 0;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
   gw_conn_t *c = p->data;
@@ -234,6 +261,7 @@ static int on_headers_complete(llhttp_t *p)
   if (a->nhost > 1 || (r->http_minor == 1 && a->nhost == 0)) return reject(c, 400);
   const gw_header_t *host = a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
+  if (absolute_to_origin_form(r) < 0) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
    * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
   if (chunked) {
@@ -241,6 +269,10 @@ static int on_headers_complete(llhttp_t *p)
     if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
+  /* Only origin-form ("/...") is left, or asterisk-form for OPTIONS (RFC
+   * 9112 §3.2.4); any other target is an invalid request-line: 400 (§3). */
+  if (r->target[0] != '/' && !(p->method == HTTP_OPTIONS && r->target_len == 1 && r->target[0] == '*'))
+    return reject(c, 400);
   r->keepalive = llhttp_should_keep_alive(p);
   /* Routed now: a path refused by the router is rejected as a bad head;
    * the location decides the body limit, and whether the body streams. */
@@ -377,6 +409,8 @@ static int take_active(gw_conn_t *c)
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
   a->req.remote_port = c->remote_port;
+  a->req.balancer_addr = c->balancer_addr;
+  a->req.proxy_protocol_addr = c->balancer_addr ? c->remote_addr : NULL;
   a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
   a->req.client_fd = c->fd;
   c->a = a;
@@ -423,7 +457,7 @@ static int may_give_active(const gw_conn_t *c)
          !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
-gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer, const struct sockaddr *balancer)
 {
   gw_tls_ctx_t *tls = ctx->server->tls;
   gw_conn_t *c = calloc(1, tls ? sizeof(gw_conn_tls_t) : sizeof(gw_conn_t));
@@ -434,10 +468,20 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
   if (peer->sa_family == AF_INET) c->remote_port = ntohs(((const struct sockaddr_in *)peer)->sin_port);
   else if (peer->sa_family == AF_INET6) c->remote_port = ntohs(((const struct sockaddr_in6 *)peer)->sin6_port);
+  if (balancer) {
+    char b[INET6_ADDRSTRLEN];
+    if (gw_addr_to_string(balancer, b, sizeof(b)) < 0) snprintf(b, sizeof(b), "-");
+    c->balancer_addr = strdup(b);
+    if (c->balancer_addr == NULL) {
+      free(c);
+      return NULL;
+    }
+  }
   if (tls) {
     gw_conn_tls_t *ct = (gw_conn_tls_t *)c;
     ct->tls = gw_tls_conn_new(tls, fd, c->remote_addr);
     if (ct->tls == NULL) {
+      free(c->balancer_addr);
       free(c);
       return NULL;
     }
@@ -465,6 +509,7 @@ static void conn_free(gw_conn_t *c)
   event_del(&c->timer_ev);
   if (c->a) give_active(c);
   if (c->buf != shared_buf) free(c->buf);
+  free(c->balancer_addr);
   free(c);
   ctx->on_conn_closed(ctx);
 }
@@ -811,7 +856,7 @@ static int take_h2(gw_conn_t *c)
     if (memcmp(p, GW_H2_PREFACE, n < GW_H2_PREFACE_LEN ? n : GW_H2_PREFACE_LEN) != 0) return 0;
     if (n < GW_H2_PREFACE_LEN) return -1;
   }
-  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, p, n);
+  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, c->balancer_addr, p, n);
   if (h == NULL) {
     gw_log_error("out of memory for an HTTP/2 connection from %s", c->remote_addr);
     conn_close(c);
@@ -833,7 +878,7 @@ static int take_h2c(gw_conn_t *c)
   unsigned char settings[GW_H2C_SETTINGS_MAX];
   int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
   if (n < 0) return 0;
-  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, c->balancer_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
                          c->len - c->pos) == NULL)
     return 0;
   hand_over(c);
@@ -1020,7 +1065,10 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
-  if (c->ctx->server->latency_histogram) gw_stats_latency(gw_now_ms() - req->start_ms);
+  if (c->ctx->server->latency_histogram && !(req->location && req->location->no_latency)) {
+    double now = gw_now_ms();
+    gw_stats_latency(now, now - req->start_ms);
+  }
   gw_request_logged(req); /* the location's log phase */
   c->served = 1;
   c->read_whole = !req->body_streaming && !c->a->parser.upgrade;

@@ -25,7 +25,6 @@
 #include "fastcgi.h"
 #include "fcgi.h"
 #include "fcgi_client.h"
-#include "head_filter.h"
 #include "log.h"
 #include "static_http.h"
 #include "stats.h"
@@ -61,8 +60,7 @@ typedef struct {
   gw_buf_t params;          /* encoded name-value pairs */
   struct evbuffer *gathered;/* a chunked request body gathered whole (owned), or NULL */
   int streaming;            /* the head went to the client */
-  gw_head_filter_t head_filter; /* the location's header_filter on the streamed head */
-  int collecting;           /* no streaming protocol, or a body_filter: the body goes to resp_body */
+  int collecting;           /* no streaming protocol (a sub-request): the body goes to resp_body */
   int discard;              /* HEAD, 204, 304: no body to the client */
   int overflow;             /* more body than the Content-Length the script announced */
   long long left;           /* bytes the announced Content-Length still owes; -1 none */
@@ -241,23 +239,9 @@ static void on_client_drain(gw_request_t *req)
   if (op->client) gw_fcgi_resume(op->client);
 }
 
-/* The header filter's side of a streamed response (head_filter.h). */
-static void pause_upstream(void *arg)
+/* The head goes out (through the location's filters: request.c). */
+static void begin_stream(fcgi_op_t *op, long long length)
 {
-  fcgi_op_t *op = arg;
-  gw_fcgi_pause(op->client);
-}
-
-static void resume_upstream(void *arg)
-{
-  fcgi_op_t *op = arg;
-  gw_fcgi_resume(op->client);
-}
-
-/* The head goes out, as the filter (if any) left it. */
-static void begin_stream(void *arg, long long length)
-{
-  fcgi_op_t *op = arg;
   gw_request_t *req = op->req;
   op->discard = req->head || gw_request_bodyless(req);
   req->on_drain = on_client_drain;
@@ -266,16 +250,6 @@ static void begin_stream(void *arg, long long length)
   gw_request_stream_begin(req, op->discard && !req->head ? 0 : length);
 }
 
-static void release_op(void *arg)
-{
-  fcgi_op_t *op = arg;
-  gw_request_pending_remove(&op->pending);
-  cancel_op(&op->pending); /* the client, if still in flight; op */
-}
-
-static const gw_head_filter_ops_t head_filter_ops = {
-  .pause = pause_upstream, .resume = resume_upstream, .begin = begin_stream, .release = release_op};
-
 static void on_head(gw_fcgi_response_t *res, void *arg)
 {
   fcgi_op_t *op = arg;
@@ -283,7 +257,7 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
   req->upstream_status = res->status;
   req->upstream_reused = res->reused;
   req->status = res->status;
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
   long long length = -1;
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
@@ -302,7 +276,7 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
   op->left = length;
   if (op->collecting) return;
   if (req->head) req->head_length = length;
-  gw_head_filter_start(&op->head_filter, req, &head_filter_ops, op, length);
+  begin_stream(op, length);
 }
 
 static void on_body(const char *data, size_t len, void *arg)
@@ -404,10 +378,6 @@ static void on_done(gw_err_t err, void *arg)
       if (send_op(op) == 0) return;
     }
   }
-  if (gw_head_filter_upstream_done(&op->head_filter, err)) { /* its header filter still runs, and takes this up */
-    if (err.kind) gw_log_error("fastcgi %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, op->label, err.msg);
-    return;
-  }
   gw_request_pending_remove(&op->pending);
   if (err.kind) {
     gw_stats_self->upstream_failures++;
@@ -429,7 +399,7 @@ static void on_done(gw_err_t err, void *arg)
     gw_request_finish(req);
     return;
   }
-  gw_request_finish_filtered(req);
+  gw_request_finish(req);
 }
 
 /* The group called name, or NULL. */
@@ -540,8 +510,7 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
   op->req = req;
   op->left = -1;
   op->h = h;
-  /* A body filter needs the body whole (then both filters run on it). */
-  op->collecting = !gw_request_can_stream(req) || (req->location && req->location->body_filter);
+  op->collecting = !gw_request_can_stream(req);
   op->addrlen = target_addr(target, &op->addr);
   if (script && (op->script = strdup(script)) == NULL) {
     op_free(op);

@@ -11,7 +11,7 @@
  * WebSocket's connection, for Gateway::WebSocket). Gems never touch a request's fields that
  * belong to the core's own bookkeeping, and never free what the core owns.
  *
- * Rule of every async primitive (DESIGN §3): the native `_gw_*` validates
+ * Rule of every async primitive (docs/DESIGN.md §3): the native `_gw_*` validates
  * its arguments, arms its event, registers it as pending on the current
  * request and returns; the mrblib wrapper then calls Fiber.yield; the
  * completion calls gw_fiber_resume() from the loop with the value (or an
@@ -25,6 +25,7 @@
 #include "request.h"
 #include "stats.h"
 #include "subrequest.h"
+#include "timeline.h"
 #include "trace.h"
 #include "version.h"
 #include "ws_handler.h"
@@ -94,6 +95,11 @@ void *gw_mrb_servers_next(mrb_state *mrb, gw_mrb_servers_t *s, const char *what,
 /* A copy of a String argument, NULL for nil; raises when out of memory. */
 char *gw_mrb_strdup_or_null(mrb_state *mrb, mrb_value s);
 
+/* A gem's call that blocks the worker on purpose (HttpRequest) begins
+ * (begin 1) or ends (0): the dashboard's loop timeline shows it as BLOCKED,
+ * a recorded trace as a "blocking call: what" span. */
+void gw_mrb_blocking(int begin, const char *what);
+
 /* Refreshes this worker's gauges in the shared stats table (no-op outside a worker). */
 void gw_mrb_publish_stats(void);
 
@@ -134,6 +140,8 @@ void gw_mrb_will_wait(void);
  * gw_mrb_unroot(). */
 int gw_mrb_root(mrb_value v);
 void gw_mrb_unroot(int slot);
+/* The value a slot keeps. */
+mrb_value gw_mrb_rooted(int slot);
 
 /* req.proxy_pass(url, hash_key:): the upstream answers req once the handler
  * returns (url and key are copied). */

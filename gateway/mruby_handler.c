@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include <event2/event.h>
 #include <mruby.h>
@@ -88,6 +90,7 @@ static struct {
   struct script_s *spare;   /* released script_t kept for the next requests */
   int nspare;
   const char *no_wait;      /* Ruby runs synchronously for this (tls on_handshake): no async call */
+  mrb_value ruby_files;     /* Hash: ruby_files: path => [mtime s, ns, size, inode, lambda]; nil: none yet */
 } rt;
 
 /* A request's ties to Ruby (its handler_state). */
@@ -149,6 +152,7 @@ int gw_mruby_worker_init(gw_context_t *ctx)
     rt.resumers[n] = mrb_proc_ptr(p);
     mrb_gc_register(mrb, p); /* even if the constant is reassigned */
   }
+  rt.ruby_files = mrb_nil_value();
   rt.request_class = mrb_class_get_under(mrb, gw, "Request");
   rt.fiber_class = mrb_class_get(mrb, "Fiber");
   rt.sym_new = mrb_intern_lit(mrb, "new");
@@ -356,11 +360,13 @@ static void complete(script_t *s, mrb_value result)
     gw_request_simple_response(req, 500, NULL);
   } else if (s->proxy_url) { /* req.proxy_pass(url): the upstream answers */
     drop_fiber(s);
+    gw_request_head_keep(req); /* with the fields the handler set */
     if (s->proxy_fastcgi) gw_fastcgi_start(req, s->proxy_url, s->proxy_key, s->fastcgi_split);
     else gw_proxy_start(req, s->proxy_url, s->proxy_key);
     return;
   } else if (s->send_path) { /* req.send_file(path): the file answers (static.c) */
     drop_fiber(s);
+    gw_request_head_keep(req);
     gw_static_send_file(req, s->send_path, s->send_len); /* copies the path before the script is released */
     return;
   } else if (!req->has_output && mrb_string_p(result)) {
@@ -380,8 +386,7 @@ static void complete(script_t *s, mrb_value result)
     snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
     gw_trace_event(req, done);
   }
-  if (s->failed) gw_request_finish(req);
-  else gw_request_finish_filtered(req);
+  gw_request_finish(req); /* through the location's filters (request.c) */
 }
 
 static const char *run_kind_name(run_kind_t kind)
@@ -412,7 +417,9 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
   }
   const gw_location_t *loc = req->location;
   if (loc) gw_cpu_limit_enter(loc->cpu_limit_ms, loc->path, loc->exact);
+  uint32_t was = gw_timeline_enter(GW_TL_FIBER, req->id);
   mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
+  gw_timeline_leave(was);
   const char *file;
   int line;
   int stopped = gw_cpu_limit_leave(&file, &line);
@@ -554,6 +561,79 @@ gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, gw_mruby_phase_
   return &f->super;
 }
 
+/* -- ruby_files: handler files beneath a static root ---------------------------- */
+
+#define RUBY_FILE_MAX (16 << 20)
+
+static mrb_value compile_source(mrb_state *mrb, void *ud)
+{
+  mrb_value *args = ud;
+  return mrb_funcall_argv(mrb, mrb_obj_value(mrb_module_get(mrb, "Gateway")), mrb_intern_lit(mrb, "_compile_source"),
+                          2, args);
+}
+
+/* The file's text from fd, or nil (unreadable, too large). */
+static mrb_value read_fd(mrb_state *mrb, int fd, off_t size)
+{
+  if (size < 0 || size > RUBY_FILE_MAX) return mrb_nil_value();
+  mrb_value text = mrb_str_new(mrb, NULL, (size_t)size);
+  off_t off = 0;
+  while (off < size) {
+    ssize_t n = pread(fd, RSTRING_PTR(text) + off, (size_t)(size - off), off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return mrb_nil_value();
+    off += n;
+  }
+  return text;
+}
+
+void gw_mruby_ruby_file(gw_request_t *req, const char *path, int fd, const struct stat *st)
+{
+  mrb_state *mrb = rt.mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  if (mrb_nil_p(rt.ruby_files)) {
+    rt.ruby_files = mrb_hash_new(mrb);
+    mrb_gc_register(mrb, rt.ruby_files);
+  }
+  mrb_value key = mrb_str_new_cstr(mrb, path);
+  mrb_value e = mrb_hash_get(mrb, rt.ruby_files, key);
+  mrb_value stamp[4] = {mrb_int_value(mrb, (mrb_int)st->st_mtim.tv_sec), mrb_int_value(mrb, (mrb_int)st->st_mtim.tv_nsec),
+                        mrb_int_value(mrb, (mrb_int)st->st_size), mrb_int_value(mrb, (mrb_int)st->st_ino)};
+  int fresh = mrb_array_p(e) && RARRAY_LEN(e) == 5;
+  for (int i = 0; fresh && i < 4; i++) fresh = mrb_integer(mrb_ary_ref(mrb, e, i)) == mrb_integer(stamp[i]);
+  mrb_value code;
+  if (fresh) {
+    code = mrb_ary_ref(mrb, e, 4);
+  } else { /* new, or changed since it was compiled */
+    mrb_value text = read_fd(mrb, fd, st->st_size);
+    if (mrb_nil_p(text)) {
+      gw_log_error("ruby_files: %s: cannot read it (or larger than %d bytes)", path, RUBY_FILE_MAX);
+      gw_request_simple_response(req, 500, NULL);
+      gw_request_finish(req);
+      mrb_gc_arena_restore(mrb, ai);
+      return;
+    }
+    mrb_value args[2] = {text, key};
+    mrb_bool raised = FALSE;
+    code = mrb_protect_error(mrb, compile_source, args, &raised);
+    if (raised || mrb->exc) {
+      mrb_value msg = mrb_funcall(mrb, raised ? code : mrb_obj_value(mrb->exc), "message", 0);
+      mrb->exc = NULL;
+      gw_log_error("ruby_files: %s", mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?");
+      mrb_hash_delete_key(mrb, rt.ruby_files, key);
+      gw_request_simple_response(req, 500, NULL);
+      gw_request_finish(req);
+      mrb_gc_arena_restore(mrb, ai);
+      return;
+    }
+    mrb_value entry = mrb_ary_new_from_values(mrb, 4, stamp);
+    mrb_ary_push(mrb, entry, code);
+    mrb_hash_set(mrb, rt.ruby_files, key, entry);
+  }
+  start_fiber(req, RUN_HANDLER, code, NULL, NULL);
+  mrb_gc_arena_restore(mrb, ai);
+}
+
 /* -- init_worker / exit_worker ------------------------------------------------- */
 
 static mrb_value call_hook(mrb_state *mrb, void *ud)
@@ -654,7 +734,13 @@ int gw_mrb_root(mrb_value v)
 
 void gw_mrb_unroot(int slot)
 {
+  if (rt.ctx == NULL) return; /* the worker's runtime is gone (exit): nothing to give back */
   give_slot(slot);
+}
+
+mrb_value gw_mrb_rooted(int slot)
+{
+  return mrb_ary_ref(rt.mrb, rt.roots, slot);
 }
 
 gw_request_t *gw_mrb_current_request_or_null(void)
@@ -780,6 +866,22 @@ void gw_mrb_fail(gw_request_t *req)
 struct event_base *gw_mrb_event_base(void)
 {
   return rt.ctx ? rt.ctx->base : NULL;
+}
+
+/* The timeline's BLOCKED state and the trace's "blocking call" events. */
+void gw_mrb_blocking(int begin, const char *what)
+{
+  static uint32_t was;
+  gw_request_t *req = rt.current;
+  if (begin)
+    was = gw_timeline_enter(GW_TL_BLOCKED, req ? req->id : 0);
+  else
+    gw_timeline_leave(was);
+  if (gw_trace && req) {
+    char ev[200];
+    snprintf(ev, sizeof(ev), begin ? "blocking call: %s" : "blocking call returned: %s", what);
+    gw_trace_event(req, ev);
+  }
 }
 
 void gw_mrb_publish_stats(void)

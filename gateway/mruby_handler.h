@@ -4,9 +4,12 @@
 #ifndef GW_MRUBY_HANDLER_H
 #define GW_MRUBY_HANDLER_H
 
+#include <sys/stat.h>
+
 #include <mruby.h>
 
 #include "handler.h"
+#include "request.h"
 
 /* The handler of a location whose block is proc (kept alive by the
  * config's Ruby objects). NULL when out of memory. */
@@ -24,6 +27,12 @@ typedef enum {
 /* A step calling proc in that phase, in a fiber of its own (async calls
  * allowed, but in the log phase). NULL when out of memory. */
 gw_filter_t *gw_mruby_filter_new(mrb_state *mrb, mrb_value proc, gw_mruby_phase_t phase);
+
+/* static.h's ruby_file: runs the handler file at path (read from fd) for
+ * req, compiled once per worker and again when its mtime, size or inode
+ * changed; one that does not compile answers 500 with its FILE:LINE in the
+ * error log. */
+void gw_mruby_ruby_file(gw_request_t *req, const char *path, int fd, const struct stat *st);
 
 /* Runs an init_worker / exit_worker proc (nil: nothing) outside any
  * request; an exception is logged with `what`. */

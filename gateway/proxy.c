@@ -21,14 +21,15 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include "balancer.h"
 #include "error.h"
 #include "exchange.h"
 #include "h2_client.h"
-#include "head_filter.h"
 #include "log.h"
 #include "proxy.h"
+#include "proxy_proto.h"
 #include "stats.h"
 #include "str.h"
 #include "tls.h"
@@ -53,10 +54,10 @@ typedef struct {
   int tries;
   gw_client_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
-  gw_head_filter_t head_filter; /* the location's header_filter on a streamed head */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
+  unsigned char proxy_hdr[GW_PROXY_V1_MAX]; /* send_proxy_protocol: the header (params.proxy_header) */
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -177,7 +178,8 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   req->upstream_status = res->status;
   req->upstream_reused = res->reused;
   req->status = res->status;
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
+  int kept_server = gw_headers_find(&req->resp_headers, "server") != NULL;
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
@@ -185,6 +187,8 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || named_in_connection(conn, h)) continue;
     if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
     if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
+    /* A Server set before (a phase, the handler) wins, as nginx hides the upstream's. */
+    if (kept_server && h->name_len == 6 && strcasecmp(h->name, "server") == 0) continue;
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
   if (via) add_joined(&req->resp_headers, "Via", &res->headers, via);
@@ -199,9 +203,9 @@ static void on_client_drain(gw_request_t *req)
   op_resume(op);
 }
 
-static void begin_stream(void *arg, long long length)
+/* The head goes out (through the location's filters: request.c). */
+static void begin_stream(proxy_op_t *op, long long length)
 {
-  proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   req->on_drain = on_client_drain;
   req->drain_arg = op;
@@ -211,28 +215,6 @@ static void begin_stream(void *arg, long long length)
 
 static void note_result(proxy_op_t *op, int failed);
 
-/* The header filter's side of a streamed response (head_filter.h). */
-static void pause_upstream(void *arg)
-{
-  op_pause(arg);
-}
-
-static void resume_upstream(void *arg)
-{
-  op_resume(arg);
-}
-
-static void release_op(void *arg)
-{
-  proxy_op_t *op = arg;
-  gw_request_pending_remove(&op->pending);
-  if (op_busy(op)) cancel_op(&op->pending);
-  else op_free(op); /* the upstream is done: its result was noted */
-}
-
-static const gw_head_filter_ops_t head_filter_ops = {
-  .pause = pause_upstream, .resume = resume_upstream, .begin = begin_stream, .release = release_op};
-
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
 
@@ -240,6 +222,8 @@ static const gw_head_filter_ops_t head_filter_ops = {
  * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
+  const gw_location_t *l = req->location;
+  if (l && (l->header_filter || l->body_filter)) return 0; /* filters apply to every response: no tunnel */
   if (req->websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
   return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
          gw_headers_have_token(&req->headers, "connection", "upgrade") &&
@@ -340,7 +324,7 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
   if (req->head) req->head_length = length;
-  gw_head_filter_start(&op->head_filter, req, &head_filter_ops, op, length);
+  begin_stream(op, length);
 }
 
 static void on_upstream_body(const char *data, size_t len, void *arg)
@@ -499,10 +483,6 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
       if (send_op(op) == 0) return;
     }
   }
-  if (gw_head_filter_upstream_done(&op->head_filter, err)) { /* its header filter still runs, and takes this up */
-    if (err.kind) gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
-    return;
-  }
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
     gw_headers_t *trailers = op->trailers;
@@ -552,7 +532,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
     evbuffer_add_buffer(req->resp_body, res->body);
     const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
     if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
-    gw_request_finish_filtered(req);
+    gw_request_finish(req);
     return;
   }
   gw_request_finish(req);
@@ -621,6 +601,27 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }
 
+
+/* send_proxy_protocol: the header announcing the client (its address and
+ * port, and the address it connected to) to every new upstream connection.
+ * pool.c keys connections by these bytes: a kept-alive one is reused only
+ * for the same client connection. A client address that is no IP literal
+ * announces nothing (v1 UNKNOWN, v2 LOCAL). */
+static void proxy_header(proxy_op_t *op)
+{
+  const gw_request_t *req = op->req;
+  gw_sockaddr_t src, dst;
+  socklen_t slen, dlen = sizeof(dst);
+  int have = req->remote_addr &&
+             gw_addr_parse_literal(req->remote_addr, strlen(req->remote_addr), &src, &slen) == 1 &&
+             req->client_fd >= 0 && getsockname(req->client_fd, &dst.sa, &dlen) == 0;
+  if (have) gw_addr_set_port(&src, req->remote_port);
+  int n = gw_proxy_write(op->group->send_proxy_protocol, have ? &src.sa : NULL, have ? &dst.sa : NULL,
+                         op->proxy_hdr, sizeof(op->proxy_hdr));
+  if (n <= 0) return;
+  op->params.proxy_header = op->proxy_hdr;
+  op->params.proxy_header_len = (size_t)n;
+}
 
 /* The upstream group called name, or NULL. */
 static gw_upstream_group_t *find_group(const gw_config_t *cfg, const char *name)
@@ -693,9 +694,9 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
   };
-  /* Stream the body to the client as it comes, with back-pressure, unless a
-   * body filter needs it whole or there is no client (a sub-request). */
-  if (gw_request_can_stream(req) && !(req->location && req->location->body_filter)) {
+  /* Stream the body to the client as it comes, with back-pressure, unless
+   * there is no client (a sub-request); a body filter collects it (request.c). */
+  if (gw_request_can_stream(req)) {
     op->params.on_head = on_upstream_head;
     op->params.on_body = on_upstream_body;
   }
@@ -713,6 +714,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     req->on_body_more = on_client_body_more;
     req->body_arg = op;
   }
+  if (op->group && op->group->send_proxy_protocol) proxy_header(op);
   if (op->target == NULL || send_op(op) < 0) {
     op_free(op);
     fail_now(req, 500);

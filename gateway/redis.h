@@ -34,7 +34,9 @@ typedef struct gw_redis_reply_s {
 #define GW_REDIS_MAX_BUFFERED ((size_t)512 << 20)
 
 typedef struct {
-  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port" or "unix:/path" */
+  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
+                          * "sentinel:NAME@host:port,host:port,...": the master that
+                          * those Redis Sentinels name NAME (redis.c) */
   int db;                /* SELECTed on each new connection when > 0 */
   const char *password;  /* AUTH on each new connection, or NULL */
   int pool;              /* connections at most; more callers wait in line */
@@ -75,6 +77,11 @@ const char *gw_redis_addr(const gw_redis_t *r);
 /* RESP command building: appends "*argc\r\n" then each "$len\r\n...\r\n". */
 int gw_redis_append_array(gw_buf_t *b, size_t argc);
 int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len);
+
+/* Redis Cluster: the hash slot (0..16383) every keyed command of cmd (RESP
+ * commands as gw_redis_append_* make them) maps to, -1 when none has a key,
+ * -2 when two keys differ in slot. */
+int gw_redis_commands_slot(const char *cmd, size_t len);
 
 /* The reply parser as the client uses it (exposed for the fuzz target): a
  * hiredis reader with this module's objects and limits. */

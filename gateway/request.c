@@ -7,12 +7,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 
 #include "handler.h"
 #include "json_out.h"
 #include "log.h"
 #include "request.h"
 #include "router.h"
+#include "timeline.h"
 #include "trace.h"
 
 void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
@@ -31,8 +34,11 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->resp_body = evbuffer_new();
   req->head_length = -1;
   req->client_fd = -1;
+  req->out_fd = -1;
   req->pending.next = req->pending.prev = &req->pending;
 }
+
+static void drop_out(gw_request_t *req);
 
 static void drop_trailers(gw_request_t *req)
 {
@@ -44,9 +50,16 @@ static void drop_trailers(gw_request_t *req)
 
 void gw_request_reset(gw_request_t *req)
 {
+  if (req->real_ip_set) { /* the next request on the connection is checked afresh */
+    req->remote_addr = req->before_real_ip_addr;
+    req->remote_port = req->before_real_ip_port;
+    req->balancer_addr = req->before_real_ip_balancer;
+    req->real_ip_set = 0;
+  }
   gw_headers_clear(&req->headers);
   drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
+  req->resp_headers_kept = 0;
   size_t n;
   if ((n = evbuffer_get_length(req->body)) > 0) evbuffer_drain(req->body, n);
   if ((n = evbuffer_get_length(req->resp_body)) > 0) evbuffer_drain(req->resp_body, n);
@@ -69,6 +82,8 @@ void gw_request_reset(gw_request_t *req)
   req->upstream_addr[0] = '\0';
   req->upstream_status = req->upstream_reused = 0;
   req->upstream_ms = 0;
+  drop_out(req);
+  req->filtered = 0;
 }
 
 /* The handler's state for this request goes (the request ended). */
@@ -110,9 +125,17 @@ void gw_request_pending_remove(gw_pending_t *p)
   p->next = p->prev = p;
 }
 
+void gw_request_head_replace(gw_request_t *req)
+{
+  if (req->resp_headers_kept < req->resp_headers.count) req->resp_headers.count = req->resp_headers_kept;
+  if (req->resp_headers.count == 0) gw_headers_clear(&req->resp_headers);
+  else gw_headers_remove(&req->resp_headers, "content-type");
+  req->resp_headers_kept = req->resp_headers.count;
+}
+
 void gw_request_simple_response(gw_request_t *req, int status, const char *body)
 {
-  gw_headers_clear(&req->resp_headers);
+  gw_request_head_replace(req);
   evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
   req->status = status;
   req->inline_body = NULL;
@@ -177,6 +200,7 @@ static void run_phases(gw_request_t *req, int from)
   } else if (from <= 1 && l->access) {
     l->access->run(l->access, req, on_phase_done, (void *)(intptr_t)2);
   } else {
+    gw_request_head_keep(req); /* what the phases set stays on the response */
     l->handler->on_req(l->handler, req);
   }
 }
@@ -188,12 +212,35 @@ void gw_request_log_refused(const gw_request_t *req)
               req->method, (int)req->path_len, req->target);
 }
 
+/* real_ip: a trusted proxy's header names the client (real_ip.h). */
+static void apply_real_ip(gw_request_t *req)
+{
+  if (!gw_real_ip_find(&req->server->real_ip, req->remote_addr, &req->headers, req->real_ip_addr,
+                       sizeof(req->real_ip_addr)))
+    return;
+  req->before_real_ip_addr = req->remote_addr;
+  req->before_real_ip_port = req->remote_port;
+  req->before_real_ip_balancer = req->balancer_addr;
+  req->real_ip_set = 1;
+  if (req->balancer_addr == NULL) req->balancer_addr = req->remote_addr;
+  req->remote_addr = req->real_ip_addr;
+  req->remote_port = 0; /* unknown */
+}
+
+static unsigned long next_id; /* requests numbered (trace, timeline) */
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
+  if (req->depth == 0 && req->server->real_ip.nfrom > 0 && !req->real_ip_set) apply_real_ip(req);
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
-  if (gw_trace) gw_trace_start(req);
+  if (gw_trace) {
+    gw_trace_start(req);
+  } else {
+    req->id = gw_timeline_on ? ++next_id : 0; /* a reused request's old id would name the wrong one */
+  }
+  if (gw_timeline_on) gw_timeline_name(req->id, req->method, req->target, req->path_len); /* the timeline's names */
   run_phases(req, 0);
 }
 
@@ -213,42 +260,6 @@ int gw_request_set_target(gw_request_t *req, const char *target, size_t len)
   return 0;
 }
 
-/* The body filter is done: send, or 500 if it raised. */
-static void after_body_filter(gw_request_t *req, int verdict, void *arg)
-{
-  (void)arg;
-  if (verdict == GW_STEP_FAILED) gw_request_simple_response(req, 500, NULL);
-  gw_request_finish(req);
-}
-
-/* The header filter is done: the body filter, if any, unless it raised. */
-static void after_header_filter(gw_request_t *req, int verdict, void *arg)
-{
-  gw_filter_t *f = req->location->body_filter;
-  if (verdict == GW_STEP_FAILED || f == NULL) {
-    after_body_filter(req, verdict, arg);
-    return;
-  }
-  f->run(f, req, after_body_filter, arg);
-}
-
-void gw_request_finish_filtered(gw_request_t *req)
-{
-  const gw_location_t *l = req->location;
-  if (l == NULL || (l->header_filter == NULL && l->body_filter == NULL)) {
-    gw_request_finish(req);
-    return;
-  }
-  if (req->inline_body) { /* borrowed from a Ruby String: filters run Ruby (GC) */
-    evbuffer_add(req->resp_body, req->inline_body, req->inline_len);
-    req->inline_body = NULL;
-  }
-  if (l->header_filter)
-    l->header_filter->run(l->header_filter, req, after_header_filter, NULL);
-  else
-    after_header_filter(req, GW_STEP_NEXT, NULL);
-}
-
 /* The log phase is over (it cannot change anything): drop what it held. */
 static void after_log(gw_request_t *req, int verdict, void *arg)
 {
@@ -261,13 +272,6 @@ void gw_request_logged(gw_request_t *req)
 {
   const gw_location_t *l = req->location;
   if (l && l->log) l->log->run(l->log, req, after_log, NULL);
-}
-
-void gw_request_finish(gw_request_t *req)
-{
-  req->running = 0;
-  release_state(req);
-  req->proto->send(req);
 }
 
 int gw_request_can_upgrade(const gw_request_t *req)
@@ -287,24 +291,107 @@ int gw_request_can_stream(const gw_request_t *req)
   return req->proto->stream_head != NULL;
 }
 
-void gw_request_stream_begin(gw_request_t *req, long long content_length)
+/* -- output filters ------------------------------------------------------------
+ *
+ * Every response a location produces passes here on its way from the handler
+ * to the protocol (h2o's ostream): whole (gw_request_finish) or streamed
+ * (gw_request_stream_*), from Ruby, an upstream, FastCGI, a file or an error
+ * page. The location's header filter runs on its head and its body filter on
+ * its whole body, once per response, in nginx's order; the handler kinds know
+ * nothing of them. A streamed body is collected when there is a body filter
+ * (a file range read into it) and goes out whole; with only a header filter
+ * it streams, its pieces kept meanwhile (the producer is told to pause). */
+
+/* The largest body collected for a body filter: past it the response is a
+ * 502 (the rest is read and dropped). */
+#define FILTER_BODY_MAX (64LL << 20)
+
+/* Drops what a held stream kept (abort, reset). */
+static void drop_out(gw_request_t *req)
 {
-  req->proto->stream_head(req, content_length);
+  if (req->out_fd >= 0) close(req->out_fd);
+  req->out_fd = -1;
+  if (req->out_trailers) {
+    gw_headers_dispose(req->out_trailers);
+    free(req->out_trailers);
+    req->out_trailers = NULL;
+  }
+  req->out_hold = req->out_collect = req->out_ended = 0;
 }
 
-int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
+static int wants_filters(const gw_request_t *req)
 {
-  return req->proto->stream_body(req, data, len);
+  const gw_location_t *l = req->location;
+  return !req->filtered && l != NULL && (l->header_filter || l->body_filter);
 }
 
-void gw_request_stream_end(gw_request_t *req, int complete)
+/* The response leaves, whole. */
+static void deliver(gw_request_t *req)
+{
+  req->running = 0;
+  release_state(req);
+  req->proto->send(req);
+}
+
+/* The body filter is done: send, or 500 if it raised. */
+static void after_body_filter(gw_request_t *req, int verdict, void *arg)
+{
+  (void)arg;
+  if (verdict == GW_STEP_FAILED) gw_request_simple_response(req, 500, NULL);
+  deliver(req);
+}
+
+/* The header filter is done: the body filter, if any, unless it raised. */
+static void after_header_filter(gw_request_t *req, int verdict, void *arg)
+{
+  gw_filter_t *f = req->location->body_filter;
+  if (verdict == GW_STEP_FAILED || f == NULL) {
+    after_body_filter(req, verdict, arg);
+    return;
+  }
+  f->run(f, req, after_body_filter, arg);
+}
+
+void gw_request_finish(gw_request_t *req)
+{
+  if (!wants_filters(req)) {
+    deliver(req);
+    return;
+  }
+  req->filtered = 1;
+  const gw_location_t *l = req->location;
+  if (req->inline_body) { /* borrowed (a Ruby String, a cached file): filters run Ruby (GC) */
+    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    evbuffer_add(req->resp_body, req->inline_body, req->inline_len);
+    req->inline_body = NULL;
+  }
+  if (l->header_filter)
+    l->header_filter->run(l->header_filter, req, after_header_filter, NULL);
+  else
+    after_header_filter(req, GW_STEP_NEXT, NULL);
+}
+
+/* A collected body ended: it goes out whole through the filters (a body cut
+ * short is a 502, an error page like any other). */
+static void collected(gw_request_t *req, int complete)
+{
+  int over = req->out_collect == 2;
+  req->out_collect = 0;
+  if (over)
+    gw_log_error("%s %.*s: body_filter: the body is over %lld bytes; answering 502", req->method, (int)req->path_len,
+                 req->target, FILTER_BODY_MAX);
+  if (!complete || over) gw_request_simple_response(req, 502, NULL);
+  gw_request_finish(req);
+}
+
+static void end_stream(gw_request_t *req, int complete)
 {
   req->running = 0;
   release_state(req);
   req->proto->stream_end(req, complete);
 }
 
-void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers)
+static void end_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
   req->running = 0;
   release_state(req);
@@ -312,16 +399,158 @@ void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trail
   else req->proto->stream_end(req, 1);
 }
 
+static void send_file(gw_request_t *req, int fd, long long offset, long long len)
+{
+  req->running = 0;
+  release_state(req);
+  req->proto->stream_file(req, fd, offset, len);
+}
+
+/* The header filter on a streamed head is done: the head goes out as it left
+ * it, then what the producer sent meanwhile, and the producer goes on (or
+ * its end, if it ended meanwhile). It raised, or the producer failed
+ * meanwhile: what is pending is cancelled and the client gets 500 or 502. */
+static void after_stream_header_filter(gw_request_t *req, int verdict, void *arg)
+{
+  (void)arg;
+  int ended = req->out_ended;
+  req->out_hold = 0;
+  if (verdict == GW_STEP_FAILED || ended == 2) {
+    while (req->pending.next != &req->pending) { /* the producer, if still there */
+      gw_pending_t *p = req->pending.next;
+      gw_request_pending_remove(p);
+      p->cancel(p);
+    }
+    drop_out(req);
+    gw_request_simple_response(req, verdict == GW_STEP_FAILED ? 500 : 502, NULL);
+    deliver(req);
+    return;
+  }
+  req->proto->stream_head(req, req->out_length);
+  size_t n = evbuffer_get_length(req->resp_body);
+  int full = 0;
+  if (n > 0) {
+    full = req->proto->stream_body(req, (const char *)evbuffer_pullup(req->resp_body, -1), n);
+    if (full < 0) return; /* the client left: aborted */
+    evbuffer_drain(req->resp_body, n);
+  }
+  req->out_ended = 0;
+  if (ended == 1) {
+    end_stream(req, 1);
+  } else if (ended == 3) {
+    gw_headers_t *t = req->out_trailers;
+    req->out_trailers = NULL;
+    end_stream_trailers(req, t);
+    gw_headers_dispose(t);
+    free(t);
+  } else if (ended == 4) {
+    int fd = req->out_fd;
+    req->out_fd = -1;
+    send_file(req, fd, req->out_off, req->out_len);
+  } else if (!full && req->on_drain) {
+    req->on_drain(req); /* it paused on our 1; the protocol has room */
+  }
+}
+
+void gw_request_stream_begin(gw_request_t *req, long long content_length)
+{
+  if (!wants_filters(req)) {
+    req->proto->stream_head(req, content_length);
+    return;
+  }
+  if (req->location->body_filter) { /* the body whole: gw_request_finish once it ended */
+    req->out_collect = 1;
+    if (req->head) req->head_length = content_length;
+    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    return;
+  }
+  req->filtered = 1;
+  req->out_hold = 1;
+  req->out_length = content_length;
+  req->out_ended = 0;
+  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  gw_filter_t *f = req->location->header_filter;
+  f->run(f, req, after_stream_header_filter, NULL);
+}
+
+int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->out_collect || req->out_hold) {
+    if (req->out_collect && (long long)(evbuffer_get_length(req->resp_body) + len) > FILTER_BODY_MAX) {
+      req->out_collect = 2; /* over: dropped (collected() answers 502) */
+      evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    }
+    if (req->out_collect != 2) evbuffer_add(req->resp_body, data, len);
+    return req->out_hold; /* held: pause until on_drain */
+  }
+  return req->proto->stream_body(req, data, len);
+}
+
+void gw_request_stream_end(gw_request_t *req, int complete)
+{
+  if (req->out_collect) collected(req, complete);
+  else if (req->out_hold) req->out_ended = complete ? 1 : 2;
+  else end_stream(req, complete);
+}
+
+void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  if (req->out_collect) { /* the body filter makes it a whole response: no trailers */
+    collected(req, 1);
+  } else if (req->out_hold) {
+    gw_headers_t *t = malloc(sizeof(*t));
+    if (t != NULL) {
+      gw_headers_init(t);
+      for (size_t i = 0; i < trailers->count; i++)
+        gw_headers_add(t, trailers->items[i].name, trailers->items[i].name_len, trailers->items[i].value,
+                       trailers->items[i].value_len);
+    }
+    req->out_trailers = t;
+    req->out_ended = t ? 3 : 1;
+  } else {
+    end_stream_trailers(req, trailers);
+  }
+}
+
 int gw_request_can_stream_file(const gw_request_t *req)
 {
   return req->proto->stream_file != NULL;
 }
 
+/* A file range into the collected body (a body filter reads the file). */
+static int read_range(gw_request_t *req, int fd, long long off, long long len)
+{
+  while (len > 0) {
+    struct evbuffer_iovec v;
+    size_t want = len < 65536 ? (size_t)len : 65536;
+    if (evbuffer_reserve_space(req->resp_body, (ev_ssize_t)want, &v, 1) < 1) return -1;
+    ssize_t n = pread(fd, v.iov_base, want, (off_t)off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return -1;
+    v.iov_len = (size_t)n;
+    evbuffer_commit_space(req->resp_body, &v, 1);
+    off += n;
+    len -= n;
+  }
+  return 0;
+}
+
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
 {
-  req->running = 0;
-  release_state(req);
-  req->proto->stream_file(req, fd, offset, len);
+  if (req->out_collect) {
+    if (len > FILTER_BODY_MAX) req->out_collect = 2;
+    int ok = req->head || req->out_collect == 2 || read_range(req, fd, offset, len) == 0;
+    close(fd);
+    if (!ok) gw_log_warn("%.*s: the file ended early (truncated while read?)", (int)req->path_len, req->target);
+    collected(req, ok);
+  } else if (req->out_hold) {
+    req->out_fd = fd;
+    req->out_off = offset;
+    req->out_len = len;
+    req->out_ended = 4;
+  } else {
+    send_file(req, fd, offset, len);
+  }
 }
 
 void gw_request_body_taken(gw_request_t *req)
@@ -337,6 +566,7 @@ void gw_request_abort(gw_request_t *req)
     p->cancel(p);
   }
   req->running = 0;
+  drop_out(req);
   release_state(req);
 }
 
@@ -380,7 +610,6 @@ void gw_trace_event(gw_request_t *req, const char *event)
 
 void gw_trace_start(gw_request_t *req)
 {
-  static unsigned long next_id;
   req->id = ++next_id;
   req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';

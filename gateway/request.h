@@ -127,6 +127,18 @@ struct gw_request_s {
   void *body_arg;
   const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
   int remote_port;          /* the client's port (0: unknown), for FastCGI's REMOTE_PORT */
+  /* Behind a balancer (docs/fleet.md): the address a PROXY protocol header
+   * carried (NULL: none), and the socket peer's when remote_addr is not it
+   * (NULL: remote_addr is the peer). Set by the protocol, like remote_addr. */
+  const char *proxy_protocol_addr;
+  const char *balancer_addr;
+  /* real_ip (gw_request_start): the address found in the header, which
+   * remote_addr then points at, and what remote_addr, remote_port and
+   * balancer_addr were before (gw_request_reset puts them back). */
+  char real_ip_addr[64];
+  int real_ip_set;
+  const char *before_real_ip_addr, *before_real_ip_balancer;
+  int before_real_ip_port;
   int client_fd;            /* the client connection's socket (a sub-request: its parent's),
                                for getsockname/getpeername only; -1: none */
 
@@ -142,6 +154,9 @@ struct gw_request_s {
   int default_status;       /* the status when a script handler sets none and writes
                                nothing (ngx_mruby: a failed sub-request's); 0: 200 */
   gw_headers_t resp_headers;/* owned, validated when set */
+  size_t resp_headers_kept; /* its first fields were set before the content (a phase, the
+                               handler before proxy_pass): a head that replaces the
+                               response keeps them (gw_request_head_replace) */
   struct evbuffer *resp_body;/* owned */
   int has_output;           /* a script wrote output */
   const char *inline_body;  /* when set, the body instead of resp_body: borrowed
@@ -157,6 +172,16 @@ struct gw_request_s {
   int target_changed;       /* gw_request_set_target() since routing */
   int running;              /* between start and finish */
   int streaming;            /* its head is sent; the body follows in pieces */
+  /* The location's header and body filters between handler and protocol
+   * (request.c, "output filters"): every response passes them once. */
+  int filtered;             /* they ran (or run) on this response: not again */
+  int out_collect;          /* a streamed body is collected whole for the body filter (2: too large) */
+  int out_hold;             /* the header filter runs on a streamed head: the body waits */
+  long long out_length;     /* ... the length announced meanwhile */
+  int out_ended;            /* ... the producer ended meanwhile: 1 complete, 2 cut short, 3 with out_trailers */
+  gw_headers_t *out_trailers; /* ... its trailer fields (owned), or NULL */
+  int out_fd;               /* ... or sent this file range (owned; -1: none) */
+  long long out_off, out_len;
   /* Set by a streaming producer: called when the client's output drained
    * below the low water mark after gw_request_stream_data() returned 1. */
   void (*on_drain)(gw_request_t *req);
@@ -183,16 +208,16 @@ void gw_request_dispose(gw_request_t *req);
  * returns. */
 void gw_request_start(gw_request_t *req);
 
-/* Completes the response with whatever status/headers/body are set. */
+/* Completes the response with whatever status/headers/body are set, after
+ * the location's header and body filters (nginx's output filters: every
+ * response a location produces passes them once, error pages too; a filter
+ * that raises turns it into an unfiltered 500). */
 void gw_request_finish(gw_request_t *req);
 
 /* Logs (info) why req is answered 400: its path is routed elsewhere once
  * decoded and normalised, or does not decode (gw_router_refused). */
 void gw_request_log_refused(const gw_request_t *req);
 
-/* The same, after the location's header and body filters (if any) ran on
- * the response: for a response a handler produced whole (not error pages). */
-void gw_request_finish_filtered(gw_request_t *req);
 
 /* Called by the protocol once the response was queued (client requests
  * only, before the request is reset): runs the location's log phase. */
@@ -203,7 +228,19 @@ void gw_request_logged(gw_request_t *req);
  * memory. */
 int gw_request_set_target(gw_request_t *req, const char *target, size_t len);
 
-/* Sets a complete response in one go (error pages, 404, 502...). */
+/* The response's head is about to be replaced (an upstream's, a file's, an
+ * error page): the fields set before the content handler produced it stay,
+ * as nginx keeps headers_out (both appear), except Content-Type, which the
+ * new head gives; the others go. gw_request_head_keep marks what is there
+ * now as set before (the content starts, a handler hands over). */
+void gw_request_head_replace(gw_request_t *req);
+static inline void gw_request_head_keep(gw_request_t *req)
+{
+  req->resp_headers_kept = req->resp_headers.count;
+}
+
+/* Sets a complete response in one go (error pages, 404, 502...); the
+ * fields set before the content stay (gw_request_head_replace). */
 void gw_request_simple_response(gw_request_t *req, int status, const char *body);
 
 /* The client went away (or the worker stops): cancels every pending
@@ -212,7 +249,10 @@ void gw_request_abort(gw_request_t *req);
 
 /* Streaming a response instead of finishing it whole, where the protocol
  * can (gw_request_can_stream()): see gw_protocol_t. end finishes the
- * request, complete or cut short. */
+ * request, complete or cut short. The filters apply here too: with a body
+ * filter the body is collected and sent whole once it ended (a file range
+ * read into it); while a header filter runs, stream_data keeps the pieces
+ * and returns 1 (pause until req->on_drain). */
 int gw_request_can_stream(const gw_request_t *req);
 void gw_request_stream_begin(gw_request_t *req, long long content_length);
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);

@@ -264,6 +264,8 @@ static void unlock(gw_shdict_t *d)
   pthread_mutex_unlock(&d->lock);
 }
 
+#ifdef GW_TEST_HOOKS
+/* Only in build/gateway-test (tools/testhooks): never in the product. */
 void gw_shdict_hold_lock(gw_shdict_t *d, int ms)
 {
   lock(d);
@@ -273,6 +275,7 @@ void gw_shdict_hold_lock(gw_shdict_t *d, int ms)
   }
   unlock(d);
 }
+#endif
 
 static size_t value_bytes(const gw_shval_t *v)
 {

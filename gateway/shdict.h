@@ -80,9 +80,12 @@ size_t gw_shdict_count(gw_shdict_t *d);
 uint64_t gw_shdict_evictions(gw_shdict_t *d);
 uint64_t gw_shdict_recoveries(gw_shdict_t *d);
 
-/* For tests: takes the lock and keeps it for ms milliseconds (blocking the
- * caller), as a process that dies or stalls while holding it would. */
+#ifdef GW_TEST_HOOKS
+/* Fault injection, compiled only into the test binary build/gateway-test
+ * (tools/testhooks): takes the lock and keeps it for ms milliseconds
+ * (blocking the caller), as a process that dies or stalls holding it would. */
 void gw_shdict_hold_lock(gw_shdict_t *d, int ms);
+#endif
 
 /* -- zones: named dictionaries mapped by the master ---------------------- */
 

@@ -45,7 +45,22 @@ typedef struct {
   char *default_type;       /* owned */
   gw_handler_t *fallback;   /* owned, or NULL */
   gw_filecache_t *cache;    /* owned */
+  void (*ruby_file)(gw_request_t *req, const char *path, int fd, const struct stat *st); /* or NULL */
 } gw_static_t;
+
+/* ruby_files: a name ending in ".rb" is a handler file. */
+static int is_ruby_file(const gw_static_t *h, const char *name, size_t len)
+{
+  return h->ruby_file && len > 3 && memcmp(name + len - 3, ".rb", 3) == 0;
+}
+
+/* Runs it: the path named for its errors is the folder's and the name. */
+static void run_ruby_file(gw_static_t *h, gw_request_t *req, const gw_file_t *f, const char *rel, size_t len)
+{
+  char path[4096];
+  snprintf(path, sizeof(path), "%s%s%.*s", h->root, rel[0] == '/' ? "" : "/", (int)len, rel);
+  h->ruby_file(req, path, f->fd, &f->st);
+}
 
 /* The system's MIME table, loaded once per process (kept until exit). */
 static gw_mime_t *system_types;
@@ -198,6 +213,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
   gw_file_t *b = z ? z : f; /* what is sent */
   long long size = (long long)b->st.st_size;
   if (req->status == 0) req->status = 200;
+  gw_request_head_replace(req); /* the file's Content-Type; earlier fields stay */
   add_header(req, "Content-Type", ctype, strlen(ctype));
   add_header(req, "Last-Modified", b->last_modified, b->last_modified_len);
   add_header(req, "ETag", b->etag, b->etag_len);
@@ -357,6 +373,7 @@ static void list_dir(gw_static_t *h, gw_request_t *req, const char *rel)
   free(names);
   evbuffer_add_printf(out, "</ul></body></html>\n");
   req->status = 200;
+  gw_request_head_replace(req);
   add_header(req, "Content-Type", "text/html; charset=utf-8", 24);
   gw_request_finish(req);
 }
@@ -398,7 +415,8 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
       memcpy(name + len, h->index[i], il + 1);
       gw_file_t *f = gw_filecache_get(h->cache, name, len + il);
       if (f->err == 0 && !f->is_dir) {
-        serve_file(h, req, f, name, len + il);
+        if (may_fallback && is_ruby_file(h, name, len + il)) run_ruby_file(h, req, f, name, len + il);
+        else serve_file(h, req, f, name, len + il);
         gw_filecache_done(h->cache, f);
         return;
       }
@@ -439,6 +457,9 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
     add_header(req, "Location", loc, req->target_len + 1);
     free(loc);
     gw_request_finish(req);
+  } else if (may_fallback && is_ruby_file(h, rel, len)) {
+    run_ruby_file(h, req, f, rel, len);
+    gw_filecache_done(h->cache, f);
   } else {
     serve_file(h, req, f, rel, len);
     gw_filecache_done(h->cache, f);
@@ -448,7 +469,7 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   gw_static_t *h = (gw_static_t *)self;
-  if (!get_or_head(req)) {
+  if (!get_or_head(req) && !is_ruby_file(h, req->target, req->path_len)) {
     gw_request_simple_response(req, 405, NULL);
     add_header(req, "Allow", "GET, HEAD", 9);
     gw_request_finish(req);
@@ -501,6 +522,7 @@ gw_handler_t *gw_static_handler_new(const gw_static_conf_t *conf, char *err, siz
   }
   h->super = (gw_handler_t){.name = "static", .on_req = on_req, .dispose = dispose};
   h->fallback = conf->fallback;
+  h->ruby_file = conf->ruby_file;
   h->rootfd = -1;
   if (system_types == NULL) system_types = gw_mime_load(NULL);
   h->root = strdup(conf->root);

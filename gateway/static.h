@@ -4,6 +4,7 @@
 #define GW_STATIC_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 
 #include "filecache.h"
 #include "handler.h"
@@ -23,6 +24,11 @@ typedef struct {
   const char *default_type;  /* NULL: application/octet-stream */
   gw_filecache_conf_t cache;
   gw_handler_t *fallback;    /* owned from now on (also on failure), or NULL: run when the file is missing */
+  /* ruby_files: a request for a regular file whose name ends in ".rb"
+   * runs it as a handler file (any method), never sends it: called with the
+   * file as opened beneath the root (fd valid during the call), its path
+   * for messages and its stat; it answers req. NULL: ".rb" is a file. */
+  void (*ruby_file)(gw_request_t *req, const char *path, int fd, const struct stat *st);
 } gw_static_conf_t;
 
 /* NULL with err set ("root "x": No such file or directory") on failure. */

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -64,6 +65,7 @@ struct gw_tls_ctx_s {
   int alpn_h2;
   gw_tls_hook_fn hook;
   void *hook_arg;
+  void (*hook_drop)(void *arg, int data);
   tls_loaded_t *loaded; /* owned: the hook's files, newest first */
 };
 
@@ -75,6 +77,7 @@ struct gw_tls_conn_s {
   unsigned char starved; /* the last SSL_read wanted the socket: what OpenSSL holds is incomplete */
   unsigned char hook_cert; /* the hook chose the certificate: no site's OCSP staple */
   gw_tls_info_t info;
+  gw_tls_ctx_t *t;         /* its context (the hook's drop for info.hook_data) */
 };
 
 struct gw_tls_hello_s {
@@ -162,6 +165,39 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
 }
 
 /* -- what the hook may do (tls.h) -- */
+
+int gw_tls_hello_local_port(const gw_tls_hello_t *h)
+{
+  struct sockaddr_storage ss;
+  socklen_t len = sizeof(ss);
+  if (getsockname(SSL_get_fd(h->ssl), (struct sockaddr *)&ss, &len) != 0) return 0;
+  if (ss.ss_family == AF_INET) return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+  if (ss.ss_family == AF_INET6) return ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+  return 0;
+}
+
+const char *gw_tls_hello_version(const gw_tls_hello_t *h)
+{
+  return SSL_get_version(h->ssl);
+}
+
+const char *gw_tls_hello_peer(const gw_tls_hello_t *h)
+{
+  const gw_tls_conn_t *c = SSL_get_app_data(h->ssl);
+  return c && c->peer ? c->peer : "-";
+}
+
+void gw_tls_hello_keep(gw_tls_hello_t *h, int data)
+{
+  gw_tls_conn_t *c = SSL_get_app_data(h->ssl);
+  if (c) c->info.hook_data = data;
+}
+
+int gw_tls_hello_kept(const gw_tls_hello_t *h)
+{
+  const gw_tls_conn_t *c = SSL_get_app_data(h->ssl);
+  return c ? c->info.hook_data : 0;
+}
 
 const char *gw_tls_hello_server_name(const gw_tls_hello_t *h)
 {
@@ -419,6 +455,7 @@ gw_tls_ctx_t *gw_tls_ctx_new(const gw_tls_config_t *cfg, char *err, size_t errle
   t->alpn_h2 = cfg->alpn_h2;
   t->hook = cfg->on_handshake;
   t->hook_arg = cfg->on_handshake_arg;
+  t->hook_drop = cfg->on_handshake_drop;
   for (size_t i = 0; i < cfg->ncerts; i++) {
     tls_site_t *s = &t->sites[t->nsites];
     s->ctx = site_ctx(t, cfg, &cfg->certs[i], keys, err, errlen);
@@ -479,6 +516,7 @@ gw_tls_conn_t *gw_tls_conn_new(gw_tls_ctx_t *t, int fd, const char *peer)
   SSL_set_app_data(c->ssl, c); /* for the handshake callbacks */
   c->fd = fd;
   c->peer = peer;
+  c->t = t;
   return c;
 }
 
@@ -495,6 +533,7 @@ void gw_tls_conn_free(gw_tls_conn_t *c)
   }
   ERR_clear_error();
   SSL_free(c->ssl);
+  if (c->info.hook_data && c->t->hook_drop) c->t->hook_drop(c->t->hook_arg, c->info.hook_data);
   free(c);
 }
 

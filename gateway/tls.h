@@ -29,6 +29,8 @@ typedef struct gw_tls_info_s {
   const char *protocol;    /* "TLSv1.3" */
   const char *cipher;      /* "TLS_AES_128_GCM_SHA256" */
   const char *server_name; /* SNI, or NULL */
+  int hook_data;           /* what the on_handshake hook kept for this connection
+                              (gw_tls_hello_keep), or 0 */
 } gw_tls_info_t;
 
 typedef struct {
@@ -49,6 +51,17 @@ typedef int (*gw_tls_hook_fn)(void *arg, gw_tls_hello_t *hello, char *err, size_
 
 /* The SNI name the client sent, or NULL. */
 const char *gw_tls_hello_server_name(const gw_tls_hello_t *h);
+/* The local port the client connected to (0: unknown). */
+int gw_tls_hello_local_port(const gw_tls_hello_t *h);
+/* The protocol version being negotiated ("TLSv1.2", "TLSv1.3"). */
+const char *gw_tls_hello_version(const gw_tls_hello_t *h);
+/* The client's address as text ("-": unknown). */
+const char *gw_tls_hello_peer(const gw_tls_hello_t *h);
+/* A non-zero value the hook keeps for this connection (its requests see it
+ * as gw_tls_info_t.hook_data), and the one kept so far (0: none). When the
+ * connection ends, the config's on_handshake_drop(arg, data) lets it go. */
+void gw_tls_hello_keep(gw_tls_hello_t *h, int data);
+int gw_tls_hello_kept(const gw_tls_hello_t *h);
 /* The certificate chain (cert first) or the private key for this handshake,
  * from a PEM file (is_data 0: loaded once per path by each worker and kept
  * until the config is reloaded) or PEM text (is_data 1: parsed each time).
@@ -66,6 +79,7 @@ typedef struct {
   int alpn_h2;             /* offer h2 in ALPN (else http/1.1 only) */
   gw_tls_hook_fn on_handshake; /* or NULL */
   void *on_handshake_arg;  /* borrowed: outlives the context */
+  void (*on_handshake_drop)(void *arg, int data); /* a connection with hook_data ends; or NULL */
 } gw_tls_config_t;
 
 /* Loads the certificates and keys and builds the contexts; a fresh ticket

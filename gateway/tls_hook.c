@@ -62,3 +62,9 @@ int gw_tls_hook_run(void *hook, gw_tls_hello_t *hello, char *err, size_t errlen)
   mrb_gc_arena_restore(mrb, ai);
   return rc;
 }
+
+void gw_tls_hook_drop(void *hook, int data)
+{
+  (void)hook;
+  gw_mrb_unroot(data - 1); /* kept as slot + 1 (nginx.c's SSL._gw_userdata) */
+}

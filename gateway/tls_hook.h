@@ -18,4 +18,8 @@ void gw_tls_hook_free(void *hook);
  * call raises); an exception fails the handshake with its message in err. */
 int gw_tls_hook_run(void *hook, gw_tls_hello_t *hello, char *err, size_t errlen);
 
+/* gw_tls_config_t.on_handshake_drop: a connection whose handshake kept a
+ * Userdata (Userdata.new in the hook: its requests start with a copy) ends. */
+void gw_tls_hook_drop(void *hook, int data);
+
 #endif

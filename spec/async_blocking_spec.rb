@@ -83,7 +83,7 @@ RSpec.describe 'HttpRequest (blocking client)' do
     poll('the async call to start', timeout: 3) { @gw.log.include?('async-call-starts') }
     trivial, took = timed { http_get(@front, '/trivial') }
     expect([trivial.status, trivial.body]).to eq([200, 'trivial'])
-    expect(took).to be < 0.3
+    expect(took).to be < slack(0.5) # the backend takes 1 s; the pending check below is the proof
     expect(IO.select([waiting.sock], nil, nil, 0)).to be_nil
     expect(waiting.read_response.body).to eq('slow-body')
   end

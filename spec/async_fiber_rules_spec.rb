@@ -221,7 +221,7 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
     pid = worker_pid(@port)
     r, dt = timed { http_get(@port, '/bare_yield', timeout: 5) }
     expect(r.status).to eq(500)
-    expect(dt).to be < 2
+    expect(dt).to be < slack(2)
     poll('the error in the log', timeout: 3) { @gw.log.include?('its fiber yielded without waiting for anything') }
     c = connect(@port)
     3.times do
@@ -238,7 +238,7 @@ RSpec.describe 'Handler fibers: where a handler may wait' do
     %w[/bf_yield /hf_yield /bf_yield /hf_yield].each do |path|
       r, dt = timed { http_get(@port, path, timeout: 5) }
       expect([path, r.status]).to eq([path, 500])
-      expect(dt).to be < 2
+      expect(dt).to be < slack(2)
     end
     poll('four errors in the log', timeout: 3) { @gw.log.scan('its fiber yielded without waiting for anything').size >= 4 }
     expect(http_get(@port, '/inner').body).to eq('inner')

@@ -68,9 +68,12 @@ RSpec.describe 'examples/' do
     end,
     'tarantool.rb' => lambda do |ports|
       require_relative 'tarantool_helper'
-      tnt = TarantoolServer.new(ports.fetch(3301)) # the example's Tarantool, on its free port
+      # The example's Tarantool (examples/tarantool.lua), iproto and HTTP on their free ports.
+      tnt = TarantoolExample.new(ports.fetch(3301), ports.fetch(8081))
       port = ports.fetch(8080)
       r = http_get(port, '/tnt')
+      expect([r.status, r['x-a'], r.body]).to eq([200, '1', 'body'])
+      r = http_get(port, '/http')
       expect([r.status, r['x-a'], r.body]).to eq([200, '1', 'body'])
       r = http_get(port, '/tnt/json?x=1')
       expect([r.status, r['content-type']]).to eq([200, 'application/json'])
@@ -78,6 +81,7 @@ RSpec.describe 'examples/' do
       tnt.stop
       r = http_get(port, '/tnt')
       expect(r.status).to eq(502)
+      expect(http_get(port, '/http').status).to eq(502)
     ensure
       tnt&.destroy
     end,
@@ -102,9 +106,10 @@ RSpec.describe 'examples/' do
     (ports.map(&:to_i) + peer_ports(text)).uniq
   end
 
-  # Ports of servers the exercise starts itself (a Redis), not the gateway's.
+  # Ports of servers the exercise starts itself (a Redis, a Tarantool and
+  # its HTTP side), not the gateway's.
   def self.peer_ports(text)
-    text.scan(/(?:redis|tarantool) :\w+, servers: \["127\.0\.0\.1:(\d{2,5})"/).flatten.map(&:to_i)
+    text.scan(/(?:(?:redis|tarantool) :\w+|upstream :tarantool\w*), servers: \["127\.0\.0\.1:(\d{2,5})"/).flatten.map(&:to_i)
   end
 
   def localized(text, ports)

@@ -137,14 +137,14 @@ RSpec.describe 'limits' do
   end
 
   describe 'timeouts' do
-    it 'closes a connection whose header block stalls, after header_timeout' do
+    it 'answers 408 with Connection: close (RFC 9110 §15.5.9) and closes a connection whose header block stalls, after header_timeout' do
       start_limited(header_timeout: 0.3)
       c = connect(@port)
       c.write("GET / HTTP/1.1\r\nHost: x\r\n")
       elapsed = c.wait_closed(within: 3)
       expect(elapsed).not_to be_nil, 'connection still open after 3s'
       expect(elapsed).to be_between(0.2, 2.0 * GatewaySpec::SLACK)
-      expect(c.pending).to eq('').or start_with('HTTP/1.1 408 ')
+      expect(c.pending).to start_with("HTTP/1.1 408 Request Timeout\r\n").and include("\r\nConnection: close\r\n")
     end
 
     it 'closes a connection that trickles its header block byte by byte, after header_timeout' do
@@ -188,14 +188,14 @@ RSpec.describe 'limits' do
       expect(c.pending).to eq('')
     end
 
-    it 'closes a connection whose body stalls, after body_timeout' do
+    it 'answers 408 with Connection: close (RFC 9110 §15.5.9) and closes a connection whose body stalls, after body_timeout' do
       start_limited(body_timeout: 0.3)
       c = connect(@port)
       c.write("POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\n012")
       elapsed = c.wait_closed(within: 3)
       expect(elapsed).not_to be_nil, 'connection still open after 3s'
       expect(elapsed).to be_between(0.2, 2.0 * GatewaySpec::SLACK)
-      expect(c.pending).to eq('').or start_with('HTTP/1.1 408 ')
+      expect(c.pending).to start_with("HTTP/1.1 408 Request Timeout\r\n").and include("\r\nConnection: close\r\n")
     end
 
     it 'gives up on a client that does not read its response, after send_timeout' do

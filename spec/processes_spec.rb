@@ -92,7 +92,6 @@ RSpec.describe 'master and workers' do
   end
 
   it 'SIGQUIT closes the listener at once while an async request is still running' do
-    skip_unless_async
     port = free_port
     gw = start_gateway(<<~RUBY, ports: port)
       server listen: "127.0.0.1:#{port}" do

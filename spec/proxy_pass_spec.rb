@@ -535,14 +535,14 @@ RSpec.describe 'proxy_pass' do
       expect(upstream_request.method).to eq('HEAD')
     end
 
-    it "HEAD through the proxy keeps the upstream's Content-Length (or omits it), never a wrong one" do
+    it "HEAD through the proxy keeps the upstream's Content-Length: 11, the length a GET would have (RFC 9110 §8.6, 9.3.2)" do
       up = recording_upstream do |peer, _req|
         peer.write("HTTP/1.1 200 OK\r\nContent-Length: 11\r\nContent-Type: text/plain\r\n\r\n")
       end
       gateway_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/x"))
       r = http_request(@port, 'HEAD', '/p/h')
       expect(r.status).to eq(200)
-      expect(r['content-length']).to eq('11').or be_nil
+      expect(r['content-length']).to eq('11')
     end
 
     it 'an upstream 204 reaches the client without a body' do
@@ -750,7 +750,7 @@ RSpec.describe 'proxy_pass' do
       poll('the slow request to reach the upstream') { !arrived.empty? }
       fast, took = timed { http_get(@port, '/fast') }
       expect([fast.status, fast.body]).to eq([200, 'fast'])
-      expect(took).to be < 0.3 * GatewaySpec::SLACK
+      expect(took).to be < 0.5 * GatewaySpec::SLACK # the upstream holds the slow one 1 s
       expect(slow.read_response.body).to eq('slow')
     end
   end

@@ -91,7 +91,6 @@ RSpec.describe 'Regexp' do
     end
 
     it 'a handler that keeps its MatchData in a local has it after a wait, whatever another handler matched' do
-      skip_unless_async
       slow = Thread.new { http_get(@port, '/wait?mine') }
       sleep 0.05 # (not a readiness wait: lets the slow request start and park first)
       expect(http_get(@port, '/match-other?theirs').body).to eq('other: theirs')

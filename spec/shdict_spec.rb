@@ -7,7 +7,9 @@ RSpec.describe 'Gateway::SharedDict' do
   # boot: increments of "boot" each worker makes in init_worker, all workers
   # at once (they start together): the dictionary's lock across processes,
   # whatever way the kernel spreads connections.
-  def config(size: '1m', workers: 2, boot: 0)
+  # hold: a /hold location that stalls on the lock, through the test-only
+  # GatewayTest (tools/testhooks), which only build/gateway-test has.
+  def config(size: '1m', workers: 2, boot: 0, hold: false)
     <<~RUBY
       shared_dict :d, size: "#{size}"
       server listen: "127.0.0.1:#{@port}", workers: #{workers},
@@ -48,10 +50,15 @@ RSpec.describe 'Gateway::SharedDict' do
           (0...req.query.to_i).each { |i| d.set("k\#{i}", v) }
           "\#{d.count} \#{d.stats[:evictions]}"
         end
+        #{hold ? <<~HOLD : ''}
         location "/hold" do
           Gateway.log(:warn, "holding the lock: pid \#{Gateway.pid}")
-          Gateway::SharedDict[:d]._gw_hold_lock(30_000)
+          GatewayTest.hold_shdict_lock("d", 30_000)
           "released"
+        end
+        HOLD
+        location "/hooks" do
+          [Object.const_defined?(:GatewayTest), Gateway::SharedDict[:d].respond_to?(:_gw_hold_lock)].inspect
         end
         location "/stats" do Gateway::SharedDict[:d].stats[:recoveries].to_s end
         location "/pid" do Gateway.pid.to_s end
@@ -59,9 +66,9 @@ RSpec.describe 'Gateway::SharedDict' do
     RUBY
   end
 
-  def start(**opts)
+  def start(bin: GatewaySpec::BIN, **opts)
     @port = free_port
-    @gw = start_gateway(config(**opts), ports: @port)
+    @gw = start_gateway(config(**opts), ports: @port, bin: bin)
   end
 
   def get(path, timeout: 5)
@@ -117,8 +124,13 @@ RSpec.describe 'Gateway::SharedDict' do
     expect(get('/get?boot').body).to eq('40000')
   end
 
-  it 'a worker SIGKILLed while holding the lock does not hang the others' do
+  it 'the product has no way for a script to hold the lock (fault injection is in build/gateway-test only)' do
     start
+    expect(get('/hooks').body).to eq('[false, false]')
+  end
+
+  it 'a worker SIGKILLed while holding the lock does not hang the others' do
+    start(bin: GatewaySpec::TEST_BIN, hold: true)
     get('/set?kept,yes')
     holder = Thread.new { get('/hold', timeout: 40) rescue nil }
     pid = nil

@@ -8,6 +8,11 @@
 #   GATEWAY_VARIANT  "asan" for the sanitizer build: sets ASAN_OPTIONS and
 #                    UBSAN_OPTIONS for the gateway, and stretches time bounds
 #                    (implied by a GATEWAY_BIN under build/asan/)
+#   GATEWAY_SPEC_SLACK  the factor every wall-clock bound is multiplied by
+#                    (default 1.0, 3.0 for the sanitizer build); raise it on
+#                    a busy machine instead of loosening a bound
+#   CI               set: a skipped or pending example fails, naming what is
+#                    missing (setup.sh installs every peer the specs use)
 #
 # Only 127.0.0.1; every wait is bounded; only PIDs started here (and the
 # process group they lead) are ever signalled.
@@ -19,10 +24,17 @@ require 'open3'
 module GatewaySpec
   ROOT = File.expand_path('..', __dir__)
   BIN = File.expand_path(ENV.fetch('GATEWAY_BIN', 'build/gateway'), ROOT)
+  # BIN plus the fault-injection gem (tools/testhooks, GatewayTest): built
+  # beside it by `rake build:test` / `rake test`, for the specs that need it.
+  TEST_BIN = File.join(File.dirname(BIN), 'gateway-test')
   # A standalone run of the ASan binary gets the same options as `rake test:asan`.
   ASAN = ENV['GATEWAY_VARIANT'] == 'asan' || BIN.include?('/build/asan/')
-  # Bounds (never sleeps) are stretched for the slower sanitizer build.
-  SLACK = ASAN ? 3.0 : 1.0
+  # Bounds (never sleeps) are stretched for the slower sanitizer build, and
+  # by GATEWAY_SPEC_SLACK on a busy machine.
+  SLACK = Float(ENV.fetch('GATEWAY_SPEC_SLACK', ASAN ? '3.0' : '1.0'))
+  raise "GATEWAY_SPEC_SLACK must be >= 1.0, is #{SLACK}" if SLACK < 1.0
+  # CI: a skip or pending is a red build (see the hook at the end).
+  CI = !ENV['CI'].to_s.empty? && ENV['CI'] != 'false'
   SANITIZER_REPORT = /AddressSanitizer|LeakSanitizer|runtime error:/
   # A worker that crashes is restarted by the master, so the master's status
   # does not show it; its log line (or the shell-style message) does.
@@ -97,9 +109,9 @@ module GatewaySpec
       'UBSAN_OPTIONS' => 'print_stacktrace=1:halt_on_error=1' }
   end
 
-  def self.check_binary!
-    return if File.executable?(BIN)
-    raise "gateway binary #{BIN} not found: run `rake build` (or set GATEWAY_BIN)"
+  def self.check_binary!(bin = BIN)
+    return if File.executable?(bin)
+    raise "gateway binary #{bin} not found: run `rake build` and `rake build:test` (or set GATEWAY_BIN)"
   end
 
   # Live members of process group `pgid` (zombies excluded), from /proc.
@@ -646,13 +658,14 @@ module GatewaySpec
     # accepts TCP connections and answers an HTTP request (any status; pass
     # `ready: false` to skip that, or a lambda taking the GatewayProcess that
     # returns truthy once ready). `args`: extra command-line arguments;
-    # `env`: extra environment variables. Returns the GatewayProcess.
-    def start_gateway(config, ports: [], ready: true, timeout: 10, name: nil, args: [], env: {})
-      GatewaySpec.check_binary!
+    # `env`: extra environment variables; `bin`: another binary (TEST_BIN for
+    # fault injection). Returns the GatewayProcess.
+    def start_gateway(config, ports: [], ready: true, timeout: 10, name: nil, args: [], env: {}, bin: BIN)
+      GatewaySpec.check_binary!(bin)
       ports = Array(ports)
       path = write_config(config, name)
       log_path = "#{path}.log"
-      pid = Process.spawn(GatewaySpec.sanitizer_env.merge(env), BIN, *args, '-f', path,
+      pid = Process.spawn(GatewaySpec.sanitizer_env.merge(env), bin, *args, '-f', path,
                           in: File::NULL, out: log_path, err: [:child, :out],
                           pgroup: true, chdir: ROOT)
       gw = GatewayProcess.new(pid: pid, ports: ports, config_path: path, log_path: log_path)
@@ -811,20 +824,9 @@ module GatewaySpec
       [r.exitstatus, r.output, path]
     end
 
-    # Does the binary have the async gem? (probed once per run)
-    def async_available?
-      return GatewaySpec.async_probe unless GatewaySpec.async_probe.nil?
-      st, = check_config(<<~RUBY)
-        raise "no Async" unless Object.const_defined?(:Async) && Async.respond_to?(:sleep)
-        server listen: #{free_port} do
-          location("/") { "x" }
-        end
-      RUBY
-      GatewaySpec.async_probe = st.zero?
-    end
-
-    def skip_unless_async
-      skip 'the binary has no Async.sleep yet' unless async_available?
+    # A wall-clock bound of `seconds`, stretched by GATEWAY_SPEC_SLACK.
+    def slack(seconds)
+      seconds * SLACK
     end
 
     # Pid of the worker that served a location returning Gateway.pid.to_s.
@@ -862,8 +864,18 @@ module GatewaySpec
     end
   end
 
-  class << self
-    attr_accessor :async_probe
+  # In CI a skip or pending is a failure that names what is missing: a
+  # missing peer (php-fpm, dnsmasq, grpcio...) must turn CI red, not yellow.
+  # Included after RSpec's Pending module, so these win in examples and in
+  # before(:all) blocks alike.
+  module StrictSkips
+    def skip(message = nil, *)
+      raise RSpec::Expectations::ExpectationNotMetError, "CI=#{ENV['CI']}: skip is a failure here: #{message || 'skipped'}"
+    end
+
+    def pending(message = nil, *)
+      raise RSpec::Expectations::ExpectationNotMetError, "CI=#{ENV['CI']}: pending is a failure here: #{message || 'pending'}"
+    end
   end
 end
 
@@ -872,6 +884,18 @@ RSpec.configure do |config|
   config.expect_with(:rspec) { |c| c.max_formatted_output_length = 2000 }
   config.disable_monkey_patching!
   config.order = :defined
+  if GatewaySpec::CI
+    config.include GatewaySpec::StrictSkips
+    # Examples skipped by metadata (xit, skip: true) never run a line of
+    # their own: the suite fails at the end, naming them.
+    skipped = []
+    config.reporter.register_listener(Class.new do
+      define_method(:example_pending) { |n| skipped << "#{n.example.full_description}: #{n.example.execution_result.pending_message}" }
+    end.new, :example_pending)
+    config.after(:suite) do
+      raise "CI: #{skipped.size} example(s) skipped or pending:\n#{skipped.join("\n")}" unless skipped.empty?
+    end
+  end
 
   config.after(:each) do |example|
     problems = []

@@ -60,3 +60,33 @@ class TarantoolServer
     end
   end
 end
+
+# examples/tarantool.lua, the example's and the bench's Tarantool: iproto on
+# port, its Lua HTTP/1.1 responder on http_port (both free ports by
+# default), a temporary work directory; stopped by PID.
+class TarantoolExample
+  include PeerServer
+  SCRIPT = File.join(GatewaySpec::ROOT, 'examples', 'tarantool.lua')
+  attr_reader :http_port, :dir
+
+  def initialize(port = GatewaySpec.free_port, http_port = GatewaySpec.free_port)
+    @port = port
+    @http_port = http_port
+    @dir = Dir.mktmpdir('gateway-tarantool-example-')
+    @log = File.join(@dir, 'tarantool.log')
+    @pid = Process.spawn(TarantoolServer::BIN, SCRIPT, @port.to_s, @http_port.to_s, @dir, chdir: @dir,
+                         in: File::NULL, out: @log, err: [:child, :out])
+    # The responder listens last: once it accepts, iproto and the grant are there.
+    GatewaySpec.poll("examples/tarantool.lua on ports #{@port}, #{@http_port}", timeout: 10) do
+      raise "examples/tarantool.lua exited:\n#{log}" if Process.waitpid(@pid, Process::WNOHANG)
+      TCPSocket.new('127.0.0.1', @http_port).close
+      true
+    rescue SystemCallError
+      false
+    end
+  end
+
+  def log
+    File.exist?(@log) ? File.read(@log) : ''
+  end
+end

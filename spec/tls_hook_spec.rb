@@ -107,7 +107,7 @@ RSpec.describe 'TLS on_handshake hook' do
   it 'on_handshake must be a Proc (a FILE:LINE error)' do
     status, out, path = check_config(%(server listen: 18997, tls: { cert: "default.pem", key: "default.key", on_handshake: "x" } do location "/" do "x" end end))
     expect(status).to eq(1)
-    expect(out).to include(path, 'tls: on_handshake must be a Proc')
+    expect(out).to include(path, 'tls: on_handshake: must be a Proc (->(req) { ... }) or a handler file; no file')
   end
 
   it 'loads a file once per worker and again after a reload' do
@@ -119,5 +119,89 @@ RSpec.describe 'TLS on_handshake hook' do
     # PEM data is parsed every time
     make_cert('b', 'b2.test')
     expect(presented('b.test')[0]).to eq('/CN=b2.test')
+  end
+end
+
+# ngx_mruby's other Nginx::SSL items, with real clients (curl, openssl
+# s_client): local_port, tls_version, servername "" without SNI,
+# Nginx::SSL.errlogger, Userdata kept from the handshake for that
+# connection's requests, and on_handshake: as a handler file compiled once
+# (on_handshake_cache: true) or read per handshake (false).
+RSpec.describe 'TLS on_handshake: ngx_mruby parity' do
+  def make_cert(base, name)
+    cert = File.join(spec_dir, "#{base}.pem")
+    key = File.join(spec_dir, "#{base}.key")
+    out, st = Open3.capture2e('openssl', 'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256',
+                              '-nodes', '-keyout', key, '-out', cert, '-days', '2', '-subj', "/CN=#{name}")
+    raise "openssl req failed: #{out}" unless st.success?
+  end
+
+  # The subject openssl s_client sees for SNI name (nil: none sent).
+  def s_client_subject(port, name)
+    args = ['openssl', 's_client', '-connect', "127.0.0.1:#{port}"]
+    args += ['-servername', name] if name
+    pem, = Open3.capture2(*args, stdin_data: '', err: File::NULL)
+    subj, = Open3.capture2('openssl', 'x509', '-noout', '-subject', stdin_data: pem)
+    subj.strip
+  end
+
+  before(:each) do
+    %w[default a b].each { |n| make_cert(n, "#{n}.test") }
+    File.write(File.join(spec_dir, 'hook.rb'), <<~HOOK)
+      ssl = Nginx::SSL.new
+      if ssl.servername == "pick.test"
+        ssl.certificate = "#{spec_dir}/a.pem"
+        ssl.certificate_key = "#{spec_dir}/a.key"
+      end
+    HOOK
+    @port, @cached, @fresh = free_port, free_port, free_port
+    @gw = start_gateway(<<~RUBY, ports: [@port, @cached, @fresh])
+      server listen: "127.0.0.1:#{@port}", workers: 1,
+             tls: { cert: "default.pem", key: "default.key", protocols: ["TLSv1.2"], on_handshake: ->(ssl) {
+               u = Userdata.new
+               u.port = ssl.local_port
+               u.version = ssl.tls_version
+               u.name = ssl.servername.empty? ? "servername is empty" : ssl.servername
+               Nginx::SSL.errlogger Nginx::LOG_NOTICE, "Servername is \#{ssl.servername}"
+             } } do
+        location "/" do "\#{Userdata.new.port} \#{Userdata.new.version} \#{Userdata.new.name}" end
+        location "/set" do Userdata.new.name = "changed by a request"; "ok" end
+      end
+      server listen: "127.0.0.1:#{@cached}", workers: 1,
+             tls: { cert: "default.pem", key: "default.key", on_handshake: "hook.rb" } do
+        location "/" do "cached" end
+      end
+      server listen: "127.0.0.1:#{@fresh}", workers: 1,
+             tls: { cert: "default.pem", key: "default.key", on_handshake: "hook.rb", on_handshake_cache: false } do
+        location "/" do "fresh" end
+      end
+    RUBY
+  end
+
+  it 'local_port, tls_version, servername ("" without SNI) through Userdata kept for the connection (curl)' do
+    expect(curl('-k', "https://127.0.0.1:#{@port}/")).to eq("#{@port} TLSv1.2 servername is empty")
+    expect(curl('-k', '--resolve', "ngx.test:#{@port}:127.0.0.1", "https://ngx.test:#{@port}/"))
+      .to eq("#{@port} TLSv1.2 ngx.test")
+    # one connection, two requests: both see the handshake's values; a request's change stays its own
+    out = curl('-k', "https://127.0.0.1:#{@port}/set", '--next', '-k', "https://127.0.0.1:#{@port}/")
+    expect(out).to eq("ok#{@port} TLSv1.2 servername is empty")
+    expect(curl('-k', "https://127.0.0.1:#{@port}/")).to eq("#{@port} TLSv1.2 servername is empty")
+  end
+
+  it 'Nginx::SSL.errlogger logs as nginx does (while SSL handshaking) (openssl s_client)' do
+    s_client_subject(@port, 'log.test')
+    poll('the errlogger line') { @gw.log.include?('Servername is log.test while SSL handshaking, client: 127.0.0.1') }
+  end
+
+  it 'a handler file: compiled once (cache), or read per handshake (on_handshake_cache: false)' do
+    [@cached, @fresh].each do |port|
+      expect(s_client_subject(port, 'pick.test')).to eq('subject=CN = a.test')
+      expect(s_client_subject(port, 'other.test')).to eq('subject=CN = default.test')
+    end
+    hook = File.join(spec_dir, 'hook.rb')
+    File.write(hook, File.read(hook).sub('/a.pem"', '/b.pem"').sub('/a.key"', '/b.key"'))
+    expect(s_client_subject(@cached, 'pick.test')).to eq('subject=CN = a.test') # compiled at load
+    expect(s_client_subject(@fresh, 'pick.test')).to eq('subject=CN = b.test')  # read again
+    expect(curl('-k', '--resolve', "pick.test:#{@fresh}:127.0.0.1", "https://pick.test:#{@fresh}/")).to eq('fresh')
   end
 end

@@ -19,7 +19,6 @@ RSpec.describe 'trace mode' do
   end
 
   it '--trace logs the fiber start, suspend and resume of a request' do
-    skip_unless_async
     port = free_port
     gw = start_gateway(config(port), ports: port, args: ['--trace'])
     expect(http_get(port, '/sleep').body).to eq('slept')
@@ -31,7 +30,6 @@ RSpec.describe 'trace mode' do
   end
 
   it 'GATEWAY_TRACE=1 turns tracing on as well' do
-    skip_unless_async
     port = free_port
     gw = start_gateway(config(port), ports: port, env: { 'GATEWAY_TRACE' => '1' })
     http_get(port, '/sleep')
@@ -39,7 +37,6 @@ RSpec.describe 'trace mode' do
   end
 
   it 'logs no trace lines without --trace' do
-    skip_unless_async
     port = free_port
     gw = start_gateway(config(port), ports: port, env: { 'GATEWAY_TRACE' => nil })
     expect(http_get(port, '/sleep').body).to eq('slept')

@@ -182,7 +182,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
       t = Time.now
       @gw.signal('QUIT')
       expect(@gw.wait_exit(5)).not_to be_nil
-      expect(Time.now - t).to be < 4
+      expect(Time.now - t).to be < slack(4)
       out << io.read.to_s
       wait.value
     end

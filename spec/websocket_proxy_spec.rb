@@ -130,7 +130,7 @@ RSpec.describe 'WebSocket proxying' do
     gateway_with(%(location "/ws", proxy_pass: "http://127.0.0.1:#{up}", tunnel_timeout: 1))
     out = ws_client('/ws', 'idle')
     expect(out).to match(/ok idle closed after (\d+\.\d)/)
-    expect(out[/after (\d+\.\d)/, 1].to_f).to be_between(0.8, 3.0)
+    expect(out[/after (\d+\.\d)/, 1].to_f).to be_between(0.8, slack(3.0))
     expect_torn_down
   end
 

@@ -2,7 +2,7 @@
 # frozen_string_literal: true
 # layers.rb - proves that no include or call cycle joins files of gateway/ or
 # files of one gem, and (with tools/layers.txt) that no file calls a layer
-# above its own (DESIGN §7).
+# above its own (docs/DESIGN.md §7).
 #
 #   rake check:layers                  build, then run this (LAYERS_ARGS='--warn-only')
 #   ruby tools/layers.rb [--warn-only] [--dot FILE] [--root DIR]

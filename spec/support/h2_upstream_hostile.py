@@ -15,6 +15,9 @@ listens on 127.0.0.1:PORT, prints "ready", and serves every connection
   echo       answers each request when it ends, as a gRPC server would, with
              the message "trailers:" + the request's trailer fields
              (name=value, comma-separated)
+  ignore_deadline  never answers: prints "grpc-timeout VALUE" for each
+             request and keeps the stream open, as a server that ignores
+             the call's deadline (or is stuck) would
 Each accepted connection is counted on stdout ("conn N").
 """
 import socket
@@ -59,6 +62,9 @@ def serve(sock, n, scenario):
                         conn.close_connection(last_stream_id=0)
                     elif scenario == "echo":
                         pass  # answered when the request ends
+                    elif scenario == "ignore_deadline":
+                        timeout = dict(ev.headers).get(b"grpc-timeout", b"none").decode()
+                        print("grpc-timeout %s" % timeout, flush=True)
                     else:
                         grpc_reply(conn, ev.stream_id, "retried")
                 elif isinstance(ev, h2.events.TrailersReceived):

@@ -25,6 +25,21 @@ module GatewayBenchTasks
 end
 
 namespace :bench do
+  desc 'W1-W3 against their peers (WORKLOADS=w1,w2,w3): W1 examples/async.rb non-blocking and blocking vs the C probe ' \
+       'and nginx + Lua, W2 Ruby "ok" vs nginx return 200, W3 proxy_pass vs nginx proxy_pass (keepalive); wrk -t1 -c100, ' \
+       'median of ROUNDS=3 alternating runs of DURATION=5 s; writes build/bench/seed.{md,json}'
+  GatewayBenchTasks.define(:seed, 'seed', :Seed)
+  task seed: 'bench:probe_build'
+
+  { w1: 'W1 the seed (examples/async.rb) vs the C probe and nginx + Lua', w2: 'W2 hello vs nginx return 200',
+    w3: 'W3 proxy vs nginx proxy_pass' }.each do |w, what|
+    desc "bench:seed WORKLOADS=#{w}: #{what}"
+    task w do
+      ENV['WORKLOADS'] = w.to_s
+      Rake::Task['bench:seed'].invoke
+    end
+  end
+
   desc 'Idle keep-alive connections: worker RSS per connection, gateway vs nginx vs h2o ' \
        '(IDLE_CONNS=5000); writes build/bench/idle.{md,json}'
   GatewayBenchTasks.define(:idle, 'idle_conns', :IdleConns)
@@ -32,6 +47,10 @@ namespace :bench do
   desc 'No-slowdown check: BASE=old/gateway vs NEW (build/gateway) in alternating pairs (PAIRS=3), ' \
        'W2 hello and W3 proxy; writes build/bench/paired.{md,json}'
   GatewayBenchTasks.define(:paired, 'paired', :Paired, binary: 'NEW')
+
+  desc 'PROXY protocol: gateway CPU per request, plain vs proxy_protocol: true, both through HAProxy (send-proxy-v2), ' \
+       'keep-alive and a connection per request (PAIRS=3, DURATION=5); writes build/bench/proxy_protocol.{md,json}'
+  GatewayBenchTasks.define(:proxy_protocol, 'proxy_protocol', :ProxyProtocol)
 
   desc 'Instructions per request (valgrind callgrind) of BASE=old/gateway and NEW (build/gateway): ' \
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
@@ -87,7 +106,8 @@ namespace :bench do
        '(grpc_pass:) and through nginx (grpc_pass): calls/s and proxy CPU µs/call; writes build/bench/grpc.{md,json}'
   GatewayBenchTasks.define(:grpc, 'grpc', :GRPC)
 
-  desc "The tarantool study's matrix: gateway iproto (Async::Tarantool) vs gateway proxy_pass vs nginx proxy_pass " \
-       'to one HTTP backend, wrk -t1 -c1 .. -t8 -c16; writes build/bench/tarantool.md'
+  desc "The tarantool study: one Tarantool (examples/tarantool.lua) over HTTP (directly, gateway proxy_pass, nginx " \
+       'proxy_pass) vs over iproto (gateway Async::Tarantool, with and without a Ruby JSON step), wrk -t1 -c1 .. -c16, ' \
+       'req/s and front + Tarantool CPU µs/req (DURATION=3 ROUNDS=2); writes build/bench/tarantool.{md,json}'
   GatewayBenchTasks.define(:tarantool, 'tarantool', :Tarantool)
 end

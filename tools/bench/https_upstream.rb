@@ -147,7 +147,8 @@ module GatewayBench
         raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
 
         cpu_s = (t1 - t0).to_f / clk_tck
-        row = { server: name, requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms], errors: w[:errors],
+        row = { server: name, requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms],
+                **w.slice(:errors, :non2xx, :timeouts, :failures),
                 cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
       end
       log "#{name}: #{row.inspect}"
@@ -162,10 +163,11 @@ module GatewayBench
       end
       md = +"# bench:https_upstream — proxy to an HTTPS upstream, keep-alive, wrk -t1 -c#{@conns}, #{@duration} s\n\n"
       md << "#{Time.now.utc.iso8601}, medians of #{@rounds} rounds, server CPU #{@run.server_cpu}, load CPU #{@run.load_cpu}\n\n"
-      md << "| server | req/s | server CPU µs/req | p99 ms | errors |\n|---|---:|---:|---:|---:|\n"
+      md << "req/s counts successful (2xx) requests only; failures are summed over the rounds, a row with any is marked ⚠.\n\n"
+      md << "| server | req/s | server CPU µs/req | p99 ms | #{Load::FAIL_HEAD} |\n|---|---:|---:|---:|#{Load::FAIL_ALIGN}|\n"
       %w[gateway nginx].each do |name|
-        errs = ok.select { |r| r[:server] == name }.sum { |r| r[:errors].to_i }
-        md << "| #{name} | #{med.call(name, :rps)&.round} | #{med.call(name, :cpu_us_per_req)} | #{med.call(name, :p99_ms)} | #{errs} |\n"
+        errs = Load.sum(ok.select { |r| r[:server] == name })
+        md << "| #{Load.label(name, errs)} | #{med.call(name, :rps)&.round} | #{med.call(name, :cpu_us_per_req)} | #{med.call(name, :p99_ms)} | #{Load.cells(errs)} |\n"
       end
       g = med.call('gateway', :cpu_us_per_req)
       n = med.call('nginx', :cpu_us_per_req)

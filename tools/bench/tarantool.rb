@@ -1,23 +1,37 @@
 # frozen_string_literal: true
 
-# `rake bench:tarantool`: the tarantool study's matrix, side by side in one
-# run. Each front server pinned to SERVER_CPU (1); wrk, tarantool and the
-# HTTP backend to LOAD_CPU (0):
+# `rake bench:tarantool`: the tarantool study's question — a front talking
+# to Tarantool over HTTP or over iproto, which serves more at which
+# concurrency? — side by side in one run, all against ONE Tarantool
+# (examples/tarantool.lua: process_request(req) served over iproto and over
+# HTTP/1.1 by its Lua responder on Tarantool's socket module):
 #
-#   gateway iproto      location "/tnt": Async::Tarantool call("process_request"),
-#                       its [status, headers, body] as the response (pool 16)
-#   gateway proxy_pass  location "/http": proxy_pass to the HTTP backend (keep-alive)
-#   nginx proxy_pass    proxy_pass to the same backend (upstream keepalive 64)
+#   tarantool HTTP      wrk straight to Tarantool's HTTP responder
+#   gateway proxy_pass  location "/http": proxy_pass to it (upstream keepalive: 16)
+#   nginx proxy_pass    proxy_pass to it (upstream keepalive 64, HTTP/1.1)
+#   gateway iproto      location "/tnt": Async::Tarantool[:tnt] (pool: 8) call("process_request",
+#                       [{method, path, query, headers}]), its [status, headers,
+#                       body] as the response (what the study's nginx tnt module
+#                       does with the request)
+#   gateway iproto+JSON location "/tnt/json": the same call, the reply turned
+#                       into JSON in Ruby (the study's Lua + cjson column)
 #
-# The HTTP backend is nginx answering `return 200 "body"` with `x-a: 1`
-# (what process_request answers); Debian's tarantool has no HTTP server.
-# Rows: wrk -t1 -c1, -t2 -c2, -t4 -c4, -t4 -c8, -t8 -c8, -t8 -c16; per cell a
-# 1 s warm-up then DURATION (3) s measured; req/s, the front server's CPU µs
-# per request and the backend's (tarantool, or the HTTP backend: they share
-# the load core with wrk, so a cheaper backend leaves wrk more). ROUNDS (3)
-# rounds, the fronts taking turns in each row; medians reported. BASE=binary
-# adds its two gateway columns (another build, same run) for before/after.
-# Writes build/bench/tarantool.md.
+# The gateway runs examples/tarantool.rb itself (this run's ports, one
+# worker). Placement: the front (gateway, one worker; nginx, one worker) AND
+# Tarantool pinned to
+# SERVER_CPU (1), so a column's rate is what one core does for the front and
+# the backend together; wrk alone on LOAD_CPU (0). Rows: wrk -t1 with -c1,
+# -c2, -c4, -c8, -c16 (the study's connection counts; one wrk thread, since
+# wrk has one core and a second thread would only share it). Per cell a 1 s
+# warm-up, then DURATION (3) s measured: req/s counting 2xx responses only,
+# errors (socket errors, timeouts, non-2xx: a cell with any is marked !),
+# front and Tarantool CPU µs per request (/proc/PID/stat utime+stime before
+# and after), wrk's and the server core's busy share (a row where wrk used
+# >= 90% of its core in every column is load-bound: there compare CPU per
+# request, not req/s). ROUNDS (2) rounds, the columns taking turns in each
+# row; medians reported. BASE=binary adds its two iproto columns (another
+# build, same run) for before/after. About 4 min with the defaults.
+# Writes build/bench/tarantool.{md,json}.
 require_relative 'common'
 require 'tmpdir'
 
@@ -25,13 +39,14 @@ module GatewayBench
   class Tarantool
     include Util
 
-    ROWS = [%w[-t1 -c1], %w[-t2 -c2], %w[-t4 -c4], %w[-t4 -c8], %w[-t8 -c8], %w[-t8 -c16]].freeze
+    ROWS = [%w[-t1 -c1], %w[-t1 -c2], %w[-t1 -c4], %w[-t1 -c8], %w[-t1 -c16]].freeze
+    LOAD_BOUND = 0.9
 
     def initialize(root:, env: ENV)
       @root = root
       @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
       @duration = env_int(env, 'DURATION', 3)
-      @rounds = env_int(env, 'ROUNDS', 3)
+      @rounds = env_int(env, 'ROUNDS', 2)
       @base = env['BASE'] && File.expand_path(env['BASE'], root)
       @run = Runner.new(root: root, env: env, tag: 'tarantool')
     end
@@ -40,160 +55,170 @@ module GatewayBench
       @run.log(msg)
     end
 
+    # examples/tarantool.lua on the server CPU: iproto on @tnt_port, HTTP on @http_port.
     def start_tarantool
       @tnt_port = free_port
-      @tnt_dir = Dir.mktmpdir('gateway-bench-tarantool-')
-      init = File.join(@tnt_dir, 'init.lua')
-      File.write(init, <<~LUA)
-        box.cfg{listen = '#{HOST}:#{@tnt_port}', work_dir = '#{@tnt_dir}', memtx_dir = '#{@tnt_dir}',
-                wal_mode = 'none', log = '#{@tnt_dir}/tarantool.log'}
-        box.schema.user.grant('guest', 'execute', 'universe')
-        function process_request(req) return {200, {["x-a"] = "1"}, "body"} end
-      LUA
-      @tnt_pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, 'tarantool', init, chdir: @tnt_dir,
-                               in: File::NULL, out: File.join(@tnt_dir, 'stdout.log'), err: %i[child out])
-      deadline = monotonic + 10
-      sleep 0.05 until accepts?(@tnt_port) || monotonic > deadline
-      sleep 0.3 # the grant after box.cfg
+      @http_port = free_port
+      dir = @run.scratch('tarantool')
+      bin = `sh -c 'command -v tarantool'`.strip
+      script = File.join(@root, 'examples', 'tarantool.lua')
+      @tnt = @run.start('tarantool', [bin, script, @tnt_port.to_s, @http_port.to_s, dir], port: @http_port, dir: dir,
+                                                                                            binary: bin)
     end
 
-    def stop_tarantool
-      return unless @tnt_pid
-
-      signal(:TERM, @tnt_pid)
-      wait_exit(@tnt_pid, 5)
-      FileUtils.rm_rf(@tnt_dir)
-    end
-
-    # The backend: nginx on the load CPU (Runner#start pins to the server CPU, so spawned here).
-    def start_backend
-      @be_port = free_port
-      @be_dir = Dir.mktmpdir('gateway-bench-backend-')
-      conf = File.join(@be_dir, 'nginx.conf')
-      File.write(conf, <<~NGINX)
-        daemon off; master_process on; worker_processes 1; user root;
-        pid #{@be_dir}/nginx.pid; error_log #{@be_dir}/error.log warn;
-        events { worker_connections 4096; }
-        http { access_log off; client_body_temp_path #{@be_dir};
-          server { listen #{HOST}:#{@be_port}; keepalive_requests 100000;
-            location / { add_header x-a 1; return 200 "body"; } } }
-      NGINX
-      bin = `sh -c 'command -v nginx'`.strip
-      @be_pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, bin, '-p', @be_dir, '-e', "#{@be_dir}/error.log",
-                              '-c', conf, in: File::NULL, out: File::NULL, err: File::NULL, pgroup: true)
-      deadline = monotonic + 10
-      sleep 0.05 until accepts?(@be_port) || monotonic > deadline
-    end
-
-    def stop_backend
-      return unless @be_pid
-
-      signal(:TERM, @be_pid)
-      wait_exit(@be_pid, 5)
-      FileUtils.rm_rf(@be_dir)
-    end
-
+    # examples/tarantool.rb itself, on this run's ports with one worker.
     def gateway_conf(port)
-      <<~RUBY
-        tarantool :tnt, servers: ["#{HOST}:#{@tnt_port}"], pool: 16, timeout: 2.0
-        upstream :backend, servers: ["#{HOST}:#{@be_port}"], keepalive: 64
-        server listen: "#{HOST}:#{port}", workers: 1 do
-          location "/tnt" do
-            status, headers, body = Async::Tarantool[:tnt].call("process_request", [{}]).first
-            [status, headers, [body]]
-          end
-          location "/http", proxy_pass: "http://backend"
-        end
-      RUBY
+      subs = { '"127.0.0.1:3301"' => %("#{HOST}:#{@tnt_port}"), '"127.0.0.1:8081"' => %("#{HOST}:#{@http_port}"),
+               'listen: 8080, workers: 2' => %(listen: "#{HOST}:#{port}", workers: 1) }
+      subs.reduce(File.read(File.join(@root, 'examples', 'tarantool.rb'))) do |text, (from, to)|
+        raise Error, "examples/tarantool.rb no longer has #{from}: update tools/bench/tarantool.rb" unless text.include?(from)
+
+        text.gsub(from, to)
+      end
     end
 
-    def nginx_conf(_port)
+    def nginx_conf
       <<~NGINX
-        upstream backend { server #{HOST}:#{@be_port}; keepalive 64; }
+        upstream tarantool_http { server #{HOST}:#{@http_port}; keepalive 64; }
         server {
             listen #{HOST}:#{@nginx_port};
-            location /http { proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection ""; }
+            location /http { proxy_pass http://tarantool_http; proxy_http_version 1.1; proxy_set_header Connection ""; }
         }
       NGINX
     end
 
-    # pids: the front's; backend: the upstream's (tarantool, or the HTTP backend).
-    def cell(url, args, pids, backend)
-      @run.run_wrk(args, url, 1)
-      t0 = pids.sum { |p| ticks(p) || 0 }
-      b0 = backend.sum { |p| ticks(p) || 0 }
-      r = @run.run_wrk(args, url, @duration)
-      t1 = pids.sum { |p| ticks(p) || 0 }
-      b1 = backend.sum { |p| ticks(p) || 0 }
-      w = Runner.parse_wrk(r[:out])
-      raise Error, "wrk #{args.join(' ')} #{url} failed:\n#{r[:out]}" unless w[:requests]&.positive?
+    def self.parse_errors(out)
+      m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/)
+      sock = m ? m[1].to_i + m[2].to_i + m[3].to_i : 0
+      { socket: sock, timeouts: m ? m[4].to_i : 0, non2xx: out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i }
+    end
 
-      per = ->(t) { t.to_f / clk_tck * 1e6 / w[:requests] }
-      { rps: w[:rps], us: per.(t1 - t0), backend_us: per.(b1 - b0), errors: w[:errors] }
+    # front: the front's pids ([] for tarantool answering HTTP itself).
+    def cell(url, args, front)
+      @run.run_wrk(args, url, 1)
+      f0 = front.sum { |p| ticks(p) || 0 }
+      t0 = ticks(@tnt.pid)
+      r = @run.run_wrk(args, url, @duration)
+      f1 = front.sum { |p| ticks(p) || 0 }
+      t1 = ticks(@tnt.pid)
+      w = Runner.parse_wrk(r[:out])
+      e = self.class.parse_errors(r[:out])
+      raise Error, "wrk #{args.join(' ')} #{url} failed:\n#{r[:out]}" unless w[:requests]&.positive? && w[:seconds]
+
+      ok = w[:requests] - e[:non2xx]
+      per = ->(t) { ok.positive? ? t.to_f / clk_tck * 1e6 / ok : nil }
+      { rps: ok / w[:seconds], front_us: per.(f1 - f0), tnt_us: per.(t1 - t0),
+        errors: e[:socket] + e[:timeouts] + e[:non2xx], **e,
+        wrk_busy: r[:load_cpu_s] / w[:seconds], server_busy: (f1 - f0 + t1 - t0).to_f / clk_tck / w[:seconds] }
+    end
+
+    # Each column answers what process_request answers (or its JSON) before
+    # anything is measured.
+    def check(name, url, json)
+      res = Net::HTTP.get_response(URI(url))
+      good = if json
+               res.code == '200' && res.body == %({"status":200,"headers":{"x-a":"1"},"body":"body","length":4}\n)
+             else
+               res.code == '200' && res['x-a'] == '1' && res.body == 'body'
+             end
+      raise Error, "#{name}: #{url} answered #{res.code} #{res.to_hash.inspect} #{res.body.inspect}" unless good
     end
 
     def run
       require 'net/http'
       Util.ensure_pkgs(%w[wrk nginx tarantool], log: method(:log))
       results = {}
+      @started = Time.now.utc
+      @uptime = [`uptime`.strip]
       @run.with_cpu_lock do
         start_tarantool
-        start_backend
         gport = free_port
         gw = @run.start_gateway('gateway', @bin, gateway_conf(gport), gport)
         @nginx_port = free_port
-        ngx = @run.start_nginx('nginx', @nginx_port, nginx_conf(@nginx_port))
-        fronts = [['gateway iproto', "http://#{HOST}:#{gport}/tnt", gw, :tnt],
-                  ['gateway proxy_pass', "http://#{HOST}:#{gport}/http", gw, :http],
-                  ['nginx proxy_pass', "http://#{HOST}:#{@nginx_port}/http", ngx, :http]]
+        ngx = @run.start_nginx('nginx', @nginx_port, nginx_conf)
+        g = "http://#{HOST}:#{gport}"
+        cols = [['tarantool HTTP', "http://#{HOST}:#{@http_port}/", nil, false],
+                ['gateway proxy_pass', "#{g}/http", gw, false],
+                ['nginx proxy_pass', "http://#{HOST}:#{@nginx_port}/http", ngx, false],
+                ['gateway iproto', "#{g}/tnt", gw, false],
+                ['gateway iproto+JSON', "#{g}/tnt/json", gw, true]]
         if @base
           bport = free_port
           base = @run.start_gateway('base', @base, gateway_conf(bport), bport)
-          fronts += [['base iproto', "http://#{HOST}:#{bport}/tnt", base, :tnt],
-                     ['base proxy_pass', "http://#{HOST}:#{bport}/http", base, :http]]
+          b = "http://#{HOST}:#{bport}"
+          cols += [['base iproto', "#{b}/tnt", base, false], ['base iproto+JSON', "#{b}/tnt/json", base, true]]
         end
-        fronts.each do |name, url, _|
-          body = Net::HTTP.get(URI(url))
-          raise Error, "#{name}: #{url} answered #{body.inspect}" unless body == 'body'
-        end
-        backends = { tnt: [@tnt_pid], http: [@be_pid] + descendants(@be_pid) }
+        cols.each { |name, url, _, json| check(name, url, json) }
         ROWS.each do |args|
           @rounds.times do |round|
-            fronts.each do |name, url, srv, kind|
-              res = cell(url, args, [srv.pid] + descendants(srv.pid), backends[kind])
-              log format('%-8s round %d %-20s %9.0f req/s %6.1f µs/req, backend %5.1f µs/req, errors %d', args.join(' '),
-                         round + 1, name, res[:rps], res[:us], res[:backend_us], res[:errors])
+            cols.each do |name, url, srv, _|
+              res = cell(url, args, srv ? [srv.pid] + descendants(srv.pid) : [])
+              log format('%-8s round %d %-20s %7.0f req/s  front %5.1f + tarantool %5.1f µs/req  wrk %3.0f%%  server %3.0f%%  errors %d',
+                         args.join(' '), round + 1, name, res[:rps], res[:front_us] || 0, res[:tnt_us] || 0,
+                         res[:wrk_busy] * 100, res[:server_busy] * 100, res[:errors])
               (results[[args.join(' '), name]] ||= []) << res
             end
           end
         end
-        @names = fronts.map(&:first)
+        @names = cols.map(&:first)
       ensure
         @run.stop_all
-        stop_backend
-        stop_tarantool
       end
+      @uptime << `uptime`.strip
       report(results)
     end
 
-    def report(results)
-      names = @names
-      med = results.transform_values { |runs| %i[rps us backend_us errors].to_h { |k| [k, median(runs.map { |r| r[k] })] } }
-      md = +"# bench:tarantool (wrk, #{@duration} s per cell, median of #{@rounds} rounds; " \
-            "req/s (front CPU µs/req, backend CPU µs/req))\n\n"
-      ratios = ['iproto / gw proxy_pass', 'iproto / nginx']
-      ratios << 'base iproto / base proxy_pass' if @base
-      md << "| wrk | #{names.join(' | ')} | #{ratios.join(' | ')} |\n|---|#{'--:|' * (names.size + ratios.size)}\n"
+    # " ! N (socket s, timeouts t, non-2xx x)" for a cell with errors in any round, else "".
+    def self.error_mark(c)
+      return '' unless c[:errors].positive?
+
+      format(' ! %d (socket %d, timeouts %d, non-2xx %d)', c[:errors], c[:socket], c[:timeouts], c[:non2xx])
+    end
+
+    def self.ratio(a, b)
+      a && b && b.positive? ? format('%.2f×', a / b) : '—'
+    end
+
+    # A Markdown table: a row per wrk row, the columns' cells and then
+    # `extra` ones, which the block returns for the row's medians c.
+    def table(md, med, extra)
+      md << "| wrk | #{(@names + extra).join(' | ')} |\n|---|#{'--:|' * (@names.size + extra.size)}\n"
       ROWS.each do |args|
         row = args.join(' ')
-        c = names.to_h { |n| [n, med[[row, n]]] }
-        r = [c['gateway iproto'][:rps] / c['gateway proxy_pass'][:rps], c['gateway iproto'][:rps] / c['nginx proxy_pass'][:rps]]
-        r << c['base iproto'][:rps] / c['base proxy_pass'][:rps] if @base
-        md << format("| %s | %s | %s |\n", row,
-                     names.map { |n| format('%.0f (%.1f, %.1f)', c[n][:rps], c[n][:us], c[n][:backend_us]) }.join(' | '),
-                     r.map { |x| format('%.2f×', x) }.join(' | '))
+        c = @names.to_h { |n| [n, med[[row, n]]] }
+        md << "| #{([row] + yield(c)).join(' | ')} |\n"
       end
-      @run.write_report('tarantool', md, results.map { |(row, name), runs| { row: row, front: name, runs: runs } })
+    end
+
+    def report(results)
+      keys = %i[rps front_us tnt_us wrk_busy server_busy]
+      med = results.transform_values do |runs|
+        keys.to_h { |k| [k, median(runs.map { |r| r[k] })] }
+            .merge(%i[errors socket timeouts non2xx].to_h { |k| [k, runs.sum { |r| r[k] }] })
+      end
+      total = ->(c) { c[:front_us].to_f + c[:tnt_us].to_f }
+      md = +"# bench:tarantool\n\n"
+      md << "#{@started.strftime('%Y-%m-%d %H:%M')} UTC, `#{ENV.fetch('BENCH_CMD', 'rake bench:tarantool')}` " \
+            "(DURATION=#{@duration} s per cell after a 1 s warm-up, median of #{@rounds} rounds); " \
+            "front and Tarantool on CPU #{@run.server_cpu}, wrk on CPU #{@run.load_cpu}.\n" \
+            "uptime before: `#{@uptime[0]}`; after: `#{@uptime[1]}`\n\n"
+      md << "## req/s (2xx only; ! = errors in the cell, summed over its rounds)\n\n"
+      table(md, med, ['iproto / gw proxy_pass', 'iproto / nginx proxy_pass', 'JSON / iproto', 'wrk core busy']) do |c|
+        busy = @names.map { |n| c[n][:wrk_busy] }
+        @names.map { |n| format('%.0f%s', c[n][:rps], self.class.error_mark(c[n])) } +
+          [self.class.ratio(c['gateway iproto'][:rps], c['gateway proxy_pass'][:rps]),
+           self.class.ratio(c['gateway iproto'][:rps], c['nginx proxy_pass'][:rps]),
+           self.class.ratio(c['gateway iproto+JSON'][:rps], c['gateway iproto'][:rps]),
+           busy.all? { |x| x >= LOAD_BOUND } ? 'saturated in every column' : format('%.0f–%.0f%%, not saturated', busy.min * 100, busy.max * 100)]
+      end
+      md << "\n## CPU µs per request: front + Tarantool = total (server core busy)\n\n"
+      table(md, med, ['iproto / gw proxy_pass total', 'JSON / iproto total']) do |c|
+        @names.map do |n|
+          format('%.1f + %.1f = %.1f (%.0f%%)', c[n][:front_us].to_f, c[n][:tnt_us].to_f, total.(c[n]), c[n][:server_busy] * 100)
+        end + [self.class.ratio(total.(c['gateway iproto']), total.(c['gateway proxy_pass'])),
+               self.class.ratio(total.(c['gateway iproto+JSON']), total.(c['gateway iproto']))]
+      end
+      @run.write_report('tarantool', md, results.map { |(row, name), runs| { row: row, column: name, runs: runs } })
     end
   end
 end

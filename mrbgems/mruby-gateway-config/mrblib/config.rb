@@ -17,15 +17,43 @@ module Gateway
     # a handler file (relative to the config file's folder), compiled now into
     # a lambda taking the request (`return` ends it; errors name the file),
     # false or nil: none.
+    # Either is adapted to the arguments the core calls it with (ARITY), as
+    # its code declares them: a handler file (code reading `req`) gets the
+    # request whatever the phase (a body filter's file reads the body with
+    # Nginx::Filter); a lambda declaring fewer parameters gets the first
+    # ones (->(body) { } as a body filter); one that can take none of the
+    # counts is this line's error, not a failure per request.
     def self.phase(where, name, value)
-      return value unless value.is_a?(String)
+      return adapt(where, name, value) unless value.is_a?(String)
       path = value.start_with?("/") || file.nil? || !file.include?("/") ? value : file[0, file.rindex("/") + 1] + value
       # A file that is not there is this line's error; one that does not
       # compile is the file's own (FILE:LINE from the compiler).
       unless Gateway._file?(path)
         raise ArgumentError, "#{where}: #{name}: must be a Proc (->(req) { ... }) or a handler file; no file #{path}"
       end
-      Gateway._compile_file(path)
+      code = Gateway._compile_file(path)
+      case ARITY.fetch(name, 1)
+      when 0 then -> { code.call(nil) }
+      when 2 then ->(body, req) { code.call(req); nil } # it sets the body itself (Nginx::Filter#body=)
+      else code
+      end
+    end
+
+    # What the core passes each phase: (req); a body filter (body, req);
+    # init_worker/exit_worker nothing.
+    ARITY = { body_filter: 2, init_worker: 0, exit_worker: 0 }
+
+    def self.adapt(where, name, value)
+      return value unless value.is_a?(Proc) && value.lambda?
+      n = ARITY.fetch(name, 1)
+      a = value.arity
+      required = a >= 0 ? a : -a - 1
+      return value if required <= n && (a < 0 || a == n)
+      if a >= 0 && a < n
+        return a == 0 ? ->(*_) { value.call } : ->(x, *_) { value.call(x) }
+      end
+      takes = n == 2 ? "(body, req)" : n == 1 ? "(req)" : "no arguments"
+      raise ArgumentError, "#{where}: #{name}: the lambda takes #{a >= 0 ? a : "at least #{required}"} argument(s); it is called with #{takes}"
     end
 
     # Called by the core before each load (start-up, reload).
@@ -69,6 +97,26 @@ module Gateway
   end
 
   class Location
+    # Filters run on every response a location produces; a WebSocket's 101
+    # and the tunnel after it are not such a response, so a filter given to
+    # a websocket: location, or to one that sets tunnel_timeout: (it
+    # tunnels), is an error; a websocket: location does not take the
+    # server's. (A proxy_pass location with filters relays no upgrade: its
+    # WebSocket handshakes are answered as plain requests.)
+    def self.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
+      return unless websocket || tunnel_timeout
+      [:header_filter, :body_filter].each do |k|
+        if own[k]
+          raise ArgumentError, "#{where}: #{k}: cannot apply to a WebSocket (its 101 and the tunnel after it are not filtered responses)"
+        end
+        if websocket
+          ph[k] = nil
+        elsif ph[k]
+          raise ArgumentError, "#{where}: the server's #{k}: cannot apply to a WebSocket tunnel (tunnel_timeout:); give #{k}: false here"
+        end
+      end
+    end
+
     # websocket: and its options; other content with it is an error.
     def self.check_websocket(where, websocket, max_message, protocols, other_content)
       if websocket.nil?
@@ -210,7 +258,7 @@ module Gateway
 
     # fastcgi: "GROUP" | "unix:/path.sock" | "IP:port", params: { "NAME" => "value" },
     # script_filename: "/srv/app/index.php", split_path_info: %r{^(.+?\.php)(/.*)$}
-    # (see the README's FastCGI section).
+    # (see docs/upstreams.md, "FastCGI").
     # set: { "name" => "literal" or ->(req) { value } }, as nginx's `set` and
     # ngx_mruby's `mruby_set`: evaluated first in the rewrite phase, in order,
     # into the request's variables (req.var.NAME, $NAME in a proxy_pass URL).
@@ -272,6 +320,7 @@ module Gateway
   class Server
     attr_reader :host, :port, :workers, :limits, :locations, :cpu_affinity, :stall_timeout, :phases,
                 :init_worker, :exit_worker, :cpu_limit, :reuseport
+    attr_accessor :fleet # proxy_protocol:, proxy_protocol_from:, real_ip: (fleet.rb)
 
     # The content of a location that has only rewrite/access phases.
     NOT_FOUND = ->(req) { [404, { "content-type" => "text/plain; charset=utf-8" }, ["404 Not Found\n"]] }
@@ -327,8 +376,9 @@ module Gateway
     # max_body: N (any location) overrides the server's limits[:max_body]
     # via: true or "NAME" adds "Via: 1.1 NAME" (default gateway) both ways
     #   when this location proxies (proxy_pass: or req.proxy_pass)
-    # header_filter: ->(req) { ... } runs on the upstream's response head
-    #   (req.status, req.headers_out) before it goes to the client
+    # header_filter: ->(req) { ... } runs on the head of every response the
+    #   location produces (req.status, req.headers_out) before it goes out:
+    #   docs/filters.md
     # Phases (a Proc, a handler file path, or false: not the server's):
     #   rewrite: ->(req) { ... }   first; may set req.uri (routed again) or answer
     #   access: "auth.rb"           then; Nginx.return 403 (or any status, output,
@@ -339,10 +389,10 @@ module Gateway
     # cpu_limit: SECONDS or nil, for this location's Ruby code (handler,
     #   filters) instead of the server's cpu_limit:
     # fastcgi: "php" (params:, script_filename:, split_path_info:) answers through a FastCGI
-    #   server: see the README's FastCGI section
+    #   server: see docs/upstreams.md, "FastCGI"
     # websocket: ->(ws, req) { ... } speaks WebSocket itself (Gateway::WebSocket;
     #   websocket_max_message: BYTES, websocket_protocols: ["chat"], and
-    #   tunnel_timeout: as its idle timeout): see the README's WebSocket section
+    #   tunnel_timeout: as its idle timeout): see docs/protocols.md, "WebSocket"
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
     #   https:// and h2:// (grpcs://) upstreams this location talks to
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
@@ -388,6 +438,7 @@ module Gateway
       end
       ph[:content] = own[:content] if proxy_pass || status || dashboard || fastcgi || static # they are the content: the server's is not inherited
       ph[:content] = Gateway::WebSocket::Runner.new(websocket) if websocket # the block, once the handshake is done
+      Location.check_filters_apply(where, own, ph, websocket, tunnel_timeout)
       ph[:rewrite] = Location.with_set(where, set, ph[:rewrite]) if set
       if proxy_pass.is_a?(String) && proxy_pass.include?("$") # variables (set:): the URL is made per request
         ph[:content] = Location.proxy_with_vars(proxy_pass)
@@ -461,6 +512,8 @@ module Gateway
     attr_reader :name, :servers, :keepalive, :balance, :max_fails, :fail_timeout, :connect_timeout, :timeout,
                 :protocol
     attr_accessor :tls_client # its https:// servers: Gateway::TLS.client's Hash, or nil (the defaults)
+    attr_accessor :send_proxy_protocol # 0, 1 or 2 (fleet.rb)
+    attr_accessor :health_check # nil, or its Hash with every key (fleet.rb)
 
     BALANCE = [:round_robin, :least_conn, :hash]
     PROTOCOLS = [:http, :fastcgi, :h2c]
@@ -545,14 +598,16 @@ end
 # workers: N or :auto (one per online CPU); cpu_affinity: a CPU number for
 # every worker, or :auto (worker i on the i-th CPU the gateway may use);
 # reuseport: true gives each worker its own SO_REUSEPORT listening socket,
-# false one socket shared by all (default: README "All cores").
+# false one socket shared by all (default: docs/configuration.md, "All cores").
 # cpu_limit: CPU seconds a request's Ruby code may run between two waits
 # before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
 # location's own cpu_limit: overrides it.
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
-           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, &block)
+           tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, proxy_protocol: false,
+           proxy_protocol_from: nil, real_ip: nil, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
+  fleet = Gateway::Fleet.server_options(proxy_protocol, proxy_protocol_from, real_ip) # fleet.rb
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
   http2 = Gateway::TLS.http2(http2, tls_conf)
   phases = { rewrite: rewrite, access: access, content: content, header_filter: header_filter,
@@ -563,6 +618,7 @@ def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30
   srv.tls = tls_conf
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf
+  srv.fleet = fleet
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv
@@ -581,9 +637,11 @@ end
 # tls_ca:, tls_server_name:, tls_cert:, tls_key: (Gateway::TLS.client).
 def upstream(name, servers:, keepalive: 128, balance: :round_robin, max_fails: 1, fail_timeout: 10,
              connect_timeout: 5, timeout: 60, protocol: :http, tls_verify: nil, tls_ca: nil, tls_server_name: nil,
-             tls_cert: nil, tls_key: nil)
+             tls_cert: nil, tls_key: nil, send_proxy_protocol: false, health_check: nil)
   up = Gateway::Upstream.new(name, servers, keepalive, balance, max_fails, fail_timeout, connect_timeout, timeout,
                              protocol: protocol)
+  up.send_proxy_protocol = Gateway::Fleet.send_proxy_protocol(up, send_proxy_protocol) # fleet.rb
+  up.health_check = Gateway::Fleet.health_check(up, health_check)
   up.tls_client = Gateway::TLS.client("upstream #{up.name}", tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
   cfg = Gateway::Config.current
   raise ArgumentError, "upstream #{up.name} is defined twice" if cfg.upstreams.key?(up.name)

@@ -4,7 +4,7 @@
 module Gateway
   module Static
     KEYS = [:root, :alias, :index, :autoindex, :types, :default_type, :fallback, :follow_symlinks,
-            :gzip_static, :open_file_cache, :memory_cache]
+            :gzip_static, :open_file_cache, :memory_cache, :ruby_files]
     OPEN_FILE_CACHE = { max: 1000, valid: 1.0 }
     MEMORY_CACHE = { max_file: 65_536, budget: 16 << 20 }
 
@@ -43,7 +43,9 @@ module Gateway
       end
       file = Config.file
       dir = file[0, file.rindex("/") + 1] + dir if !dir.start_with?("/") && file && file.include?("/")
-      { dir: dir, alias: !al.nil?, index: index, autoindex: given[:autoindex] ? true : false,
+      rf = given.fetch(:ruby_files, false)
+      raise ArgumentError, "#{where}: ruby_files must be true or false, got #{rf.inspect}" unless rf == true || rf == false
+      { ruby_files: rf, dir: dir, alias: !al.nil?, index: index, autoindex: given[:autoindex] ? true : false,
         types: types.map { |k, v| [k.to_s.start_with?(".") ? k.to_s[1..-1] : k.to_s, v] }.flatten, default_type: dt, fallback: fallback,
         follow_symlinks: given[:follow_symlinks] ? true : false, gzip_static: given[:gzip_static] ? true : false,
         open_file_cache: ofc, memory_cache: mem }

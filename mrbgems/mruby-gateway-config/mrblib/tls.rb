@@ -15,7 +15,31 @@ module Gateway
 
   module TLS
     PROTOCOLS = ["TLSv1.2", "TLSv1.3"]
-    CERT_KEYS = [:server_name, :cert, :key, :ocsp, :protocols, :ciphers, :ciphersuites, :on_handshake]
+    CERT_KEYS = [:server_name, :cert, :key, :ocsp, :protocols, :ciphers, :ciphersuites, :on_handshake,
+                 :on_handshake_cache]
+
+    # on_handshake: a Proc (->(ssl) { ... }), or a handler file (ngx_mruby's
+    # mruby_ssl_handshake_handler FILE): compiled once at load
+    # (on_handshake_cache: true, the default: ngx_mruby's `cache`), or read
+    # and compiled again for every handshake (false), so an edit applies to
+    # the next handshake without a reload. The file is checked at load either
+    # way; it reads the handshake with Nginx::SSL.new (or `req`, the same).
+    def self.handshake_hook(hook, cache)
+      unless cache == true || cache == false
+        raise ArgumentError, "server: tls: on_handshake_cache: must be true or false, got #{cache.inspect}"
+      end
+      if hook.is_a?(String)
+        code = Config.phase("server: tls", :on_handshake, hook) # FILE:LINE of a file that does not compile
+        return ->(ssl) { code.call(ssl) } if cache
+        path = hook.start_with?("/") || Config.file.nil? || !Config.file.include?("/") ? hook : Config.file[0, Config.file.rindex("/") + 1] + hook
+        return ->(ssl) { Gateway._compile_file(path).call(ssl) }
+      end
+      unless hook.is_a?(Proc)
+        raise ArgumentError, "server: tls: on_handshake must be a Proc taking the handshake (->(ssl) { ... }) or a handler file, got #{hook.inspect}"
+      end
+      raise ArgumentError, "server: tls: on_handshake_cache: applies to a handler file" unless cache == true
+      hook
+    end
 
     # nil, or { certs: [{ server_name:, cert:, key: }], protocols: [...], ciphers:, ciphersuites: }
     def self.parse(tls)
@@ -55,11 +79,9 @@ module Gateway
           out[:protocols] = p
         end
         if h.key?(:on_handshake)
-          hook = h[:on_handshake]
-          unless hook.is_a?(Proc)
-            raise ArgumentError, "server: tls: on_handshake must be a Proc taking the handshake (->(ssl) { ... }), got #{hook.inspect}"
-          end
-          out[:on_handshake] = hook
+          out[:on_handshake] = handshake_hook(h[:on_handshake], h.fetch(:on_handshake_cache, true))
+        elsif h.key?(:on_handshake_cache)
+          raise ArgumentError, "server: tls: on_handshake_cache: needs on_handshake: \"FILE\""
         end
         [:ciphers, :ciphersuites].each do |k|
           next unless h.key?(k)

@@ -110,6 +110,17 @@ static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_addr_is_ip(host));
 }
 
+/* Gateway._cidr?(s): "10.0.0.0/8", "::1/128" or one address (addr.c). */
+static mrb_value gw_mrb_cidr_p(mrb_state *mrb, mrb_value self)
+{
+  char *s;
+  mrb_int len;
+  gw_cidr_t c;
+  (void)self;
+  mrb_get_args(mrb, "s", &s, &len);
+  return mrb_bool_value(gw_addr_parse_cidr(s, (size_t)len, &c) == 0);
+}
+
 /* The text of the file at path, after head; raises err "PATH: cannot ..." */
 static mrb_value read_source(mrb_state *mrb, const char *path, const char *head, struct RClass *err)
 {
@@ -162,22 +173,43 @@ static mrb_value eval_source(mrb_state *mrb, mrb_value src, const char *path, st
   return mrb_nil_value(); /* not reached */
 }
 
-/* Gateway._compile_file(path): a handler file, compiled once into a lambda
- * taking the request (`req`), so a top-level `return` ends the handler as in
- * ngx_mruby, and backtraces name the file and its lines (the wrapper opens
- * on the file's first line, so line numbers are the file's; a file cannot
- * start with =begin). Raises Gateway::HandlerFileError "PATH:LINE: message". */
+/* A handler file's source, compiled into a lambda taking the request
+ * (`req`), so a top-level `return` ends the handler as in ngx_mruby, and
+ * backtraces name the file and its lines (the wrapper opens on the file's
+ * first line, so line numbers are the file's; a file cannot start with
+ * =begin). Raises Gateway::HandlerFileError "PATH:LINE: message". */
+static mrb_value compile_source(mrb_state *mrb, const char *path, const char *text, size_t len)
+{
+  static const char head[] = "->(req) { ", tail[] = "\n}\n";
+  struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+  mrb_value src = mrb_str_new(mrb, head, sizeof(head) - 1);
+  mrb_str_cat(mrb, src, text, len);
+  mrb_str_cat(mrb, src, tail, sizeof(tail) - 1);
+  mrb_value lambda = eval_source(mrb, src, path, err);
+  if (!mrb_proc_p(lambda)) mrb_raisef(mrb, err, "%s: did not compile to a handler", path);
+  return lambda;
+}
+
+/* Gateway._compile_file(path): a handler file, compiled once (compile_source). */
 static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
 {
   const char *path;
   (void)self;
   mrb_get_args(mrb, "z", &path);
   struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
-  mrb_value src = read_source(mrb, path, "->(req) { ", err);
-  mrb_str_cat_lit(mrb, src, "\n}\n");
-  mrb_value lambda = eval_source(mrb, src, path, err);
-  if (!mrb_proc_p(lambda)) mrb_raisef(mrb, err, "%s: did not compile to a handler", path);
-  return lambda;
+  mrb_value text = read_source(mrb, path, "", err);
+  return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
+}
+
+/* Gateway._compile_source(text, path): the same for text read elsewhere
+ * (ruby_files:, from the descriptor the static handler opened). */
+static mrb_value gw_mrb_compile_source(mrb_state *mrb, mrb_value self)
+{
+  mrb_value text;
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "Sz", &text, &path);
+  return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
 }
 
 /* Gateway._load_config_file(path): evaluates a config file (`include`) at
@@ -272,9 +304,11 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "worker_id", gw_mrb_worker_id, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_cidr?", gw_mrb_cidr_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fastcgi_target?", gw_mrb_fastcgi_target_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_compile_source", gw_mrb_compile_source, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "_file?", gw_mrb_file_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_load_config_file", gw_mrb_load_config_file, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_glob", gw_mrb_glob, MRB_ARGS_REQ(1));

@@ -1,5 +1,5 @@
 # ngx_mruby compatibility: handler code written for ngx_mruby runs unchanged
-# where README's compatibility table says so. Differences (on purpose):
+# where docs/ngx_mruby.md's compatibility table says so. Differences (on purpose):
 # output after Nginx.return is sent, and an empty 200 is a valid response;
 # where nginx answers with its own version or paths, the gateway answers
 # with its own (Nginx.nginx_version is the gateway's version, Nginx::Server's
@@ -227,8 +227,24 @@ module Nginx
   # mruby_ssl_handshake_handler). A path is loaded once per worker; *_data
   # takes PEM text. Outside the hook every method raises.
   class SSL
+    # The SNI name, "" when the client sent none (as ngx_mruby).
     def servername
-      SSL._gw_servername
+      SSL._gw_servername || ""
+    end
+
+    # The local port the client connected to.
+    def local_port
+      SSL._gw_info(0)
+    end
+
+    # The protocol version being negotiated: "TLSv1.2", "TLSv1.3".
+    def tls_version
+      SSL._gw_info(1)
+    end
+
+    # Nginx.errlogger, with nginx's " while SSL handshaking, client: ADDR".
+    def self.errlogger(level, msg)
+      Nginx.errlogger(level, "#{msg} while SSL handshaking, client: #{_gw_info(2)}")
     end
 
     def certificate=(path)
@@ -394,16 +410,24 @@ end
 
 # Per-request storage: Userdata.new.x = 1, read later in the same request
 # (another phase, a filter). Outside a request, one store for the worker.
+#
+# In a tls on_handshake hook: the connection's store, which each request on
+# that connection starts from (a copy).
 class Userdata
   def self.new(_key = nil)
+    return Nginx::SSL._gw_userdata if Nginx::SSL._gw_in_handshake?
     req = Gateway::Request.current rescue nil
     req ? req._userdata : (@worker ||= _make)
   end
 
-  def self._make
+  def self._make(from = nil)
     u = allocate
-    u.instance_variable_set(:@h, {})
+    u.instance_variable_set(:@h, from ? from._h.dup : {})
     u
+  end
+
+  def _h
+    @h
   end
 
   def method_missing(name, *args)
@@ -445,7 +469,7 @@ module Gateway
     end
 
     def _userdata
-      @_userdata ||= Userdata._make
+      @_userdata ||= Userdata._make(Nginx._gw_conn_userdata) # what its TLS handshake kept, if any
     end
 
     # The path, percent-decoded (nginx's $uri).

@@ -55,7 +55,8 @@ static mrb_value nginx_return(mrb_state *mrb, mrb_value self)
 
 /* Nginx._gw_addresses -> [remote_ip, remote_port, local_ip, local_port] of
  * the current request's client connection (a sub-request: its parent's);
- * nil where the socket cannot tell. */
+ * nil where the socket cannot tell. The remote side is the client a PROXY
+ * protocol header or real_ip: named, as nginx's realip module sets it. */
 static mrb_value nginx_addresses(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -70,6 +71,10 @@ static mrb_value nginx_addresses(mrb_state *mrb, mrb_value self)
     int port = a.sa.sa_family == AF_INET ? ntohs(a.in4.sin_port) : ntohs(a.in6.sin6_port);
     out[side * 2] = mrb_str_new_cstr(mrb, ip);
     out[side * 2 + 1] = mrb_fixnum_value(port);
+  }
+  if (req->balancer_addr && req->remote_addr) { /* a PROXY header or real_ip named the client (docs/fleet.md) */
+    out[0] = mrb_str_new_cstr(mrb, req->remote_addr);
+    out[1] = req->remote_port > 0 ? mrb_fixnum_value(req->remote_port) : mrb_nil_value();
   }
   return mrb_ary_new_from_values(mrb, 4, out);
 }
@@ -187,6 +192,51 @@ static mrb_value ssl_servername(mrb_state *mrb, mrb_value self)
   return name ? mrb_str_new_cstr(mrb, name) : mrb_nil_value();
 }
 
+/* Nginx::SSL._gw_info(what): 0 the local port, 1 the protocol version, 2
+ * the client's address. */
+static mrb_value ssl_info(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  mrb_int what;
+  mrb_get_args(mrb, "i", &what);
+  gw_tls_hello_t *h = tls_hello(mrb);
+  if (what == 0) return mrb_fixnum_value(gw_tls_hello_local_port(h));
+  return mrb_str_new_cstr(mrb, what == 1 ? gw_tls_hello_version(h) : gw_tls_hello_peer(h));
+}
+
+/* Nginx::SSL._gw_userdata -> the handshake's Userdata store (made with
+ * Userdata._make on first use), kept for the connection's requests. */
+static mrb_value ssl_userdata(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  gw_tls_hello_t *h = tls_hello(mrb);
+  int kept = gw_tls_hello_kept(h);
+  if (kept) return gw_mrb_rooted(kept - 1);
+  mrb_value u = mrb_funcall(mrb, mrb_obj_value(mrb_class_get(mrb, "Userdata")), "_make", 0);
+  if (mrb->exc) return mrb_nil_value();
+  gw_tls_hello_keep(h, gw_mrb_root(u) + 1);
+  return u;
+}
+
+/* Nginx::SSL._gw_in_handshake? -> inside an on_handshake hook */
+static mrb_value ssl_in_handshake(mrb_state *mrb, mrb_value self)
+{
+  (void)mrb;
+  (void)self;
+  return mrb_bool_value(gw_mrb_tls_hello() != NULL);
+}
+
+/* Nginx._gw_conn_userdata -> what the request's TLS handshake kept in
+ * Userdata, or nil. */
+static mrb_value nginx_conn_userdata(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  gw_request_t *req = gw_mrb_current_request_or_null();
+  if (req == NULL || req->tls == NULL || req->tls->hook_data == 0) return mrb_nil_value();
+  (void)mrb;
+  return gw_mrb_rooted(req->tls->hook_data - 1);
+}
+
 /* Nginx::SSL._gw_set(what, s): 0 certificate path, 1 key path, 2
  * certificate PEM, 3 key PEM; a file that cannot be used raises. */
 static mrb_value ssl_set(mrb_state *mrb, mrb_value self)
@@ -220,6 +270,10 @@ void mrb_mruby_gateway_nginx_gem_init(mrb_state *mrb)
   struct RClass *ssl = mrb_define_class_under(mrb, nginx, "SSL", mrb->object_class);
   mrb_define_class_method(mrb, ssl, "_gw_servername", ssl_servername, MRB_ARGS_NONE());
   mrb_define_class_method(mrb, ssl, "_gw_set", ssl_set, MRB_ARGS_REQ(2));
+  mrb_define_class_method(mrb, ssl, "_gw_info", ssl_info, MRB_ARGS_REQ(1));
+  mrb_define_class_method(mrb, ssl, "_gw_userdata", ssl_userdata, MRB_ARGS_NONE());
+  mrb_define_class_method(mrb, ssl, "_gw_in_handshake?", ssl_in_handshake, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, nginx, "_gw_conn_userdata", nginx_conn_userdata, MRB_ARGS_NONE());
 }
 
 void mrb_mruby_gateway_nginx_gem_final(mrb_state *mrb)

@@ -90,8 +90,19 @@ module Async
     # Objects naming the same address, db and password share this worker's
     # pool of connections (at most pool:, more callers wait in line).
     # servers: an Array of addresses is used in turn (round robin).
-    def initialize(addr = DEFAULT_ADDR, db: 0, password: nil, timeout: 2.0, pool: 32)
-      list = addr.is_a?(Array) ? addr : [addr]
+    # Behind Redis Sentinel: Async::Redis.new(sentinels: ["10.0.0.1:26379", ...],
+    # master_name: "mymaster") talks to the master they name, and follows
+    # them when they promote a replica. A Redis Cluster:
+    # Async::Redis.new(cluster: ["10.0.0.1:7000", ...]) (any of its nodes).
+    def initialize(addr = DEFAULT_ADDR, db: 0, password: nil, timeout: 2.0, pool: 32, sentinels: nil, master_name: nil,
+                   cluster: nil)
+      list = if cluster
+               [Redis._cluster_addr(cluster)]
+             elsif sentinels || master_name
+               [Redis._sentinel_addr(sentinels, master_name)]
+             else
+               addr.is_a?(Array) ? addr : [addr]
+             end
       unless !list.empty? && list.all? { |a| a.is_a?(String) && (a.start_with?("unix:/") || a.include?(":")) }
         raise ArgumentError, "Async::Redis: address must be \"host:port\" or \"unix:/path\", got #{addr.inspect}"
       end
@@ -165,6 +176,29 @@ module Async
       client.subscribe(*channels, &block)
     end
 
+    # "sentinel:NAME@host:port,...": the address the core reads as "ask these
+    # sentinels for NAME's master".
+    def self._sentinel_addr(sentinels, master_name)
+      unless sentinels.is_a?(Array) && !sentinels.empty? &&
+             sentinels.all? { |a| a.is_a?(String) && a.include?(":") && !a.include?(",") && !a.include?("@") }
+        raise ArgumentError, "Async::Redis: sentinels: must be an Array of \"host:port\", got #{sentinels.inspect}"
+      end
+      unless master_name.is_a?(String) && !master_name.empty? && !master_name.include?("@") &&
+             !master_name.include?(" ") && master_name.size <= 255
+        raise ArgumentError, "Async::Redis: master_name: must name the master the sentinels monitor, got #{master_name.inspect}"
+      end
+      "sentinel:#{master_name}@#{sentinels.join(',')}"
+    end
+
+    # "cluster:host:port,...": the nodes the core asks for the slot map.
+    def self._cluster_addr(nodes)
+      unless nodes.is_a?(Array) && !nodes.empty? &&
+             nodes.all? { |a| a.is_a?(String) && a.include?(":") && !a.include?(",") && !a.start_with?("unix:") }
+        raise ArgumentError, "Async::Redis: cluster: must be an Array of \"host:port\" (nodes of the cluster), got #{nodes.inspect}"
+      end
+      "cluster:#{nodes.join(',')}"
+    end
+
     def self._check_subscribe(channels, block)
       raise ArgumentError, "subscribe: a block is required" unless block
       unless !channels.empty? && channels.all? { |c| c.is_a?(String) && !c.empty? }
@@ -192,10 +226,18 @@ end
 
 # redis :cache, servers: ["127.0.0.1:6379"], pool: 32, db: 0, password: nil, timeout: 2.0
 # A named Redis pool for handlers: Async::Redis[:cache]. Several servers are
-# used in turn.
-def redis(name, servers:, pool: 32, db: 0, password: nil, timeout: 2.0)
+# used in turn. Or behind Redis Sentinel:
+# redis :fleet, sentinels: ["10.0.0.1:26379", ...], master_name: "mymaster"
+# or a Redis Cluster: redis :fleet, cluster: ["10.0.0.1:7000", ...]
+def redis(name, servers: nil, sentinels: nil, master_name: nil, cluster: nil, pool: 32, db: 0, password: nil, timeout: 2.0)
   raise ArgumentError, "redis: the name must be a Symbol like :cache, got #{name.inspect}" unless name.is_a?(Symbol)
   raise ArgumentError, "redis #{name.inspect} is defined twice" if Async::Redis._pools.key?(name)
+  if [servers, sentinels || master_name, cluster].compact.size != 1
+    raise ArgumentError, "redis #{name.inspect}: give one of servers: [...], sentinels: [...] with master_name:, " \
+                         "or cluster: [...] (not both)"
+  end
+  raise ArgumentError, "redis #{name.inspect}: a Redis Cluster has only db 0" if cluster && db != 0
   list = servers.is_a?(Array) ? servers : [servers]
-  Async::Redis._pools[name] = Async::Redis.new(list, db: db, password: password, timeout: timeout, pool: pool)
+  Async::Redis._pools[name] = Async::Redis.new(list, db: db, password: password, timeout: timeout, pool: pool,
+                                                     sentinels: sentinels, master_name: master_name, cluster: cluster)
 end

@@ -242,16 +242,6 @@ static mrb_value sd_stats(mrb_state *mrb, mrb_value self)
   return a;
 }
 
-/* For the specs: hold the lock (blocking this worker), as a stalled or dying holder would. */
-static mrb_value sd_hold_lock(mrb_state *mrb, mrb_value self)
-{
-  mrb_int ms;
-  mrb_get_args(mrb, "i", &ms);
-  if (ms < 0 || ms > 60000) mrb_raise(mrb, E_ARGUMENT_ERROR, "0..60000 ms");
-  gw_shdict_hold_lock(dict(mrb, self), (int)ms);
-  return mrb_nil_value();
-}
-
 void mrb_mruby_gateway_shdict_gem_init(mrb_state *mrb)
 {
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
@@ -271,7 +261,6 @@ void mrb_mruby_gateway_shdict_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, c, "free_space", sd_free_space, MRB_ARGS_NONE());
   mrb_define_method(mrb, c, "count", sd_count, MRB_ARGS_NONE());
   mrb_define_method(mrb, c, "_gw_stats", sd_stats, MRB_ARGS_NONE());
-  mrb_define_method(mrb, c, "_gw_hold_lock", sd_hold_lock, MRB_ARGS_REQ(1));
 }
 
 void mrb_mruby_gateway_shdict_gem_final(mrb_state *mrb)

@@ -1,6 +1,7 @@
 module Gateway
   # The connection a `websocket:` location's block gets (RFC 6455 is done in
-  # C: handshake, frames, pings, the close handshake; see the README).
+  # C: handshake, frames, pings, the close handshake; see docs/protocols.md,
+  # "WebSocket handlers in Ruby").
   #
   #   location "/echo", websocket: ->(ws, req) {
   #     while (msg = ws.receive)             # a String; nil once the peer closed
