@@ -688,6 +688,7 @@ static gw_config_t *load(const char *path, char *err, size_t errlen)
   mrb_load_file_cxt(mrb, fp, cxt);
   mrbc_context_free(mrb, cxt);
   fclose(fp);
+  if (mrb->exc == NULL) mrb_funcall(mrb, config_class, "file_read", 0); /* include: only while the file is read */
   if (mrb->exc) {
     format_error(mrb, path, err, errlen);
     gw_config_free(cfg, NULL);

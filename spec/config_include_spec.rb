@@ -117,6 +117,25 @@ RSpec.describe 'include' do
     expect(out).to include('an include cycle')
   end
 
+  it 'is refused in a handler, at request time' do
+    port = free_port
+    late = <<~RUBY
+      begin
+        include "x.rb"
+        "included at request time"
+      rescue ArgumentError => e
+        e.message
+      end
+    RUBY
+    path = tree(<<~RUBY, 'x.rb' => "$x = 1\n", 'late.rb' => late)
+      server listen: "127.0.0.1:#{port}" do
+        location "/late", content: "late.rb"
+      end
+    RUBY
+    start_gateway(File.read(path), ports: port, name: path.delete_prefix("#{spec_dir}/"))
+    expect(http_get(port, '/late').body).to eq('include: only while a config file is read, at its top level')
+  end
+
   it 'is refused inside a server block' do
     dir, out = refused(<<~RUBY, 'x.rb' => "$x = 1\n")
       server listen: "127.0.0.1:#{free_port}" do

@@ -24,6 +24,12 @@ module Gateway
       @including = path ? [[path, Gateway._realpath(path) || path]] : []
     end
 
+    # The core calls it once the main file has run: from then on (a
+    # handler, at request time) include has no file to be relative to.
+    def self.file_read
+      @including = []
+    end
+
     GLOB_CHARS = "*?["
 
     def self.include_files(pattern)
