@@ -54,6 +54,9 @@
 #   fleet:      haproxy (the L4 balancer in front of the gateway with send-proxy /
 #               send-proxy-v2 in spec/proxy_protocol_spec.rb; its binary is run
 #               by the spec on free ports, never the service)
+#   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
+#               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
+#               spec/compress_spec.rb checks bodies with)
 #   package:    debhelper (dpkg-buildpackage of debian/: `rake deb`), lintian
 #               (its check), ronn (gateway(8) and gateway.rb(5) from
 #               docs/man/*.md; lighter than pandoc: ruby is here already),
@@ -85,6 +88,7 @@ packages=(
   python3-grpcio python3-grpc-tools python3-pkg-resources
   clang libclang-rt-14-dev
   haproxy
+  zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
   debhelper lintian ronn debootstrap
 )
 
