@@ -59,6 +59,15 @@ unmount_all() {
   done
   return 0
 }
+# The root, removed only once nothing is mounted in it (never the host's /dev).
+remove_root() {
+  unmount_all
+  if grep -q " $root/" /proc/mounts; then
+    echo "test:package: something is still mounted under $root; not removing it" >&2
+    exit 1
+  fi
+  rm -rf --one-file-system "$root"
+}
 # Processes this test started in the root (the gateway, chroot'ed there),
 # found by their root folder: killed by pid, whatever went wrong.
 kill_root_processes() {
@@ -75,8 +84,7 @@ trap cleanup EXIT
 
 # -- 1. a fresh root, the package installed -----------------------------------
 step "a fresh debootstrap --variant=minbase bookworm in $root"
-unmount_all
-rm -rf "$root"
+remove_root
 if [ ! -s "$tarball" ]; then
   debootstrap --variant=minbase --make-tarball="$tarball" bookworm "$dir/tarball-work" "$mirror" >>"$log" 2>&1 ||
     fail "debootstrap --make-tarball"
@@ -289,4 +297,5 @@ left=$(diff "$dir/files.before" "$dir/files.after" | grep '^[<>]' || true)
 in_root getent passwd gateway >/dev/null && fail "purge left the user gateway"
 in_root getent group gateway >/dev/null && fail "purge left the group gateway"
 step "purge: nothing left behind ($(wc -l <"$dir/files.before") paths as before)"
+remove_root # kept only when the test fails, to look into
 step "passed in $(($(date +%s) - started)) s"
