@@ -77,6 +77,7 @@
 #define CONTROL_FRAMES_PER_SEC 1000     /* SETTINGS, PING, PRIORITY, empty DATA per second */
 #define HEADER_BLOCK_FATAL_FACTOR 4     /* a header block this many times max_header_size: GOAWAY */
 #define TICK_MS 1000
+#define SPARE_STREAMS 16                /* closed streams kept for reuse while the connection is busy */
 
 typedef struct h2_stream_s h2_stream_t;
 typedef struct h2_pipe_s h2_pipe_t;
@@ -92,6 +93,8 @@ struct gw_h2_conn_s {
   h2_stream_t *streams;     /* live streams */
   size_t nstreams;
   h2_stream_t *closed;      /* closed by nghttp2, freed at leave() */
+  h2_stream_t *spare;       /* freed streams kept with their buffers for the next ones */
+  size_t nspare;
   h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
   int in_callback, dead, reading, writing, flush_soon, stopping;
   int64_t last_progress_ms; /* output written, or nothing waited */
@@ -173,13 +176,39 @@ static void enter(gw_h2_conn_t *h) { h->in_callback++; }
 
 static void stream_free(h2_stream_t *s)
 {
-  gw_request_dispose(&s->req);
-  evbuffer_free(s->out);
+  gw_h2_conn_t *h = s->conn;
   if (s->trailers) {
     gw_headers_dispose(s->trailers);
     free(s->trailers);
+    s->trailers = NULL;
   }
+  /* a busy connection's next streams reuse this one's allocations, as an
+   * HTTP/1.1 connection reuses its request (the pipe is its reader's) */
+  if (!h->dead && h->nspare < SPARE_STREAMS) {
+    gw_request_recycle(&s->req);
+    size_t n = evbuffer_get_length(s->out);
+    if (n > 0) evbuffer_drain(s->out, n);
+    s->next = h->spare;
+    h->spare = s;
+    h->nspare++;
+    return;
+  }
+  gw_request_dispose(&s->req);
+  evbuffer_free(s->out);
   free(s);
+}
+
+/* Spare streams go (the connection idles or ends). */
+static void spares_free(gw_h2_conn_t *h)
+{
+  while (h->spare) {
+    h2_stream_t *s = h->spare;
+    h->spare = s->next;
+    gw_request_dispose(&s->req);
+    evbuffer_free(s->out);
+    free(s);
+  }
+  h->nspare = 0;
 }
 
 static void conn_free(gw_h2_conn_t *h)
@@ -190,6 +219,7 @@ static void conn_free(gw_h2_conn_t *h)
     h->closed = s->next;
     stream_free(s);
   }
+  spares_free(h);
   if (h->prev) h->prev->next = h->next;
   else all_h2 = h->next;
   if (h->next) h->next->prev = h->prev;
@@ -230,18 +260,27 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
 
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
 {
-  /* not calloc: gw_request_init clears the request, the bulk of it */
-  h2_stream_t *s = malloc(sizeof(*s));
-  if (s == NULL) return NULL;
-  memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
-  s->out = evbuffer_new();
-  if (s->out == NULL) {
-    free(s);
-    return NULL;
+  h2_stream_t *s = h->spare;
+  struct evbuffer *out;
+  if (s) { /* its request recycled (stream_free): as gw_request_init leaves it */
+    h->spare = s->next;
+    h->nspare--;
+    out = s->out;
+  } else {
+    /* not calloc: gw_request_init clears the request, the bulk of it */
+    s = malloc(sizeof(*s));
+    if (s == NULL) return NULL;
+    out = evbuffer_new();
+    if (out == NULL) {
+      free(s);
+      return NULL;
+    }
+    gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
   }
+  memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
+  s->out = out;
   s->conn = h;
   s->id = id;
-  gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
   gw_request_t *r = &s->req;
   r->http_major = 2;
   r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
@@ -1169,6 +1208,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
     if (evbuffer_get_length(s->out) > 0) waiting = 1;
   if (!waiting) h->last_progress_ms = now;
+  if (h->spare && h->nstreams == 0 && now - h->idle_since_ms >= TICK_MS) spares_free(h); /* idle: memory back */
   if (waiting && now - h->last_progress_ms > lim->send_timeout_ms) {
     gw_log_info("%s: HTTP/2: send timed out (the client reads nothing or keeps a zero window); closing",
                 h->remote_addr);
@@ -1246,6 +1286,9 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
     {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_size},
     {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* RFC 8441: WebSockets over streams */
+    /* RFC 9218: no RFC 7540 priority tree to keep per stream (nghttp2 falls
+     * back to it only for a client that does not send this setting too) */
+    {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, sizeof(settings) / sizeof(settings[0]));
   /* A larger connection window: it is given back as bytes arrive. */
