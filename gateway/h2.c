@@ -97,6 +97,7 @@ struct gw_h2_conn_s {
   size_t nspare;
   h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
   int in_callback, dead, reading, writing, flush_soon, stopping;
+  int feeding;              /* in nghttp2_session_mem_recv: feed() flushes after it */
   int64_t last_progress_ms; /* output written, or nothing waited */
   int64_t idle_since_ms;    /* no stream open since */
   int resets_left;          /* rapid reset budget */
@@ -737,16 +738,6 @@ static void answer_error(h2_stream_t *s, int status)
 
 /* -- nghttp2 callbacks ---------------------------------------------------------- */
 
-static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len, int flags, void *user)
-{
-  gw_h2_conn_t *h = user;
-  (void)session;
-  (void)flags;
-  if (evbuffer_get_length(h->out) >= OUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
-  evbuffer_add(h->out, data, len);
-  return (ssize_t)len;
-}
-
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
   gw_h2_conn_t *h = user;
@@ -1034,12 +1025,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
   gw_h2_conn_t *h = user;
+  (void)session;
   h2_stream_t *s = stream_of(h, id);
   if (s == NULL || s->closed) return 0;
   s->closed = 1;
   pipe_lost(s);
   if (error_code == NGHTTP2_NO_ERROR && s->logged && h->resets_left < RESET_BUDGET) h->resets_left++;
-  nghttp2_session_set_stream_user_data(session, id, NULL);
+  /* no user data to clear: nghttp2 frees the stream after this (no_closed_streams) */
   if (s->req.running) {
     if (!s->logged) {
       gw_log_info("%s: HTTP/2 stream %d closed while %s %.*s was in progress", h->remote_addr, id,
@@ -1053,14 +1045,6 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
   return 0;
 }
 
-static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user)
-{
-  (void)session;
-  (void)user;
-  (void)hd;
-  return 0;
-}
-
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
 
@@ -1068,15 +1052,14 @@ static int h2_setup(void)
 {
   if (callbacks) return 0;
   if (nghttp2_session_callbacks_new(&callbacks) != 0) return -1;
-  nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
-  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
   if (nghttp2_option_new(&options) != 0) return -1;
   nghttp2_option_set_no_auto_window_update(options, 1);
+  nghttp2_option_set_no_closed_streams(options, 1); /* no priority tree to keep them for (RFC 9218) */
   nghttp2_option_set_max_outbound_ack(options, 1000);
   nghttp2_option_set_max_settings(options, 32);
   nghttp2_option_set_max_continuations(options, 8);
@@ -1091,7 +1074,9 @@ static char read_buf[READ_BUF_SIZE];
 
 static void feed(gw_h2_conn_t *h, const char *data, size_t len)
 {
+  h->feeding = 1;
   ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, len);
+  h->feeding = 0;
   if (rv < 0) {
     if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
       gw_log_info("%s: HTTP/2: bad connection preface; closing", h->remote_addr);
@@ -1138,7 +1123,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 
 static void flush_soon(gw_h2_conn_t *h)
 {
-  if (h->dead || h->flush_soon || h->writing) return;
+  if (h->dead || h->flush_soon || h->writing || h->feeding) return;
   h->flush_soon = 1;
   event_active(&h->write_ev, EV_WRITE, 1);
 }
@@ -1153,15 +1138,53 @@ static void run_drains(gw_h2_conn_t *h)
     }
 }
 
+static uint8_t send_buf[OUT_HIGH_WATER]; /* frames of one pass, gathered for one write */
+
+/* What nghttp2 has to send, up to OUT_HIGH_WATER queued: its frames are
+ * gathered in send_buf (one copy each, not a callback and an evbuffer chain
+ * each), then written at once when nothing waits before them (plain), or
+ * queued in `out`. Returns 0, an nghttp2 error, or -1 (errno: the write's). */
+static int take_frames(gw_h2_conn_t *h)
+{
+  size_t n = 0, queued = evbuffer_get_length(h->out);
+  while (queued + n < OUT_HIGH_WATER) {
+    const uint8_t *data;
+    ssize_t len = nghttp2_session_mem_send(h->session, &data); /* valid until the next call */
+    if (len < 0) return (int)len;
+    if (len == 0) break;
+    if (n + (size_t)len > sizeof(send_buf)) {
+      evbuffer_add(h->out, send_buf, n);
+      queued += n;
+      n = 0;
+      if ((size_t)len > sizeof(send_buf)) {
+        evbuffer_add(h->out, data, (size_t)len);
+        queued += (size_t)len;
+        continue;
+      }
+    }
+    memcpy(send_buf + n, data, (size_t)len);
+    n += (size_t)len;
+  }
+  if (n == 0) return 0;
+  if (h->tls || queued > 0) return evbuffer_add(h->out, send_buf, n);
+  ssize_t w = write(h->fd, send_buf, n);
+  if (w < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    w = 0;
+  }
+  if (w > 0) h->last_progress_ms = gw_coarse_ms();
+  return (size_t)w < n ? evbuffer_add(h->out, send_buf + w, n - (size_t)w) : 0;
+}
+
 /* Frames from nghttp2 into `out`, `out` to the socket, until either blocks. */
 static void h2_flush(gw_h2_conn_t *h)
 {
   if (h->dead) return;
   for (;;) {
     if (evbuffer_get_length(h->out) < OUT_HIGH_WATER && nghttp2_session_want_write(h->session)) {
-      int rv = nghttp2_session_send(h->session);
+      int rv = take_frames(h);
       if (rv != 0) {
-        gw_log_info("%s: HTTP/2: %s", h->remote_addr, nghttp2_strerror(rv));
+        if (rv != -1) gw_log_info("%s: HTTP/2: %s", h->remote_addr, nghttp2_strerror(rv));
         h2_close(h);
         return;
       }
@@ -1221,8 +1244,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   } else if (h->nstreams == 0 && now - h->idle_since_ms > (h->stopping ? 1000 : lim->keepalive_timeout_ms)) {
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
-    nghttp2_session_send(h->session);
-    io_write(h);
+    if (take_frames(h) == 0) io_write(h);
     h2_close(h);
   }
   leave(h);
