@@ -317,7 +317,8 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   mrb_value rbreq, exc;
   (void)self;
   mrb_get_args(mrb, "oo", &rbreq, &exc);
-  gw_request_t *r = gw_mrb_request_ptr(mrb, rbreq);
+  /* nil: the handler took no argument (the request is the one running) */
+  gw_request_t *r = mrb_nil_p(rbreq) ? gw_mrb_current_request(mrb) : gw_mrb_request_ptr(mrb, rbreq);
   gw_mrb_fail(r);
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
