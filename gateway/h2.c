@@ -78,6 +78,7 @@
 #define HEADER_BLOCK_FATAL_FACTOR 4     /* a header block this many times max_header_size: GOAWAY */
 #define TICK_MS 1000
 #define SPARE_STREAMS 16                /* closed streams kept for reuse while the connection is busy */
+#define WHOLE_BODY_MAX (16 * 1024)      /* a whole body up to this is copied flat (h2_stream_t.whole) */
 
 typedef struct h2_stream_s h2_stream_t;
 typedef struct h2_pipe_s h2_pipe_t;
@@ -108,14 +109,16 @@ struct gw_h2_conn_s {
 };
 
 struct h2_stream_s {
-  gw_request_t req;         /* first: stream_new clears what follows it */
-  gw_h2_conn_t *conn;
+  gw_request_t req;         /* first */
+  struct evbuffer *out;     /* response body queued for nghttp2 (kept with a spare stream) */
+  gw_buf_t whole;           /* ... or h2_send's small body, flat (kept, emptied) */
+  gw_h2_conn_t *conn;       /* stream_new clears from here */
   int32_t id;
   size_t header_bytes, nheaders;
   int error_status;         /* set while the head is read: answer it */
   int started, answered, ended_remote, closed, logged, paused, deferred, out_eof, has_host;
   size_t max_body, body_in, body_consumed;
-  struct evbuffer *out;     /* response body queued for nghttp2 */
+  size_t body_off, body_end; /* what is sent of `whole`, its end */
   gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
   char status_text[4], length_text[24]; /* the head's values, sent without a copy */
@@ -175,6 +178,14 @@ static void set_reading(gw_h2_conn_t *h, int on)
 
 static void enter(gw_h2_conn_t *h) { h->in_callback++; }
 
+static void stream_dispose(h2_stream_t *s)
+{
+  gw_request_dispose(&s->req);
+  evbuffer_free(s->out);
+  gw_buf_dispose(&s->whole);
+  free(s);
+}
+
 static void stream_free(h2_stream_t *s)
 {
   gw_h2_conn_t *h = s->conn;
@@ -189,14 +200,13 @@ static void stream_free(h2_stream_t *s)
     gw_request_recycle(&s->req);
     size_t n = evbuffer_get_length(s->out);
     if (n > 0) evbuffer_drain(s->out, n);
+    s->whole.len = 0;
     s->next = h->spare;
     h->spare = s;
     h->nspare++;
     return;
   }
-  gw_request_dispose(&s->req);
-  evbuffer_free(s->out);
-  free(s);
+  stream_dispose(s);
 }
 
 /* Spare streams go (the connection idles or ends). */
@@ -205,9 +215,7 @@ static void spares_free(gw_h2_conn_t *h)
   while (h->spare) {
     h2_stream_t *s = h->spare;
     h->spare = s->next;
-    gw_request_dispose(&s->req);
-    evbuffer_free(s->out);
-    free(s);
+    stream_dispose(s);
   }
   h->nspare = 0;
 }
@@ -262,24 +270,23 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
 {
   h2_stream_t *s = h->spare;
-  struct evbuffer *out;
   if (s) { /* its request recycled (stream_free): as gw_request_init leaves it */
     h->spare = s->next;
     h->nspare--;
-    out = s->out;
   } else {
     /* not calloc: gw_request_init clears the request, the bulk of it */
     s = malloc(sizeof(*s));
     if (s == NULL) return NULL;
-    out = evbuffer_new();
+    struct evbuffer *out = evbuffer_new();
     if (out == NULL) {
       free(s);
       return NULL;
     }
     gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
+    s->out = out;
+    s->whole = (gw_buf_t)GW_BUF_INIT;
   }
   memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
-  s->out = out;
   s->conn = h;
   s->id = id;
   gw_request_t *r = &s->req;
@@ -330,9 +337,15 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   (void)session;
   (void)id;
   (void)user;
-  size_t have = evbuffer_get_length(s->out);
+  size_t whole = s->body_end - s->body_off; /* h2_send's body in `whole`, else `out` */
+  size_t have = whole ? whole : evbuffer_get_length(s->out);
   size_t n = have < length ? have : length;
-  if (n > 0) evbuffer_remove(s->out, buf, n);
+  if (whole) {
+    memcpy(buf, s->whole.data + s->body_off, n);
+    s->body_off += n;
+  } else if (n > 0) {
+    evbuffer_remove(s->out, buf, n);
+  }
   if (n == have && s->out_eof) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (s->trailers) { /* the stream ends with their HEADERS frame instead */
@@ -448,7 +461,13 @@ static void h2_send(gw_request_t *req)
   size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
   long long length = bodyless ? -1 : req->head && req->head_length >= 0 ? req->head_length : (long long)body_len;
   if (!bodyless && !req->head) {
-    if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
+    /* a small whole body is copied flat (the request's may not outlive this
+     * call: a Ruby string), and read from there by data_read */
+    size_t at = s->whole.len;
+    if (req->inline_body && body_len <= WHOLE_BODY_MAX && gw_buf_append(&s->whole, req->inline_body, body_len) == 0) {
+      s->body_off = at;
+      s->body_end = s->whole.len;
+    } else if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
     else evbuffer_add_buffer(s->out, req->resp_body);
     s->resp_bytes = body_len;
   }
@@ -1229,7 +1248,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   int64_t now = gw_coarse_ms();
   int waiting = evbuffer_get_length(h->out) > 0;
   for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
-    if (evbuffer_get_length(s->out) > 0) waiting = 1;
+    if (evbuffer_get_length(s->out) > 0 || s->body_off < s->body_end) waiting = 1;
   if (!waiting) h->last_progress_ms = now;
   if (h->spare && h->nstreams == 0 && now - h->idle_since_ms >= TICK_MS) spares_free(h); /* idle: memory back */
   if (waiting && now - h->last_progress_ms > lim->send_timeout_ms) {
