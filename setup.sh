@@ -51,6 +51,12 @@
 #               with grpc_tools.protoc; it imports pkg_resources without
 #               depending on python3-pkg-resources, so that is listed too);
 #               nginx (grpc_pass, the bench's peer)
+#   fleet:      haproxy (the L4 balancer in front of the gateway with send-proxy /
+#               send-proxy-v2 in spec/proxy_protocol_spec.rb; its binary is run
+#               by the spec on free ports, never the service)
+#   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
+#               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
+#               spec/compress_spec.rb checks bodies with)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -77,6 +83,8 @@ packages=(
   ca-certificates nginx
   python3-grpcio python3-grpc-tools python3-pkg-resources
   clang libclang-rt-14-dev
+  haproxy
+  zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
 )
 
 missing=()

@@ -137,6 +137,11 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
     switch (p->var) {
     case GW_ALV_LITERAL: put(p->text, p->len); break;
     case GW_ALV_REMOTE_ADDR: put_str(req->remote_addr); break;
+    case GW_ALV_PROXY_PROTOCOL_ADDR:
+      if (req->proxy_protocol_addr) put_str(req->proxy_protocol_addr);
+      else put_dash();
+      break;
+    case GW_ALV_REALIP_REMOTE_ADDR: put_str(req->balancer_addr ? req->balancer_addr : req->remote_addr); break;
     case GW_ALV_TIME_LOCAL:
       update_time(wall.tv_sec);
       put(time_local, strlen(time_local));

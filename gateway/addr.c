@@ -118,8 +118,31 @@ socklen_t gw_addr_from_unix(const char *path, gw_sockaddr_t *out)
   return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + n + 1);
 }
 
+/* An IPv4 address as dotted quad: glibc's inet_ntop formats it with
+ * sprintf, which costs more than the rest of taking a connection. */
+static int ipv4_text(const unsigned char *b, char *buf, size_t size)
+{
+  char t[16];
+  size_t n = 0;
+  for (int i = 0; i < 4; i++) {
+    unsigned v = b[i];
+    if (v >= 100) t[n++] = (char)('0' + v / 100);
+    if (v >= 10) t[n++] = (char)('0' + v / 10 % 10);
+    t[n++] = (char)('0' + v % 10);
+    t[n++] = i < 3 ? '.' : '\0';
+  }
+  if (n > size) return -1;
+  memcpy(buf, t, n);
+  return 0;
+}
+
 int gw_addr_to_string(const struct sockaddr *sa, char *buf, size_t size)
 {
+  if (sa->sa_family == AF_INET) {
+    if (ipv4_text((const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr, buf, size) == 0) return 0;
+    if (size > 0) buf[0] = '\0';
+    return -1;
+  }
   const void *ip;
   if (sa->sa_family == AF_INET) ip = &((const struct sockaddr_in *)sa)->sin_addr;
   else if (sa->sa_family == AF_INET6) ip = &((const struct sockaddr_in6 *)sa)->sin6_addr;
@@ -164,4 +187,71 @@ socklen_t gw_addr_parse_fixed(const char *addr, gw_sockaddr_t *out)
   if (gw_addr_parse_literal(host, strlen(host), out, &len) != 1) return 0;
   gw_addr_set_port(out, hp.port);
   return len;
+}
+
+int gw_addr_parse_cidr(const char *s, size_t len, gw_cidr_t *out)
+{
+  memset(out, 0, sizeof(*out));
+  const char *slash = memchr(s, '/', len);
+  size_t alen = slash ? (size_t)(slash - s) : len;
+  if (alen == 0 || s[0] == '[') return -1;
+  gw_sockaddr_t a;
+  socklen_t alen_sa;
+  if (gw_addr_parse_literal(s, alen, &a, &alen_sa) != 1) return -1;
+  int max = a.sa.sa_family == AF_INET ? 32 : 128;
+  int bits = max;
+  if (slash) {
+    const char *d = slash + 1, *end = s + len;
+    if (d == end || end - d > 3) return -1;
+    bits = 0;
+    for (; d < end; d++) {
+      if (*d < '0' || *d > '9') return -1;
+      bits = bits * 10 + (*d - '0');
+    }
+    if (bits > max) return -1;
+  }
+  out->family = a.sa.sa_family;
+  out->bits = bits;
+  if (out->family == AF_INET) memcpy(out->net, &a.in4.sin_addr, 4);
+  else memcpy(out->net, &a.in6.sin6_addr, 16);
+  for (int i = 0; i < max / 8; i++) { /* clear the host bits */
+    int keep = bits - i * 8;
+    out->net[i] &= keep >= 8 ? 0xff : keep <= 0 ? 0 : (unsigned char)(0xff << (8 - keep));
+  }
+  return 0;
+}
+
+static int cidr_has(const gw_cidr_t *c, int family, const unsigned char *ip)
+{
+  if (c->family != family) return 0;
+  int full = c->bits / 8, rest = c->bits % 8;
+  if (memcmp(c->net, ip, (size_t)full) != 0) return 0;
+  return rest == 0 || (ip[full] & (unsigned char)(0xff << (8 - rest))) == c->net[full];
+}
+
+int gw_addr_cidr_match(const gw_cidr_t *list, size_t n, const struct sockaddr *sa)
+{
+  int family;
+  const unsigned char *ip;
+  if (sa->sa_family == AF_INET) {
+    family = AF_INET;
+    ip = (const unsigned char *)&((const struct sockaddr_in *)sa)->sin_addr;
+  } else if (sa->sa_family == AF_INET6) {
+    const struct in6_addr *a6 = &((const struct sockaddr_in6 *)sa)->sin6_addr;
+    family = IN6_IS_ADDR_V4MAPPED(a6) ? AF_INET : AF_INET6;
+    ip = family == AF_INET ? a6->s6_addr + 12 : a6->s6_addr;
+  } else {
+    return 0;
+  }
+  for (size_t i = 0; i < n; i++)
+    if (cidr_has(&list[i], family, ip)) return 1;
+  return 0;
+}
+
+int gw_addr_cidr_match_text(const gw_cidr_t *list, size_t n, const char *ip, size_t len)
+{
+  gw_sockaddr_t a;
+  socklen_t alen;
+  if (gw_addr_parse_literal(ip, len, &a, &alen) != 1) return -1;
+  return gw_addr_cidr_match(list, n, &a.sa);
 }

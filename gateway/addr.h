@@ -81,4 +81,25 @@ int gw_addr_to_string(const struct sockaddr *sa, char *buf, size_t size);
  * Returns 0, or -1 (buf "") for an unknown family or a buffer too small. */
 int gw_addr_format(const struct sockaddr *sa, socklen_t len, char *buf, size_t size);
 
+/* An address range "10.0.0.0/8", "2001:db8::/32", or one address "127.0.0.1"
+ * (all its bits). */
+typedef struct {
+  int family;               /* AF_INET or AF_INET6 */
+  int bits;                 /* prefix length: 0..32 or 0..128 */
+  unsigned char net[16];    /* the address (4 or 16 bytes), host bits cleared */
+} gw_cidr_t;
+
+/* s (len bytes) as a range: "IP" or "IP/N" (IPv6 without brackets). Returns
+ * 0, or -1 for a bad address or prefix length ("10.0.0.0/33", "/8", "x/8").
+ * Host bits set in the address are cleared ("10.1.2.3/8" is 10.0.0.0/8). */
+int gw_addr_parse_cidr(const char *s, size_t len, gw_cidr_t *out);
+
+/* 1 if sa (AF_INET or AF_INET6; an IPv4-mapped IPv6 address counts as its
+ * IPv4 address) lies in one of the n ranges, else 0. */
+int gw_addr_cidr_match(const gw_cidr_t *list, size_t n, const struct sockaddr *sa);
+
+/* The same for an address written as text (len bytes, "[v6]" accepted): -1
+ * when it is no IP literal. */
+int gw_addr_cidr_match_text(const gw_cidr_t *list, size_t n, const char *ip, size_t len);
+
 #endif

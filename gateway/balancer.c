@@ -1,9 +1,11 @@
 /* balancer.c - choosing an upstream group's server (see balancer.h). */
 #include "balancer.h"
 
+/* Up for both kinds of health: not marked down by failed user requests
+ * (this worker's passive view) nor by the active checks (shared). */
 static int is_live(const gw_upstream_server_t *s, double now_ms)
 {
-  return s->down_until_ms <= now_ms;
+  return s->down_until_ms <= now_ms && !(s->health && __atomic_load_n(&s->health->down, __ATOMIC_RELAXED));
 }
 
 static uint32_t hash_key(const char *key)

@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "health.h"
+
 typedef struct {
   char *host;           /* owned IP literal or host name, or NULL for a unix socket */
   int port;
@@ -25,6 +27,8 @@ typedef struct {
   double down_until_ms; /* skipped until then (CLOCK_MONOTONIC ms) */
   int active;           /* requests in flight (the caller counts them up; gw_balancer_done down) */
   int current_weight;   /* smooth weighted round robin */
+  const gw_health_server_t *health; /* active checks' shared record (health.h): skipped
+                                       while down; NULL: the group has no health_check */
 } gw_upstream_server_t;
 
 typedef enum { GW_BALANCE_ROUND_ROBIN, GW_BALANCE_LEAST_CONN, GW_BALANCE_HASH } gw_balance_t;
@@ -44,6 +48,9 @@ typedef struct {
   struct gw_tls_client_s *tls_client; /* owned (tls_client.h): its https servers' settings;
                                          NULL: the location's, else the defaults */
   int h2c;               /* "h2c://" servers: HTTP/2 cleartext (h2_client.c) */
+  gw_health_conf_t *health; /* owned: health_check: (health.h, health_check.c), or NULL */
+  int send_proxy_protocol; /* 1 or 2: each new connection starts with a PROXY
+                              protocol header of that version (proxy.c); 0: none */
 } gw_upstream_group_t;
 
 /* Bit of server i in a tried mask (servers past the 32nd share bits). */

@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <mruby.h>
 
+#include "addr.h"
 #include "balancer.h" /* gw_upstream_group_t, gw_upstream_server_t */
+#include "real_ip.h"
 #include "settings.h"
 #include "url.h"
 
@@ -25,6 +27,8 @@ typedef struct {
 
 struct gw_handler_s;
 struct gw_filter_s;
+struct gw_compress_conf_s;
+struct gw_stage_s;
 
 typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
@@ -40,6 +44,7 @@ typedef struct {
   char *via;            /* owned "1.1 NAME" for a Via field both ways, or NULL */
   size_t max_body;      /* request body limit here (the server's unless set) */
   int stream_body;      /* the handler takes a request body as it arrives */
+  int no_latency;       /* not counted in the response-time histograms (the dashboard's own polls) */
   /* Regex locations (router.c): a compiled pattern (regex.h; owned, one
    * reference) tried on the path, or NULL for an exact/prefix location. */
   struct gw_regex_s *regex;
@@ -49,6 +54,9 @@ typedef struct {
                            (the server's unless set); 0: no limit (cpu_limit.h) */
   struct gw_tls_client_s *tls_client; /* owned (tls_client.h): https:// upstreams reached from
                                          here (tls_* options); NULL: the config's defaults */
+  struct gw_compress_conf_s *compress; /* owned (compress_http.h): compression on the fly; NULL: off */
+  const struct gw_stage_s *stage; /* the response stage (request.h) when compress is set, else NULL */
+  int max_ranges;       /* static files: ranges in one request before the whole file is sent (200); 0: no ranges */
 } gw_location_t;
 
 #define GW_CPU_AUTO (-2)
@@ -82,6 +90,11 @@ typedef struct {
   void *tls_hook;       /* owned (tls_hook.h): its on_handshake proc, or NULL */
   int http2;            /* HTTP/2: h2 by ALPN over TLS, h2c (prior knowledge) on plain */
   int cpu_limits;       /* some location runs Ruby under a cpu_limit: its workers tick */
+  /* proxy_protocol: every connection starts with a PROXY header (proxy_accept.c) */
+  int proxy_protocol;
+  gw_cidr_t *proxy_from; /* owned: peers allowed to send one (proxy_protocol_from); */
+  size_t nproxy_from;    /* ... 0: any */
+  gw_real_ip_t real_ip;  /* real_ip: (real_ip.h); real_ip.nfrom 0: off */
 } gw_server_t;
 
 typedef struct {

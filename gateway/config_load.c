@@ -22,6 +22,8 @@
 #include <mruby/variable.h>
 
 #include "addr.h"
+#include "compress.h"
+#include "compress_http.h"
 #include "fcgi.h"
 #include "config_load.h"
 #include "dashboard.h"
@@ -175,6 +177,33 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
   return h;
 }
 
+/* compress: (Gateway::Compress.options' Hash, checked by the DSL; nil: off)
+ * as the location's compression settings and response stage. */
+static void read_compress(mrb_state *mrb, mrb_value h, gw_location_t *l)
+{
+  if (!mrb_hash_p(h)) return;
+  gw_compress_conf_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  l->compress = c; /* freed with the location */
+  mrb_value enc = hget(mrb, h, "encodings"), level = hget(mrb, h, "level"), types = hget(mrb, h, "types");
+  for (mrb_int i = 0; i < RARRAY_LEN(enc) && c->nencodings < GW_CODING_COUNT; i++) {
+    const char *name = mrb_sym_name(mrb, mrb_symbol(mrb_ary_ref(mrb, enc, i)));
+    for (gw_coding_t k = GW_CODING_GZIP; k < GW_CODING_COUNT; k++)
+      if (strcmp(name, gw_coding_name(k)) == 0) c->encodings[c->nencodings++] = k;
+  }
+  for (gw_coding_t k = GW_CODING_GZIP; k < GW_CODING_COUNT; k++)
+    c->level[k] = (int)mrb_integer(hget(mrb, level, gw_coding_name(k)));
+  c->min_length = (long long)mrb_integer(hget(mrb, h, "min_length"));
+  c->types = calloc((size_t)RARRAY_LEN(types) + 1, sizeof(char *));
+  if (c->types == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < RARRAY_LEN(types); i++) {
+    if ((c->types[i] = strdup(mrb_string_cstr(mrb, mrb_ary_ref(mrb, types, i)))) == NULL)
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    c->ntypes++;
+  }
+  l->stage = &gw_compress_stage;
+}
+
 /* A websocket: location: the Ruby block runs (in an mruby handler) once the
  * handshake is done; the options were checked by the DSL. */
 static gw_handler_t *websocket_handler(mrb_state *mrb, mrb_value loc, const gw_location_t *l, mrb_value runner)
@@ -213,6 +242,7 @@ static void read_handlers(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
     for (mrb_int i = 0; i < n; i++) addrs[i] = mrb_string_cstr(mrb, mrb_ary_ref(mrb, allow, i));
     l->handler = need(mrb, gw_dashboard_handler_new(addrs, (size_t)n));
     s->latency_histogram = 1;
+    l->no_latency = 1; /* its polls would pull the percentiles it shows down */
   } else if (mrb_string_p(iv(mrb, loc, "@fastcgi"))) {
     l->handler = fastcgi_handler(mrb, loc, l->path, iv(mrb, loc, "@fastcgi"));
     l->stream_body = 1; /* a Content-Length body goes as FCGI_STDIN as it arrives */
@@ -280,6 +310,53 @@ static char *config_relative(const char *config_path, const char *path)
   memcpy(p, config_path, dl);
   memcpy(p + dl, path, pl + 1);
   return p;
+}
+
+/* An Array of ranges the DSL checked (Gateway._cidr?) into an owned list. */
+static gw_cidr_t *read_cidrs(mrb_state *mrb, mrb_value list, size_t *n)
+{
+  mrb_int len = RARRAY_LEN(list);
+  gw_cidr_t *out = calloc((size_t)len + 1, sizeof(*out));
+  if (out == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < len; i++) {
+    mrb_value v = mrb_ary_ref(mrb, list, i);
+    gw_addr_parse_cidr(RSTRING_PTR(v), (size_t)RSTRING_LEN(v), &out[i]);
+  }
+  *n = (size_t)len;
+  return out;
+}
+
+/* health_check: (mrblib/fleet.rb checked it): the settings, and the shared
+ * records mapped now, before the workers fork, so that they all see them. */
+static void read_health_check(mrb_state *mrb, mrb_value hc, gw_upstream_group_t *g)
+{
+  if (!mrb_hash_p(hc)) return;
+  gw_health_conf_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  g->health = c;
+  c->path = dup_str(mrb, hget(mrb, hc, "path"));
+  c->interval_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "interval")) * 1000 + 0.5);
+  c->timeout_ms = (int)(mrb_as_float(mrb, hget(mrb, hc, "timeout")) * 1000 + 0.5);
+  c->fails = (int)mrb_integer(hget(mrb, hc, "fails"));
+  c->passes = (int)mrb_integer(hget(mrb, hc, "passes"));
+  c->expect = (int)mrb_integer(hget(mrb, hc, "expect"));
+  if (c->path == NULL || gw_health_map(c, g->nservers) < 0) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (size_t j = 0; j < g->nservers; j++) g->servers[j].health = &c->shared->servers[j];
+}
+
+/* proxy_protocol:, proxy_protocol_from:, real_ip: (mrblib/fleet.rb checked them). */
+static void read_fleet(mrb_state *mrb, mrb_value srv, gw_server_t *s)
+{
+  mrb_value f = iv(mrb, srv, "@fleet");
+  if (!mrb_hash_p(f)) return;
+  s->proxy_protocol = mrb_test(hget(mrb, f, "proxy_protocol"));
+  s->proxy_from = read_cidrs(mrb, hget(mrb, f, "proxy_protocol_from"), &s->nproxy_from);
+  mrb_value r = hget(mrb, f, "real_ip");
+  if (!mrb_hash_p(r)) return;
+  s->real_ip.header = dup_str(mrb, hget(mrb, r, "header"));
+  s->real_ip.forwarded = mrb_test(hget(mrb, r, "forwarded"));
+  s->real_ip.recursive = mrb_test(hget(mrb, r, "recursive"));
+  s->real_ip.from = read_cidrs(mrb, hget(mrb, r, "from"), &s->real_ip.nfrom);
 }
 
 static void read_tls(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
@@ -395,6 +472,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value reuseport = iv(mrb, srv, "@reuseport");
     s->reuseport_default = mrb_nil_p(reuseport);
     s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
+    read_fleet(mrb, srv, s);
     mrb_value limits = iv(mrb, srv, "@limits");
     s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
     s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
@@ -432,6 +510,9 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
         snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
       }
+      read_compress(mrb, iv(mrb, loc, "@compress"), l);
+      mrb_value max_ranges = iv(mrb, loc, "@max_ranges"); /* checked by the DSL (compress.rb) */
+      l->max_ranges = mrb_integer_p(max_ranges) ? (int)mrb_integer(max_ranges) : 100;
       mrb_value max_body = iv(mrb, loc, "@max_body");
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
       /* The DSL gave the location the server's cpu_limit unless it had its own. */
@@ -489,6 +570,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
     mrb_value proto = iv(mrb, up, "@protocol");
     g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
     g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
+    g->send_proxy_protocol = (int)mrb_integer(iv(mrb, up, "@send_proxy_protocol"));
     char where[300];
     snprintf(where, sizeof(where), "upstream %s", g->name);
     g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), cfg->path, where);
@@ -518,6 +600,7 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", g->name, addr);
       }
     }
+    read_health_check(mrb, iv(mrb, up, "@health_check"), g);
   }
   return mrb_nil_value();
 }
@@ -683,6 +766,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       free(l->via);
       gw_regex_unref(l->regex);
       gw_tls_client_free(l->tls_client);
+      gw_compress_conf_free(l->compress);
       if (l->handler) l->handler->dispose(l->handler);
       gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
       for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)
@@ -690,6 +774,9 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(s->locations);
     free(s->host);
+    free(s->proxy_from);
+    free(s->real_ip.from);
+    free(s->real_ip.header);
     gw_tls_ctx_free(s->tls);
     gw_tls_hook_free(s->tls_hook);
   }
@@ -703,6 +790,11 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
     }
     free(g->servers);
     free(g->name);
+    if (g->health) {
+      gw_health_unmap(g->health);
+      free(g->health->path);
+      free(g->health);
+    }
     gw_tls_client_free(g->tls_client);
   }
   free(cfg->groups);

@@ -269,6 +269,10 @@ static int on_headers_complete(llhttp_t *p)
     if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
+  /* Only origin-form ("/...") is left, or asterisk-form for OPTIONS (RFC
+   * 9112 §3.2.4); any other target is an invalid request-line: 400 (§3). */
+  if (r->target[0] != '/' && !(p->method == HTTP_OPTIONS && r->target_len == 1 && r->target[0] == '*'))
+    return reject(c, 400);
   r->keepalive = llhttp_should_keep_alive(p);
   /* Routed now: a path refused by the router is rejected as a bad head;
    * the location decides the body limit, and whether the body streams. */
@@ -405,6 +409,8 @@ static int take_active(gw_conn_t *c)
   a->req.proto_ctx = c;
   a->req.remote_addr = c->remote_addr;
   a->req.remote_port = c->remote_port;
+  a->req.balancer_addr = c->balancer_addr;
+  a->req.proxy_protocol_addr = c->balancer_addr ? c->remote_addr : NULL;
   a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
   a->req.client_fd = c->fd;
   c->a = a;
@@ -451,7 +457,7 @@ static int may_give_active(const gw_conn_t *c)
          !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
-gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer, const struct sockaddr *balancer)
 {
   gw_tls_ctx_t *tls = ctx->server->tls;
   gw_conn_t *c = calloc(1, tls ? sizeof(gw_conn_tls_t) : sizeof(gw_conn_t));
@@ -462,10 +468,20 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer)
   gw_addr_to_string(peer, c->remote_addr, sizeof(c->remote_addr));
   if (peer->sa_family == AF_INET) c->remote_port = ntohs(((const struct sockaddr_in *)peer)->sin_port);
   else if (peer->sa_family == AF_INET6) c->remote_port = ntohs(((const struct sockaddr_in6 *)peer)->sin6_port);
+  if (balancer) {
+    char b[INET6_ADDRSTRLEN];
+    if (gw_addr_to_string(balancer, b, sizeof(b)) < 0) snprintf(b, sizeof(b), "-");
+    c->balancer_addr = strdup(b);
+    if (c->balancer_addr == NULL) {
+      free(c);
+      return NULL;
+    }
+  }
   if (tls) {
     gw_conn_tls_t *ct = (gw_conn_tls_t *)c;
     ct->tls = gw_tls_conn_new(tls, fd, c->remote_addr);
     if (ct->tls == NULL) {
+      free(c->balancer_addr);
       free(c);
       return NULL;
     }
@@ -493,6 +509,7 @@ static void conn_free(gw_conn_t *c)
   event_del(&c->timer_ev);
   if (c->a) give_active(c);
   if (c->buf != shared_buf) free(c->buf);
+  free(c->balancer_addr);
   free(c);
   ctx->on_conn_closed(ctx);
 }
@@ -839,7 +856,7 @@ static int take_h2(gw_conn_t *c)
     if (memcmp(p, GW_H2_PREFACE, n < GW_H2_PREFACE_LEN ? n : GW_H2_PREFACE_LEN) != 0) return 0;
     if (n < GW_H2_PREFACE_LEN) return -1;
   }
-  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, p, n);
+  gw_h2_conn_t *h = gw_h2_conn_new(c->ctx, c->fd, conn_tls(c), c->remote_addr, c->balancer_addr, p, n);
   if (h == NULL) {
     gw_log_error("out of memory for an HTTP/2 connection from %s", c->remote_addr);
     conn_close(c);
@@ -861,7 +878,7 @@ static int take_h2c(gw_conn_t *c)
   unsigned char settings[GW_H2C_SETTINGS_MAX];
   int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
   if (n < 0) return 0;
-  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, c->balancer_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
                          c->len - c->pos) == NULL)
     return 0;
   hand_over(c);
@@ -1048,7 +1065,10 @@ static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t
   int status = req->status ? req->status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
-  if (c->ctx->server->latency_histogram) gw_stats_latency(gw_now_ms() - req->start_ms);
+  if (c->ctx->server->latency_histogram && !(req->location && req->location->no_latency)) {
+    double now = gw_now_ms();
+    gw_stats_latency(now, now - req->start_ms);
+  }
   gw_request_logged(req); /* the location's log phase */
   c->served = 1;
   c->read_whole = !req->body_streaming && !c->a->parser.upgrade;

@@ -84,11 +84,14 @@ struct gw_conn_s {
   unsigned char in_callback;/* depth of conn code on the stack: defer the free */
   char remote_addr[46];     /* the client's address as text (INET6_ADDRSTRLEN) */
   int remote_port;          /* ... and its port */
+  char *balancer_addr;      /* owned: the socket peer's address when a PROXY protocol
+                               header named the client (remote_addr); else NULL */
   gw_conn_t *next, *prev;   /* ctx->conns */
 };
 
-/* Takes ownership of a freshly accepted socket. */
-gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer);
+/* Takes ownership of a freshly accepted socket from client; balancer: the
+ * socket's peer when a PROXY protocol header named the client, else NULL. */
+gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *client, const struct sockaddr *balancer);
 
 /* Worker stop: close now (fast) or once the current request is answered (graceful). */
 void gw_conn_shutdown(gw_conn_t *c, int graceful);

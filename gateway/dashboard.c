@@ -5,6 +5,14 @@
  *                           polls the next URL and draws the last minutes
  *   GET /dashboard/stats    every worker's stats (the status page's JSON)
  *                           with response-time histograms
+ *   GET /dashboard/timeline?ms=2000&cols=600
+ *                           what each worker's loop did over the last ms
+ *                           (idle, C, a fiber, blocked), in columns
+ *                           (timeline.h); recorded only while a page polls
+ *                           the stats
+ *   GET /dashboard/note?text=...
+ *                           sets the note every page shows (`rake lesson`
+ *                           announces its phases); an empty text clears it
  *   GET /dashboard/trace?path=/x
  *                           runs GET /x as a sub-request, records its life
  *                           (fiber starts, waits and their causes, resumes,
@@ -17,6 +25,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 
@@ -24,7 +33,9 @@
 #include "log.h"
 #include "request.h"
 #include "status.h"
+#include "stats.h"
 #include "subrequest.h"
+#include "timeline.h"
 #include "trace.h"
 
 /* dashboard.html, linked in as it is (the assembler reads it at build time). */
@@ -93,8 +104,8 @@ static void on_traced(int status, gw_headers_t *headers, struct evbuffer *body, 
   struct evbuffer *out = req->resp_body;
   evbuffer_add(out, "{\"path\":", 8);
   /* the path was checked for quotes and control bytes on the way in */
-  evbuffer_add_printf(out, "\"%s\",\"status\":%d,\"bytes\":%zu,\"error\":", op->path, err.kind == GW_OK ? status : 0,
-                      evbuffer_get_length(body));
+  evbuffer_add_printf(out, "\"%s\",\"status\":%d,\"bytes\":%zu,\"pid\":%d,\"t0_ms\":%.3f,\"error\":", op->path,
+                      err.kind == GW_OK ? status : 0, evbuffer_get_length(body), (int)getpid(), req->trace_t0);
   if (err.kind == GW_OK)
     evbuffer_add(out, "null", 4);
   else
@@ -110,8 +121,9 @@ static void on_traced(int status, gw_headers_t *headers, struct evbuffer *body, 
 }
 
 /* The value of `name=` in a query, percent-decoded into buf; 0 when absent
- * or unfit for a request-target (no quotes, spaces or control bytes). */
-static int query_param(const char *q, size_t qlen, const char *name, char *buf, size_t size)
+ * or unfit for a request-target (no quotes, spaces or control bytes), or
+ * with text set, for a line of text (no control bytes). */
+static int query_param(const char *q, size_t qlen, const char *name, char *buf, size_t size, int text)
 {
   size_t nlen = strlen(name);
   for (size_t i = 0; i < qlen;) {
@@ -131,11 +143,12 @@ static int query_param(const char *q, size_t qlen, const char *name, char *buf, 
         } else if (c == '+') {
           c = ' ';
         }
-        if (c <= 0x20 || c == '"' || c == '\\' || c == 0x7f || n + 1 >= size) return 0;
+        if (c < 0x20 || c == 0x7f || n + 1 >= size) return 0;
+        if (!text && (c == ' ' || c == '"' || c == '\\')) return 0;
         buf[n++] = (char)c;
       }
       buf[n] = '\0';
-      return n > 0;
+      return n > 0 || text;
     }
     i = end + 1;
   }
@@ -152,7 +165,7 @@ static void start_trace(gw_request_t *req)
     return;
   }
   const char *q = req->target + req->path_len + 1;
-  if (!query_param(q, gw_request_query_len(req), "path", op->path, sizeof(op->path)) || op->path[0] != '/') {
+  if (!query_param(q, gw_request_query_len(req), "path", op->path, sizeof(op->path), 0) || op->path[0] != '/') {
     evbuffer_free(op->events);
     free(op);
     static const char usage[] = "{\"error\":\"give ?path=/a/location (URL-encoded)\"}\n";
@@ -172,6 +185,28 @@ static void start_trace(gw_request_t *req)
   gw_request_pending_add(req, &op->pending, trace_cancel);
 }
 
+/* A number query parameter within [lo, hi], else def. */
+static int query_int(gw_request_t *req, const char *name, int def, int lo, int hi)
+{
+  char buf[16];
+  if (!query_param(req->target + req->path_len + 1, gw_request_query_len(req), name, buf, sizeof(buf), 0)) return def;
+  char *end;
+  long v = strtol(buf, &end, 10);
+  return *end || v < lo || v > hi ? def : (int)v;
+}
+
+static void set_note(gw_request_t *req)
+{
+  char text[GW_STATS_NOTE_MAX + 1];
+  if (!query_param(req->target + req->path_len + 1, gw_request_query_len(req), "text", text, sizeof(text), 1)) {
+    static const char usage[] = "{\"error\":\"give ?text=... (URL-encoded, at most 200 bytes, no control bytes)\"}\n";
+    answer(req, 400, "application/json", usage, sizeof(usage) - 1);
+    return;
+  }
+  gw_stats_set_note(text, strlen(text), gw_now_ms());
+  answer(req, 200, "application/json", "{\"ok\":true}\n", 12);
+}
+
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   dashboard_t *d = (dashboard_t *)self;
@@ -185,9 +220,17 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   if (rlen == 0 || (rlen == 1 && rest[0] == '/')) {
     answer(req, 200, "text/html; charset=utf-8", gw_dashboard_html, (size_t)(gw_dashboard_html_end - gw_dashboard_html));
   } else if (rlen == 6 && memcmp(rest, "/stats", 6) == 0) {
+    gw_timeline_watch(); /* a page is open: the loops record their timelines */
     req->ctx->publish_stats(req->ctx);
     gw_status_render_json(req->resp_body, req->ctx->config, 1);
     answer(req, 200, "application/json", "", 0);
+  } else if (rlen == 9 && memcmp(rest, "/timeline", 9) == 0) {
+    gw_timeline_watch();
+    gw_timeline_render_json(req->resp_body, query_int(req, "ms", 2000, 100, GW_TIMELINE_MAX_MS),
+                            query_int(req, "cols", 600, 10, 2000));
+    answer(req, 200, "application/json", "", 0);
+  } else if (rlen == 5 && memcmp(rest, "/note", 5) == 0) {
+    set_note(req);
   } else if (rlen == 6 && memcmp(rest, "/trace", 6) == 0) {
     start_trace(req);
   } else {

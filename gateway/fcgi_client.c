@@ -408,7 +408,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
     return r;
   }
   memcpy(&addr, p->addr, p->addrlen);
-  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, p->addrlen, NULL, NULL);
+  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, p->addrlen, NULL, NULL, NULL, 0);
   if (key == NULL) {
     if (x->body_out) evbuffer_free(x->body_out);
     free(r);

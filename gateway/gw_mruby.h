@@ -25,6 +25,7 @@
 #include "request.h"
 #include "stats.h"
 #include "subrequest.h"
+#include "timeline.h"
 #include "trace.h"
 #include "version.h"
 #include "ws_handler.h"
@@ -93,6 +94,11 @@ void *gw_mrb_servers_next(mrb_state *mrb, gw_mrb_servers_t *s, const char *what,
                           const void *params);
 /* A copy of a String argument, NULL for nil; raises when out of memory. */
 char *gw_mrb_strdup_or_null(mrb_state *mrb, mrb_value s);
+
+/* A gem's call that blocks the worker on purpose (HttpRequest) begins
+ * (begin 1) or ends (0): the dashboard's loop timeline shows it as BLOCKED,
+ * a recorded trace as a "blocking call: what" span. */
+void gw_mrb_blocking(int begin, const char *what);
 
 /* Refreshes this worker's gauges in the shared stats table (no-op outside a worker). */
 void gw_mrb_publish_stats(void);

@@ -91,6 +91,7 @@ struct gw_h2_conn_s {
   struct event read_ev, write_ev, tick_ev;
   struct evbuffer *out;     /* frames not written yet */
   char remote_addr[46];
+  char balancer_addr[46];   /* the socket peer when a PROXY header named the client; "": none */
   h2_stream_t *streams;     /* live streams */
   size_t nstreams;
   h2_stream_t *closed;      /* closed by nghttp2, freed at leave() */
@@ -296,6 +297,8 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   r->keepalive = 1;
   r->method = NULL;
   r->remote_addr = h->remote_addr;
+  r->balancer_addr = h->balancer_addr[0] ? h->balancer_addr : NULL;
+  r->proxy_protocol_addr = h->balancer_addr[0] ? h->remote_addr : NULL;
   r->tls = h->tls ? gw_tls_info(h->tls) : NULL;
   r->start_ms = gw_now_ms();
   s->max_body = h->ctx->server->limits.max_body;
@@ -1304,7 +1307,8 @@ static void h2_close(gw_h2_conn_t *h)
 }
 
 /* A session with our SETTINGS queued, not yet on the loop (h2_conn_run). */
-static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr)
+static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+                                   const char *balancer_addr)
 {
   if (h2_setup() < 0) return NULL;
   gw_h2_conn_t *h = calloc(1, sizeof(*h));
@@ -1320,6 +1324,7 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
   h->fd = fd;
   h->tls = tls;
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
+  if (balancer_addr) snprintf(h->balancer_addr, sizeof(h->balancer_addr), "%s", balancer_addr);
   h->resets_left = RESET_BUDGET;
   h->last_progress_ms = h->idle_since_ms = gw_coarse_ms();
   nghttp2_settings_entry settings[] = {
@@ -1356,10 +1361,10 @@ static void h2_conn_run(gw_h2_conn_t *h)
   if (ctx->stopping) gw_h2_conn_shutdown(h, 1);
 }
 
-gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr, const char *balancer_addr,
                              const char *data, size_t len)
 {
-  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, tls, remote_addr);
+  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, tls, remote_addr, balancer_addr);
   if (h == NULL) return NULL;
   h2_conn_run(h);
   enter(h);
@@ -1375,10 +1380,11 @@ static int upgrade_only(const gw_header_t *f)
          (f->name_len == 14 && strncasecmp(f->name, "http2-settings", 14) == 0);
 }
 
-gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const unsigned char *settings,
-                                 size_t settings_len, const gw_request_t *req, const char *data, size_t len)
+gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const char *balancer_addr,
+                                 const unsigned char *settings, size_t settings_len, const gw_request_t *req,
+                                 const char *data, size_t len)
 {
-  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, NULL, remote_addr);
+  gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, NULL, remote_addr, balancer_addr);
   if (h == NULL) return NULL;
   h2_stream_t *s = NULL;
   /* Stream 1 is the request, half-closed (remote): its answer comes on it. */

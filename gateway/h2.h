@@ -21,7 +21,7 @@ typedef struct gw_h2_conn_s gw_h2_conn_t;
 /* Takes over fd and tls (may be NULL; owned from now on) with the bytes
  * already read from it (the preface and maybe more). remote_addr is copied.
  * NULL when out of memory (the caller still owns and closes fd and tls). */
-gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr,
+gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, const char *remote_addr, const char *balancer_addr,
                              const char *data, size_t len);
 
 /* An HTTP/1.1 request upgraded to h2c (RFC 7540 §3.2) on fd (owned from now
@@ -31,7 +31,8 @@ gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, cons
  * settings or out of memory: nothing was sent, the caller still owns fd and
  * may serve the request as HTTP/1.1. */
 struct gw_request_s;
-gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const unsigned char *settings,
+gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const char *balancer_addr,
+                                 const unsigned char *settings,
                                  size_t settings_len, const struct gw_request_s *req, const char *data, size_t len);
 
 /* Worker stop: close now, or (graceful) send GOAWAY, let the open streams

@@ -897,7 +897,7 @@ static void call_assign(gw_h2_call_t *call)
   /* h2://: TLS settings and server name are part of the key (never shared) */
   const char *name = NULL;
   if (call->tls) name = gw_tls_client_server_name(call->tls) ? gw_tls_client_server_name(call->tls) : call->host;
-  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen, call->tls, name);
+  gw_pool_key_t *key = gw_pool_key_get(cl->pool, &call->addr, call->addrlen, call->tls, name, NULL, 0);
   if (key == NULL) {
     call_fail_later(call, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "master.h"
 #include "stats.h"
+#include "timeline.h"
 #include "worker.h"
 
 #define MAX_WORKERS 1024
@@ -340,7 +341,7 @@ int gw_master_run(gw_config_t *cfg)
   char err[1024];
   logs_t logs;
   /* The stats table is shared by every worker: mapped before any fork. */
-  if (gw_stats_init() < 0) {
+  if (gw_stats_init() < 0 || gw_timeline_init() < 0) {
     fprintf(stderr, "%s: cannot map the stats table: %s\n", config->path, strerror(errno));
     gw_config_free(config, NULL);
     return 1;

@@ -419,7 +419,9 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
   }
   const gw_location_t *loc = req->location;
   if (loc) gw_cpu_limit_enter(loc->cpu_limit_ms, loc->path, loc->exact);
+  uint32_t was = gw_timeline_enter(GW_TL_FIBER, req->id);
   mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
+  gw_timeline_leave(was);
   const char *file;
   int line;
   int stopped = gw_cpu_limit_leave(&file, &line);
@@ -748,6 +750,7 @@ int gw_mrb_root(mrb_value v)
 
 void gw_mrb_unroot(int slot)
 {
+  if (rt.ctx == NULL) return; /* the worker's runtime is gone (exit): nothing to give back */
   give_slot(slot);
 }
 
@@ -881,6 +884,22 @@ void gw_mrb_fail(gw_request_t *req)
 struct event_base *gw_mrb_event_base(void)
 {
   return rt.ctx ? rt.ctx->base : NULL;
+}
+
+/* The timeline's BLOCKED state and the trace's "blocking call" events. */
+void gw_mrb_blocking(int begin, const char *what)
+{
+  static uint32_t was;
+  gw_request_t *req = rt.current;
+  if (begin)
+    was = gw_timeline_enter(GW_TL_BLOCKED, req ? req->id : 0);
+  else
+    gw_timeline_leave(was);
+  if (gw_trace && req) {
+    char ev[200];
+    snprintf(ev, sizeof(ev), begin ? "blocking call: %s" : "blocking call returned: %s", what);
+    gw_trace_event(req, ev);
+  }
 }
 
 void gw_mrb_publish_stats(void)

@@ -24,6 +24,8 @@ struct gw_pool_key_s {
   gw_sockaddr_t addr;          /* zero-padded, compared with memcmp */
   const void *tls;             /* TLS settings, or NULL for plain */
   char *name;                  /* owned TLS server name, "" for plain */
+  unsigned char *proxy;        /* owned PROXY protocol header, or NULL */
+  size_t proxy_len;
   gw_pool_conn_t *idle_head;   /* most recently parked first */
   gw_pool_conn_t *idle_tail;
   int idle_count;
@@ -88,28 +90,34 @@ static unsigned bytes_hash(unsigned h, const void *bytes, size_t len)
 }
 
 gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len, const void *tls,
-                               const char *name)
+                               const char *name, const void *proxy, size_t proxy_len)
 {
   if (tls == NULL || name == NULL) name = "";
+  if (proxy == NULL) proxy_len = 0;
   unsigned h = bytes_hash(2166136261u, addr, len);
   if (tls != NULL) {
     h = bytes_hash(h, &tls, sizeof(tls));
     h = bytes_hash(h, name, strlen(name));
   }
+  if (proxy_len > 0) h = bytes_hash(h, proxy, proxy_len);
   gw_pool_key_t **slot = &pool->buckets[h % GW_POOL_KEY_BUCKETS];
   for (gw_pool_key_t *k = *slot; k != NULL; k = k->next) {
     if (k->hash == h && k->addrlen == len && memcmp(&k->addr, addr, len) == 0 && k->tls == tls &&
-        strcmp(k->name, name) == 0) {
+        strcmp(k->name, name) == 0 && k->proxy_len == proxy_len &&
+        (proxy_len == 0 || memcmp(k->proxy, proxy, proxy_len) == 0)) {
       k->refs++;
       return k;
     }
   }
   gw_pool_key_t *k = calloc(1, sizeof(*k));
   if (k == NULL) return NULL;
-  if ((k->name = strdup(name)) == NULL) {
+  if ((k->name = strdup(name)) == NULL || (proxy_len > 0 && (k->proxy = malloc(proxy_len)) == NULL)) {
+    free(k->name);
     free(k);
     return NULL;
   }
+  if (proxy_len > 0) memcpy(k->proxy, proxy, proxy_len);
+  k->proxy_len = proxy_len;
   k->tls = tls;
   k->hash = h;
   k->refs = 1;
@@ -127,6 +135,7 @@ void gw_pool_key_put(gw_pool_t *pool, gw_pool_key_t *k)
   while (*slot != k) slot = &(*slot)->next;
   *slot = k->next;
   free(k->name);
+  free(k->proxy);
   free(k);
 }
 
@@ -139,6 +148,12 @@ const gw_sockaddr_t *gw_pool_key_addr(const gw_pool_key_t *k, socklen_t *len)
 const void *gw_pool_key_tls(const gw_pool_key_t *k) { return k->tls; }
 
 const char *gw_pool_key_name(const gw_pool_key_t *k) { return k->name; }
+
+const unsigned char *gw_pool_key_proxy(const gw_pool_key_t *k, size_t *len)
+{
+  *len = k->proxy_len;
+  return k->proxy;
+}
 
 /* ---- connections ---- */
 

@@ -12,8 +12,10 @@
  *
  * Keys (the binary sockaddr, so "::1" and "0::1" share one, plus the TLS
  * settings and server name of an HTTPS upstream, so a TLS connection is never
- * handed to a plain request or to another name) are counted references: a
- * key lives while some user request or connection holds it. */
+ * handed to a plain request or to another name; and the PROXY protocol header
+ * a connection starts with, so one that announced client A never carries a
+ * request of client B) are counted references: a key lives while some user
+ * request or connection holds it. */
 #ifndef GW_POOL_H
 #define GW_POOL_H
 
@@ -70,14 +72,16 @@ unsigned long gw_pool_idle_count(const gw_pool_t *pool);
 
 /* The key of addr (len bytes, at most sizeof(gw_sockaddr_t)) and, for a TLS
  * upstream, its settings (tls, compared as a pointer) and server name (copied;
- * NULL for plain), with one more reference; NULL when out of memory. Give it
- * back with gw_pool_key_put. */
+ * NULL for plain), and the PROXY protocol header its connections start with
+ * (proxy_len bytes, copied; NULL/0: none), with one more reference; NULL when
+ * out of memory. Give it back with gw_pool_key_put. */
 gw_pool_key_t *gw_pool_key_get(gw_pool_t *pool, const gw_sockaddr_t *addr, socklen_t len, const void *tls,
-                               const char *name);
+                               const char *name, const void *proxy, size_t proxy_len);
 /* What the key was made with. */
 const gw_sockaddr_t *gw_pool_key_addr(const gw_pool_key_t *k, socklen_t *len);
 const void *gw_pool_key_tls(const gw_pool_key_t *k);
 const char *gw_pool_key_name(const gw_pool_key_t *k); /* "" for plain */
+const unsigned char *gw_pool_key_proxy(const gw_pool_key_t *k, size_t *len); /* NULL, *len 0: none */
 void gw_pool_key_put(gw_pool_t *pool, gw_pool_key_t *k);
 
 /* The most recently parked idle connection to k, now in use (its read event

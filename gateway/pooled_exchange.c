@@ -99,6 +99,15 @@ void gw_px_conn_ready(gw_px_conn_t *c)
 static void conn_connected(gw_px_conn_t *c)
 {
   c->pool->opened++;
+  size_t hl;
+  const unsigned char *h = gw_pool_key_proxy(c->pc.key, &hl);
+  if (hl > 0 && send(c->pc.fd, h, hl, MSG_NOSIGNAL) != (ssize_t)hl) {
+    /* A new socket's empty send buffer takes these few dozen bytes whole. */
+    gw_log_info("%s%s%s: could not send the PROXY protocol header: %s", c->pool->ops->name, c->x->label ? " " : "",
+                c->x->label ? c->x->label : "", strerror(errno));
+    gw_px_fail(c->x, ERR_CONNECT);
+    return;
+  }
   if (c->pool->ops->connected && c->pool->ops->connected(c)) return;
   gw_px_conn_ready(c);
 }

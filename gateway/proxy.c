@@ -21,6 +21,7 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
+#include <sys/socket.h>
 
 #include "balancer.h"
 #include "error.h"
@@ -28,6 +29,7 @@
 #include "h2_client.h"
 #include "log.h"
 #include "proxy.h"
+#include "proxy_proto.h"
 #include "stats.h"
 #include "str.h"
 #include "tls.h"
@@ -55,6 +57,7 @@ typedef struct {
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
   int https;              /* an https:// URL: TLS to every server (a group's too, as nginx) */
+  unsigned char proxy_hdr[GW_PROXY_V1_MAX]; /* send_proxy_protocol: the header (params.proxy_header) */
   char *target;
   gw_headers_t headers;
   char host[256];
@@ -176,6 +179,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
   req->upstream_reused = res->reused;
   req->status = res->status;
   gw_request_head_replace(req);
+  int kept_server = gw_headers_find(&req->resp_headers, "server") != NULL;
   const char *via = req->location ? req->location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
@@ -183,6 +187,8 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || named_in_connection(conn, h)) continue;
     if (!gw_header_field_is_safe(h->name, h->name_len, h->value, h->value_len)) continue; /* never relay what we would not send */
     if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
+    /* A Server set before (a phase, the handler) wins, as nginx hides the upstream's. */
+    if (kept_server && h->name_len == 6 && strcasecmp(h->name, "server") == 0) continue;
     gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
   }
   if (via) add_joined(&req->resp_headers, "Via", &res->headers, via);
@@ -596,6 +602,27 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
 }
 
 
+/* send_proxy_protocol: the header announcing the client (its address and
+ * port, and the address it connected to) to every new upstream connection.
+ * pool.c keys connections by these bytes: a kept-alive one is reused only
+ * for the same client connection. A client address that is no IP literal
+ * announces nothing (v1 UNKNOWN, v2 LOCAL). */
+static void proxy_header(proxy_op_t *op)
+{
+  const gw_request_t *req = op->req;
+  gw_sockaddr_t src, dst;
+  socklen_t slen, dlen = sizeof(dst);
+  int have = req->remote_addr &&
+             gw_addr_parse_literal(req->remote_addr, strlen(req->remote_addr), &src, &slen) == 1 &&
+             req->client_fd >= 0 && getsockname(req->client_fd, &dst.sa, &dlen) == 0;
+  if (have) gw_addr_set_port(&src, req->remote_port);
+  int n = gw_proxy_write(op->group->send_proxy_protocol, have ? &src.sa : NULL, have ? &dst.sa : NULL,
+                         op->proxy_hdr, sizeof(op->proxy_hdr));
+  if (n <= 0) return;
+  op->params.proxy_header = op->proxy_hdr;
+  op->params.proxy_header_len = (size_t)n;
+}
+
 /* The upstream group called name, or NULL. */
 static gw_upstream_group_t *find_group(const gw_config_t *cfg, const char *name)
 {
@@ -687,6 +714,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     req->on_body_more = on_client_body_more;
     req->body_arg = op;
   }
+  if (op->group && op->group->send_proxy_protocol) proxy_header(op);
   if (op->target == NULL || send_op(op) < 0) {
     op_free(op);
     fail_now(req, 500);

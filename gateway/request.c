@@ -15,6 +15,7 @@
 #include "log.h"
 #include "request.h"
 #include "router.h"
+#include "timeline.h"
 #include "trace.h"
 
 /* A fresh request's fields, its header lists empty, no buffers yet. */
@@ -44,6 +45,12 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->resp_body = evbuffer_new();
 }
 
+/* The response stage's state for a streamed body goes (see gw_stage_t). */
+static void stage_free(gw_request_t *req)
+{
+  if (req->stage_state) req->stage->free(req);
+}
+
 static void drop_out(gw_request_t *req);
 
 static void drop_trailers(gw_request_t *req)
@@ -56,6 +63,12 @@ static void drop_trailers(gw_request_t *req)
 
 void gw_request_reset(gw_request_t *req)
 {
+  if (req->real_ip_set) { /* the next request on the connection is checked afresh */
+    req->remote_addr = req->before_real_ip_addr;
+    req->remote_port = req->before_real_ip_port;
+    req->balancer_addr = req->before_real_ip_balancer;
+    req->real_ip_set = 0;
+  }
   gw_headers_clear(&req->headers);
   drop_trailers(req);
   gw_headers_clear(&req->resp_headers);
@@ -69,6 +82,7 @@ void gw_request_reset(gw_request_t *req)
   req->inline_len = 0;
   req->text_plain = 0;
   req->head_length = -1;
+  stage_free(req);
   req->streaming = 0;
   req->on_drain = NULL;
   req->body_streaming = 0;
@@ -100,6 +114,7 @@ void gw_request_dispose(gw_request_t *req)
 {
   if (req->running) gw_request_abort(req);
   release_state(req);
+  stage_free(req);
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
   drop_trailers(req);
@@ -230,12 +245,35 @@ void gw_request_log_refused(const gw_request_t *req)
               req->method, (int)req->path_len, req->target);
 }
 
+/* real_ip: a trusted proxy's header names the client (real_ip.h). */
+static void apply_real_ip(gw_request_t *req)
+{
+  if (!gw_real_ip_find(&req->server->real_ip, req->remote_addr, &req->headers, req->real_ip_addr,
+                       sizeof(req->real_ip_addr)))
+    return;
+  req->before_real_ip_addr = req->remote_addr;
+  req->before_real_ip_port = req->remote_port;
+  req->before_real_ip_balancer = req->balancer_addr;
+  req->real_ip_set = 1;
+  if (req->balancer_addr == NULL) req->balancer_addr = req->remote_addr;
+  req->remote_addr = req->real_ip_addr;
+  req->remote_port = 0; /* unknown */
+}
+
+static unsigned long next_id; /* requests numbered (trace, timeline) */
+
 void gw_request_start(gw_request_t *req)
 {
   req->running = 1;
+  if (req->depth == 0 && req->server->real_ip.nfrom > 0 && !req->real_ip_set) apply_real_ip(req);
   if (req->location == NULL) /* a request with a body was routed when its head was read */
     req->location = gw_router_match(req->server, req->target, req->path_len);
-  if (gw_trace) gw_trace_start(req);
+  if (gw_trace) {
+    gw_trace_start(req);
+  } else {
+    req->id = gw_timeline_on ? ++next_id : 0; /* a reused request's old id would name the wrong one */
+  }
+  if (gw_timeline_on) gw_timeline_name(req->id, req->method, req->target, req->path_len); /* the timeline's names */
   run_phases(req, 0);
 }
 
@@ -269,6 +307,70 @@ void gw_request_logged(gw_request_t *req)
   if (l && l->log) l->log->run(l->log, req, after_log, NULL);
 }
 
+/* -- the response stage ------------------------------------------------------
+ *
+ * What reaches the protocol goes through these out_* steps, which pass the
+ * location's response stage (gw_stage_t: compression) if it has one: the
+ * last step before the wire, after the handler and the location's filters.
+ * Everything else here calls them instead of req->proto's send/stream_*. */
+
+static const gw_stage_t *stage_of(gw_request_t *req)
+{
+  return req->location && req->parent == NULL ? (req->stage = req->location->stage) : NULL;
+}
+
+/* A whole response (proto->send). */
+static void out_send(gw_request_t *req)
+{
+  const gw_stage_t *st = stage_of(req);
+  if (st) st->whole(req);
+  req->proto->send(req);
+}
+
+/* A streamed head (proto->stream_head). */
+static void out_head(gw_request_t *req, long long content_length)
+{
+  const gw_stage_t *st = stage_of(req);
+  req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
+}
+
+/* A piece of a streamed body (proto->stream_body). */
+static int out_body(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->stage_state) return req->stage->data(req, data, len);
+  return req->proto->stream_body(req, data, len);
+}
+
+/* A staged body's last bytes; 0 when they could not go (cut short). */
+static int stage_end(gw_request_t *req, int complete)
+{
+  if (complete) return req->stage->end(req) == 0;
+  stage_free(req);
+  return 0;
+}
+
+/* The end of a streamed body (proto->stream_end). */
+static void out_end(gw_request_t *req, int complete)
+{
+  if (req->stage_state) complete = stage_end(req, complete);
+  req->proto->stream_end(req, complete);
+}
+
+/* ... with trailer fields (proto->stream_trailers). */
+static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  else req->proto->stream_end(req, 1);
+}
+
+/* proto->stream_file, unless the stage takes the body (it must be read),
+ * or may take it once the header filter that runs now is done. */
+static int out_can_file(const gw_request_t *req)
+{
+  return req->proto->stream_file != NULL && req->stage_state == NULL && !(req->out_hold && req->location->stage);
+}
+
 int gw_request_can_upgrade(const gw_request_t *req)
 {
   return req->proto->upgrade != NULL && req->proto->can_upgrade(req);
@@ -297,6 +399,10 @@ int gw_request_can_stream(const gw_request_t *req)
  * (a file range read into it) and goes out whole; with only a header filter
  * it streams, its pieces kept meanwhile (the producer is told to pause). */
 
+/* The largest body collected for a body filter: past it the response is a
+ * 502 (the rest is read and dropped). */
+#define FILTER_BODY_MAX (64LL << 20)
+
 /* Drops what a held stream kept (abort, reset). */
 static void drop_out(gw_request_t *req)
 {
@@ -321,7 +427,7 @@ static void deliver(gw_request_t *req)
 {
   req->running = 0;
   release_state(req);
-  req->proto->send(req);
+  out_send(req);
 }
 
 /* The body filter is done: send, or 500 if it raised. */
@@ -366,8 +472,12 @@ void gw_request_finish(gw_request_t *req)
  * short is a 502, an error page like any other). */
 static void collected(gw_request_t *req, int complete)
 {
+  int over = req->out_collect == 2;
   req->out_collect = 0;
-  if (!complete) gw_request_simple_response(req, 502, NULL);
+  if (over)
+    gw_log_error("%s %.*s: body_filter: the body is over %lld bytes; answering 502", req->method, (int)req->path_len,
+                 req->target, FILTER_BODY_MAX);
+  if (!complete || over) gw_request_simple_response(req, 502, NULL);
   gw_request_finish(req);
 }
 
@@ -375,15 +485,14 @@ static void end_stream(gw_request_t *req, int complete)
 {
   req->running = 0;
   release_state(req);
-  req->proto->stream_end(req, complete);
+  out_end(req, complete);
 }
 
 static void end_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
   req->running = 0;
   release_state(req);
-  if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
-  else req->proto->stream_end(req, 1);
+  out_trailers(req, trailers);
 }
 
 static void send_file(gw_request_t *req, int fd, long long offset, long long len)
@@ -413,11 +522,11 @@ static void after_stream_header_filter(gw_request_t *req, int verdict, void *arg
     deliver(req);
     return;
   }
-  req->proto->stream_head(req, req->out_length);
+  out_head(req, req->out_length);
   size_t n = evbuffer_get_length(req->resp_body);
   int full = 0;
   if (n > 0) {
-    full = req->proto->stream_body(req, (const char *)evbuffer_pullup(req->resp_body, -1), n);
+    full = out_body(req, (const char *)evbuffer_pullup(req->resp_body, -1), n);
     if (full < 0) return; /* the client left: aborted */
     evbuffer_drain(req->resp_body, n);
   }
@@ -442,7 +551,7 @@ static void after_stream_header_filter(gw_request_t *req, int verdict, void *arg
 void gw_request_stream_begin(gw_request_t *req, long long content_length)
 {
   if (!wants_filters(req)) {
-    req->proto->stream_head(req, content_length);
+    out_head(req, content_length);
     return;
   }
   if (req->location->body_filter) { /* the body whole: gw_request_finish once it ended */
@@ -463,10 +572,14 @@ void gw_request_stream_begin(gw_request_t *req, long long content_length)
 int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
 {
   if (req->out_collect || req->out_hold) {
-    evbuffer_add(req->resp_body, data, len);
+    if (req->out_collect && (long long)(evbuffer_get_length(req->resp_body) + len) > FILTER_BODY_MAX) {
+      req->out_collect = 2; /* over: dropped (collected() answers 502) */
+      evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    }
+    if (req->out_collect != 2) evbuffer_add(req->resp_body, data, len);
     return req->out_hold; /* held: pause until on_drain */
   }
-  return req->proto->stream_body(req, data, len);
+  return out_body(req, data, len);
 }
 
 void gw_request_stream_end(gw_request_t *req, int complete)
@@ -497,11 +610,10 @@ void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trail
 
 int gw_request_can_stream_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL;
+  return out_can_file(req);
 }
 
-/* A file range into the collected body (a body filter reads the file). */
-static int read_range(gw_request_t *req, int fd, long long off, long long len)
+int gw_request_body_add_file(gw_request_t *req, int fd, long long off, long long len)
 {
   while (len > 0) {
     struct evbuffer_iovec v;
@@ -521,7 +633,8 @@ static int read_range(gw_request_t *req, int fd, long long off, long long len)
 void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long long len)
 {
   if (req->out_collect) {
-    int ok = req->head || read_range(req, fd, offset, len) == 0;
+    if (len > FILTER_BODY_MAX) req->out_collect = 2;
+    int ok = req->head || req->out_collect == 2 || gw_request_body_add_file(req, fd, offset, len) == 0;
     close(fd);
     if (!ok) gw_log_warn("%.*s: the file ended early (truncated while read?)", (int)req->path_len, req->target);
     collected(req, ok);
@@ -550,6 +663,7 @@ void gw_request_abort(gw_request_t *req)
   req->running = 0;
   drop_out(req);
   release_state(req);
+  stage_free(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)
@@ -592,7 +706,6 @@ void gw_trace_event(gw_request_t *req, const char *event)
 
 void gw_trace_start(gw_request_t *req)
 {
-  static unsigned long next_id;
   req->id = ++next_id;
   req->t_start_ms = gw_now_ms();
   req->waiting_for[0] = '\0';

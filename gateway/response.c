@@ -82,20 +82,17 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
   const char *reason = gw_http_reason(status);
   put(head, reason, strlen(reason));
   PUT_LIT(head, "\r\n");
+  /* nginx's order: its own fields, then those the handler or upstream set
+   * (a Server set there replaces "gateway" and comes with them). */
   int has_server = 0;
-  for (size_t i = 0; i < req->resp_headers.count; i++) {
+  for (size_t i = 0; i < req->resp_headers.count && !has_server; i++) {
     const gw_header_t *h = &req->resp_headers.items[i];
-    if (is_managed(h)) continue;
-    if (h->name_len == 6 && strcasecmp(h->name, "server") == 0) has_server = 1;
-    put(head, h->name, h->name_len);
-    PUT_LIT(head, ": ");
-    put(head, h->value, h->value_len);
-    PUT_LIT(head, "\r\n");
+    has_server = h->name_len == 6 && strcasecmp(h->name, "server") == 0;
   }
   if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
-  if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   const char *date = date_line(w);
   put(head, date, strlen(date));
+  if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   if (length == GW_LENGTH_CHUNKED) {
     PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
   } else if (length >= 0) {
@@ -107,6 +104,14 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
     PUT_LIT(head, "Connection: close\r\n");
   else if (req->http_minor == 0)
     PUT_LIT(head, "Connection: keep-alive\r\n");
+  for (size_t i = 0; i < req->resp_headers.count; i++) {
+    const gw_header_t *h = &req->resp_headers.items[i];
+    if (is_managed(h)) continue;
+    put(head, h->name, h->name_len);
+    PUT_LIT(head, ": ");
+    put(head, h->value, h->value_len);
+    PUT_LIT(head, "\r\n");
+  }
   PUT_LIT(head, "\r\n");
 }
 

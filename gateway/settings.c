@@ -43,6 +43,8 @@ static const struct {
     {"upstream_reused", GW_ALV_UPSTREAM_REUSED},
     {"http2", GW_ALV_HTTP2},
     {"stream_id", GW_ALV_STREAM_ID},
+    {"proxy_protocol_addr", GW_ALV_PROXY_PROTOCOL_ADDR},
+    {"realip_remote_addr", GW_ALV_REALIP_REMOTE_ADDR},
 };
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)

@@ -32,6 +32,9 @@ typedef enum {
   GW_ALV_UPSTREAM_REUSED,      /* 1: pooled keep-alive connection, 0: new */
   GW_ALV_HTTP2,                /* nginx's $http2: "h2" (TLS), "h2c", or "-" for HTTP/1.x */
   GW_ALV_STREAM_ID,            /* the HTTP/2 stream id, or "-" */
+  GW_ALV_PROXY_PROTOCOL_ADDR,  /* the client address a PROXY protocol header carried, or "-" */
+  GW_ALV_REALIP_REMOTE_ADDR,   /* the socket peer's address (the balancer's) before
+                                  proxy_protocol or real_ip replaced it */
   GW_ALV_HTTP,                 /* request header; text is its name ("user-agent") */
   GW_ALV_SENT_HTTP             /* response header set by the handler or upstream */
 } gw_access_var_t;

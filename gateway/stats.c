@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "histogram.h"
 #include "stats.h"
 
 gw_worker_stats_t *gw_stats_table;
@@ -37,6 +38,10 @@ const gw_stats_field_t gw_stats_fields[] = {
   COUNTER(dns_failures, "DNS lookups that failed"),
   COUNTER(restarts, "times this worker (port, index) died unexpectedly and was replaced"),
   COUNTER(stalls, "... of which its loop stalled past stall_timeout and the watchdog killed it"),
+  COUNTER(proxy_protocol_headers, "PROXY protocol headers read (proxy_protocol: listeners)"),
+  COUNTER(proxy_protocol_rejected, "connections closed for a missing, malformed or oversized PROXY protocol header"),
+  COUNTER(proxy_protocol_timeouts, "connections closed for a PROXY protocol header not complete within header_timeout"),
+  COUNTER(proxy_protocol_untrusted, "connections closed for coming from a peer not in proxy_protocol_from"),
   GAUGE(connections_active, "open client connections"),
   GAUGE(connections_idle, "client connections waiting for a request (keep-alive)"),
   GAUGE(connections_reading, "client connections reading a request"),
@@ -56,9 +61,52 @@ const gw_stats_field_t gw_stats_fields[] = {
 };
 const size_t gw_stats_nfields = sizeof(gw_stats_fields) / sizeof(gw_stats_fields[0]);
 
+/* The note, after the table in the same mapping; a sequence number, odd
+ * while a writer is at it, lets a reader retry rather than read a torn one. */
+typedef struct {
+  uint32_t seq;
+  double set_ms;
+  char text[GW_STATS_NOTE_MAX + 1];
+} note_t;
+static note_t *note;
+
+void gw_stats_set_note(const char *text, size_t len, double now_ms)
+{
+  if (note == NULL) return;
+  if (len > GW_STATS_NOTE_MAX) len = GW_STATS_NOTE_MAX;
+  __atomic_add_fetch(&note->seq, 1, __ATOMIC_ACQ_REL);
+  memcpy(note->text, text, len);
+  note->text[len] = '\0';
+  note->set_ms = now_ms;
+  __atomic_add_fetch(&note->seq, 1, __ATOMIC_ACQ_REL);
+}
+
+double gw_stats_note(char *buf, size_t size)
+{
+  buf[0] = '\0';
+  if (note == NULL || size == 0) return 0;
+  for (int tries = 0; tries < 100; tries++) {
+    uint32_t seq = __atomic_load_n(&note->seq, __ATOMIC_ACQUIRE);
+    if (seq & 1) continue;
+    size_t n = strnlen(note->text, GW_STATS_NOTE_MAX);
+    if (n >= size) n = size - 1;
+    memcpy(buf, note->text, n);
+    buf[n] = '\0';
+    double at = note->set_ms;
+    if (__atomic_load_n(&note->seq, __ATOMIC_ACQUIRE) == seq) return at;
+  }
+  buf[0] = '\0';
+  return 0;
+}
+
 int gw_stats_init(void)
 {
   if (gw_stats_table) return 0;
+  note = mmap(NULL, sizeof(note_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (note == MAP_FAILED) {
+    note = NULL;
+    return -1;
+  }
   void *p = mmap(NULL, GW_STATS_SLOTS * sizeof(gw_worker_stats_t), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
                  -1, 0);
   if (p == MAP_FAILED) return -1;
@@ -107,8 +155,32 @@ gw_worker_stats_t *gw_stats_of(int32_t pid)
   return NULL;
 }
 
-void gw_stats_latency(double ms)
+/* The precise view: one log-linear histogram per second of the window, in
+ * this worker's own memory (only its percentiles are shared); a second's
+ * histogram is cleared when the ring comes back to it. */
+static struct {
+  int64_t second; /* which second it counts; -1: none yet */
+  uint64_t total;
+  uint32_t counts[GW_HIST_BUCKETS];
+} window[GW_LATENCY_WINDOW_S];
+static int window_ready;
+
+void gw_stats_latency(double now_ms, double ms)
 {
+  if (!window_ready) {
+    for (int i = 0; i < GW_LATENCY_WINDOW_S; i++) window[i].second = -1;
+    window_ready = 1;
+  }
+  int64_t second = (int64_t)(now_ms / 1000);
+  int slot = (int)(second % GW_LATENCY_WINDOW_S);
+  if (window[slot].second != second) {
+    memset(window[slot].counts, 0, sizeof(window[slot].counts));
+    window[slot].total = 0;
+    window[slot].second = second;
+  }
+  window[slot].counts[gw_hist_index(ms <= 0 ? 0 : (uint64_t)(ms * 1000 + 0.5))]++;
+  window[slot].total++;
+
   double us = ms * 1000.0, bound = 64.0;
   int b = 0;
   while (b < GW_LATENCY_BUCKETS - 1 && us >= bound) {
@@ -116,5 +188,24 @@ void gw_stats_latency(double ms)
     b++;
   }
   gw_stats_self->latency[b]++;
+}
+
+void gw_stats_publish_latency(double now_ms)
+{
+  static uint32_t merged[GW_HIST_BUCKETS];
+  int64_t second = (int64_t)(now_ms / 1000);
+  uint64_t total = 0;
+  memset(merged, 0, sizeof(merged));
+  for (int i = 0; window_ready && i < GW_LATENCY_WINDOW_S; i++) {
+    if (window[i].second <= second - GW_LATENCY_WINDOW_S || window[i].total == 0) continue;
+    for (size_t b = 0; b < GW_HIST_BUCKETS; b++) merged[b] += window[i].counts[b];
+    total += window[i].total;
+  }
+  gw_worker_stats_t *s = gw_stats_self;
+  s->latency_p50_ms = gw_hist_quantile(merged, total, 0.50) / 1000;
+  s->latency_p90_ms = gw_hist_quantile(merged, total, 0.90) / 1000;
+  s->latency_p99_ms = gw_hist_quantile(merged, total, 0.99) / 1000;
+  s->latency_mean_ms = gw_hist_mean(merged, total) / 1000;
+  s->latency_window_count = total;
 }
 

@@ -26,6 +26,7 @@ typedef struct {
   uint64_t dns_lookups, dns_cache_hits, dns_failures;
   uint64_t restarts, stalls; /* carried over from the workers this one replaced */
   uint64_t h2_connections, h2_streams; /* HTTP/2 connections taken (ALPN, preface, Upgrade), streams run */
+  uint64_t proxy_protocol_headers, proxy_protocol_rejected, proxy_protocol_timeouts, proxy_protocol_untrusted;
   /* gauges */
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;
@@ -38,6 +39,11 @@ typedef struct {
    * queued: bucket b counts those under 2^b * 64 µs (the last: the rest).
    * Recorded only by servers with a dashboard (its percentiles). */
   uint32_t latency[GW_LATENCY_BUCKETS];
+  /* Their percentiles over the last GW_LATENCY_WINDOW_S seconds, from a
+   * log-linear histogram (histogram.h: within 1 %), published with the
+   * gauges (gw_stats_publish_latency); ms. */
+  double latency_p50_ms, latency_p90_ms, latency_p99_ms, latency_mean_ms;
+  uint64_t latency_window_count;
   /* the stall watchdog (not shown as fields) */
   int64_t heartbeat_ms;  /* CLOCK_MONOTONIC ms when the worker's loop last turned (each second) */
   char stalled_on[128];  /* written when the master asks (SIGUSR2): what was running */
@@ -61,8 +67,21 @@ extern gw_worker_stats_t *gw_stats_table;
 /* This worker's slot; points at a private dummy in the master and in tests,
  * so counting code never checks for NULL. */
 extern gw_worker_stats_t *gw_stats_self;
-/* Counts one response time (ms) in this worker's latency histogram. */
-void gw_stats_latency(double ms);
+/* Counts one response time (ms), ended at now_ms (gw_now_ms()), in this
+ * worker's latency histograms. */
+#define GW_LATENCY_WINDOW_S 10
+void gw_stats_latency(double now_ms, double ms);
+/* Writes the percentiles of the last GW_LATENCY_WINDOW_S seconds into this
+ * worker's slot. */
+void gw_stats_publish_latency(double now_ms);
+
+/* A note every dashboard page shows (what an experiment is doing now, e.g.
+ * `rake lesson`'s phase), shared by the workers; at most GW_STATS_NOTE_MAX
+ * bytes. gw_stats_note() copies it and says when it was set (CLOCK_MONOTONIC
+ * ms; 0: never). */
+#define GW_STATS_NOTE_MAX 200
+void gw_stats_set_note(const char *text, size_t len, double now_ms);
+double gw_stats_note(char *buf, size_t size);
 
 /* The live slot of worker pid, or NULL. */
 gw_worker_stats_t *gw_stats_of(int32_t pid);

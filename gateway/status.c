@@ -33,6 +33,10 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
       evbuffer_add(out, ",\"latency_buckets\":[", 20);
       for (int b = 0; b < GW_LATENCY_BUCKETS; b++) evbuffer_add_printf(out, b ? ",%" PRIu32 : "%" PRIu32, s->latency[b]);
       evbuffer_add(out, "]", 1);
+      /* the precise view: percentiles of the last GW_LATENCY_WINDOW_S s */
+      evbuffer_add_printf(out, ",\"latency_ms\":{\"p50\":%.3f,\"p90\":%.3f,\"p99\":%.3f,\"mean\":%.3f,\"count\":%" PRIu64 "}",
+                          s->latency_p50_ms, s->latency_p90_ms, s->latency_p99_ms, s->latency_mean_ms,
+                          s->latency_window_count);
     }
     evbuffer_add(out, "}", 1);
     first = 0;
@@ -49,12 +53,58 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
       const gw_upstream_server_t *us = &grp->servers[j];
       evbuffer_add(out, j ? ",{\"server\":" : "{\"server\":", j ? 11 : 10);
       gw_json_string(out, us->label, strlen(us->label));
-      evbuffer_add_printf(out, ",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"}", us->weight, us->active,
+      evbuffer_add_printf(out, ",\"weight\":%d,\"active\":%d,\"fails\":%d,\"state\":\"%s\"", us->weight, us->active,
                           us->fails, us->down_until_ms > now ? "down" : "up");
+      if (us->health) { /* active checks: shared by every worker */
+        const gw_health_server_t *h = us->health;
+        evbuffer_add_printf(out,
+                            ",\"health\":{\"state\":\"%s\",\"checks\":%" PRIu64 ",\"fails\":%u,\"passes\":%u,"
+                            "\"transitions\":%" PRIu64 ",\"last_status\":%u,\"checked_by\":%d,\"last_error\":",
+                            h->down ? "down" : "up", h->checks, h->fails, h->passes, h->transitions, h->last_status,
+                            (int)grp->health->shared->owner);
+        gw_json_string(out, h->last_error, strlen(h->last_error));
+        evbuffer_add(out, "}", 1);
+      }
+      evbuffer_add(out, "}", 1);
     }
     evbuffer_add(out, "]", 1);
   }
-  evbuffer_add(out, "}}\n", 3);
+  evbuffer_add(out, "}", 1);
+  if (latency_buckets) { /* the dashboard's: the note its pages show */
+    char note[GW_STATS_NOTE_MAX + 1];
+    double at = gw_stats_note(note, sizeof(note));
+    evbuffer_add(out, ",\"note\":", 8);
+    gw_json_string(out, note, strlen(note));
+    evbuffer_add_printf(out, ",\"note_age_s\":%.1f", at > 0 ? (gw_now_ms() - at) / 1000 : -1.0);
+  }
+  evbuffer_add(out, "}\n", 2);
+}
+
+/* Active health checks: one series per checked server (shared state). */
+static void render_health_prometheus(struct evbuffer *out, const gw_config_t *config)
+{
+  int header = 0;
+  for (size_t g = 0; g < config->ngroups; g++) {
+    const gw_upstream_group_t *grp = &config->groups[g];
+    if (grp->health == NULL) continue;
+    if (!header) {
+      evbuffer_add_printf(out, "# HELP gateway_upstream_healthy 1 while the server passes its active health checks\n"
+                               "# TYPE gateway_upstream_healthy gauge\n");
+      header = 1;
+    }
+    for (size_t j = 0; j < grp->nservers; j++)
+      evbuffer_add_printf(out, "gateway_upstream_healthy{upstream=\"%s\",server=\"%s\"} %d\n", grp->name,
+                          grp->servers[j].label, grp->servers[j].health->down ? 0 : 1);
+  }
+  if (!header) return;
+  evbuffer_add_printf(out, "# HELP gateway_upstream_health_transitions_total times the server went down or came back up\n"
+                           "# TYPE gateway_upstream_health_transitions_total counter\n");
+  for (size_t g = 0; g < config->ngroups; g++) {
+    const gw_upstream_group_t *grp = &config->groups[g];
+    for (size_t j = 0; grp->health && j < grp->nservers; j++)
+      evbuffer_add_printf(out, "gateway_upstream_health_transitions_total{upstream=\"%s\",server=\"%s\"} %" PRIu64 "\n",
+                          grp->name, grp->servers[j].label, grp->servers[j].health->transitions);
+  }
 }
 
 static void render_prometheus(struct evbuffer *out)
@@ -84,6 +134,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   if (prometheus) {
     gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; version=0.0.4", 25);
     render_prometheus(req->resp_body);
+    render_health_prometheus(req->resp_body, req->ctx->config);
   } else {
     gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
     gw_status_render_json(req->resp_body, req->ctx->config, 0);

@@ -157,6 +157,8 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   gw_request_split_target(c);
   c->remote_addr = parent->remote_addr; /* the parent outlives its sub-requests */
   c->remote_port = parent->remote_port;
+  c->proxy_protocol_addr = parent->proxy_protocol_addr;
+  c->balancer_addr = parent->balancer_addr;
   c->tls = parent->tls;
   c->client_fd = parent->client_fd;
   gw_headers_copy(&c->headers, p->headers);

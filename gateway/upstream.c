@@ -839,7 +839,8 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     gw_px_start(x, NULL, ERR_CONNECT); /* fails from the loop */
     return r;
   }
-  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, addrlen, params->tls, tls_name(params));
+  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, addrlen, params->tls, tls_name(params),
+                                       params->proxy_header, params->proxy_header_len);
   if (key == NULL) {
     if (x->body_out != NULL) evbuffer_free(x->body_out);
     evbuffer_free(r->res.body);

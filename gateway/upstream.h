@@ -76,6 +76,11 @@ typedef struct {
    * settings name a server_name themselves. NULL: plain HTTP. Connections
    * are pooled apart per settings and name. */
   struct gw_tls_client_s *tls;
+  /* send_proxy_protocol: the PROXY protocol header each new connection
+   * starts with (before TLS), copied; connections are pooled apart per
+   * header. NULL: none. */
+  const unsigned char *proxy_header;
+  size_t proxy_header_len;
   const char *method;     /* "GET", ... */
   const char *target;     /* request-target, e.g. "/mruby?x=1" */
   const gw_headers_t *headers; /* sent as given (the caller sets Host; the client adds

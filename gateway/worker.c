@@ -22,11 +22,14 @@
 #include "h2.h"
 #include "gw_mruby.h"
 #include "listener.h"
+#include "proxy_accept.h"
 #include "h2_client.h"
+#include "health_check.h"
 #include "log.h"
 #include "mruby_handler.h"
 #include "resolver.h"
 #include "stats.h"
+#include "timeline.h"
 #include "timeutil.h"
 #include "upstream.h"
 #include "tunnel.h"
@@ -76,6 +79,7 @@ static void publish_stats(gw_context_t *w)
     st->dns_failures = rs.failures;
     st->dns_cache_entries = (uint32_t)rs.cache_entries;
   }
+  if (w->server->latency_histogram) gw_stats_publish_latency(gw_now_ms());
 }
 
 /* Loop lag: a 20 ms timer notes how late it runs; the worst of each second
@@ -104,6 +108,7 @@ static void on_stats_timer(evutil_socket_t fd, short what, void *arg)
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   gw_stats_self->loop_lag_ms = (uint32_t)(lag_worst_ms + 0.5);
   lag_worst_ms = 0;
+  gw_timeline_tick(); /* records while a dashboard page watches */
 }
 
 /* SIGUSR2 from the watchdog: this loop stalled. Say what is running into the
@@ -127,6 +132,16 @@ static void on_stall_query(int sig)
 static void on_conn_closed(gw_context_t *ctx)
 {
   if (ctx->stopping && ctx->nconns == 0) event_base_loopbreak(ctx->base);
+}
+
+/* A proxy_protocol: listener's connection whose PROXY header was read. */
+static int on_proxy_header(gw_context_t *ctx, int fd, const struct sockaddr *client, const struct sockaddr *peer,
+                           int carried)
+{
+  if (gw_conn_new(ctx, fd, client, carried ? peer : NULL) != NULL) return 0;
+  gw_log_error("out of memory for a new connection");
+  close(fd);
+  return -1;
 }
 
 /* Accepts up to ACCEPT_BURST connections; 1 if it took that many (more may wait). */
@@ -154,7 +169,12 @@ static int accept_burst(gw_worker_t *w, evutil_socket_t fd)
       setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     }
     gw_stats_self->connections_accepted++;
-    if (gw_conn_new(&w->ctx, cfd, (struct sockaddr *)&ss) == NULL) {
+    if (w->ctx.server->proxy_protocol) { /* the PROXY header first (proxy_accept.c) */
+      if (gw_proxy_accept_start(&w->ctx, cfd, (struct sockaddr *)&ss, len, on_proxy_header) < 0)
+        gw_log_error("out of memory for a new connection");
+      continue;
+    }
+    if (gw_conn_new(&w->ctx, cfd, (struct sockaddr *)&ss, NULL) == NULL) {
       gw_log_error("out of memory for a new connection");
       close(cfd);
     }
@@ -208,6 +228,8 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   ctx->stopping = 1;
   gw_log_notice("%s stop (signal %d), %zu connection(s) open", graceful ? "graceful" : "fast", (int)sig, ctx->nconns);
   if (ctx->server->fd >= 0) stop_accepting(w, graceful);
+  gw_proxy_accept_close_all(); /* nothing of a request arrived on these yet */
+  gw_health_check_stop();      /* another worker takes the checks over */
   gw_conn_t *next;
   for (gw_conn_t *c = ctx->conns; c; c = next) {
     next = c->next;
@@ -311,6 +333,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   sigprocmask(SIG_SETMASK, &none, NULL);
 
   gw_stats_attach(server->port, index, cfg->generation, restarts, stalls);
+  if (gw_stats_table) gw_timeline_attach((int)(gw_stats_self - gw_stats_table));
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   struct sigaction stall = {.sa_handler = on_stall_query, .sa_flags = SA_RESTART};
   sigemptyset(&stall.sa_mask);
@@ -324,6 +347,7 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   event_add(w->lag_ev, &probe);
 
   gw_mruby_worker_hook(server->init_worker, "init_worker");
+  gw_health_check_start(ctx); /* upstream groups' health_check: (one worker runs each) */
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
@@ -339,6 +363,8 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     gw_conn_shutdown(c, 0);
   }
   gw_h2_shutdown_all(0);
+  gw_proxy_accept_close_all();
+  gw_health_check_stop();
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
   gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
   gw_ws_close_all();     /* ... and connections */

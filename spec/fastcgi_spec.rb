@@ -9,6 +9,7 @@ require_relative 'spec_helper'
 require 'digest'
 require 'json'
 require 'open3'
+require 'zlib'
 
 PHP_FPM = '/usr/sbin/php-fpm8.2'
 
@@ -245,9 +246,10 @@ RSpec.describe 'fastcgi' do
       LOC
     end
 
-    it 'header_filter and body_filter run on FastCGI responses, streamed and whole, and on its 502' do
+    it 'header_filter and body_filter run on FastCGI responses, streamed and whole, and on its 502; earlier fields stay' do
       php_gateway(<<~LOC)
         location "/f/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
+                 rewrite: ->(req) { req.headers_out["X-Early"] = "kept"; nil },
                  header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
                  body_filter: ->(body, req) { "<" + body.strip.upcase + ">" }
         location "/fh/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" },
@@ -258,7 +260,7 @@ RSpec.describe 'fastcgi' do
       File.symlink('.', File.join(@www, 'f')) unless File.exist?(File.join(@www, 'f'))
       File.symlink('.', File.join(@www, 'fh')) unless File.exist?(File.join(@www, 'fh'))
       r = http_get(@port, '/f/echo.php')
-      expect([r.status, r['x-filtered'], r.body]).to eq([200, '200', '<HELLO FROM PHP>'])
+      expect([r.status, r['x-filtered'], r.body, r['x-early']]).to eq([200, '200', '<HELLO FROM PHP>', 'kept'])
       r = http_get(@port, '/fh/big.php', timeout: 10)
       expect([r.status, r['x-filtered'], r.body.bytesize]).to eq([200, 'slept', 1 << 20])
       r = http_get(@port, '/fdead/x.php')
@@ -341,6 +343,20 @@ RSpec.describe 'fastcgi' do
       expect(r.body.bytesize).to eq(1 << 20)
       h = http_request(@port, 'HEAD', '/u/big.php')
       expect(h.status).to eq(200)
+    end
+
+    it 'compress: a PHP answer is compressed on the fly, streamed (docs/compression.md)' do
+      php_gateway(%(location "/c/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" }, compress: true))
+      File.symlink('.', File.join(@www, 'c')) unless File.exist?(File.join(@www, 'c'))
+      r = http_get(@port, '/c/big.php', { 'Accept-Encoding' => 'gzip' }, timeout: 10)
+      expect([r.status, r['content-encoding'], r['vary']]).to eq([200, 'gzip', 'Accept-Encoding'])
+      expect(r.body.bytesize).to be < 10_000
+      expect(Zlib.gunzip(r.body)).to eq('x' * (1 << 20))
+      out, st = Open3.capture2('zstd', '-d', '-c', '-q',
+                               stdin_data: http_get(@port, '/c/server.php', { 'Accept-Encoding' => 'zstd' }).body, binmode: true)
+      expect(st.success?).to be true
+      expect(JSON.parse(out)['REQUEST_METHOD']).to eq('GET')
+      expect(http_get(@port, '/c/big.php', { 'Accept-Encoding' => 'identity' }, timeout: 10).body.bytesize).to eq(1 << 20)
     end
 
     it 'a slow script does not delay a fast request' do

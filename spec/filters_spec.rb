@@ -35,6 +35,8 @@ RSpec.describe 'filters on every response' do
                  header_filter: ->(req) { req.headers_out["X-Head-Only"] = "yes" }
         location "/slowhead/", alias: "#{docroot}/",
                  header_filter: ->(req) { Async.sleep(0.1); req.headers_out["X-Slept"] = "yes" }
+        location "/boom/", alias: "#{docroot}/",
+                 header_filter: ->(req) { Async.sleep(0.05); raise "filter broke" }
         location "/dead", proxy_pass: "http://127.0.0.1:#{@dead}",
                  header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
                  body_filter: ->(body, req) { "filtered: " + body }
@@ -70,6 +72,15 @@ RSpec.describe 'filters on every response' do
     expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', 'x' * BIG])
     r = http_get(@port, '/slowhead/a.txt')
     expect([r.status, r['x-slept'], r.body]).to eq([200, 'yes', "hello\n"])
+  end
+
+  it 'a header filter that raises while it holds a large file answers 500, the file let go' do
+    pid = worker_pid(@port)
+    2.times { expect(http_get(@port, '/boom/big.txt', timeout: 10).status).to eq(500) }
+    before = open_fds(pid)
+    5.times { expect(http_get(@port, '/boom/big.txt', timeout: 10).status).to eq(500) }
+    expect(open_fds(pid)).to be <= before
+    poll('the error in the log') { @gw.log.include?('filter broke') }
   end
 
   it 'a ranged response passes the filters (206, the range filtered)' do
@@ -115,6 +126,43 @@ RSpec.describe 'filters on every response' do
     expect(out).to match(%r{\AHTTP/2 404}).and include("x-filtered: 404").and end_with("[404 NOT FOUND\n]")
   end
 
+  it 'clients that leave while a header filter holds a file (sendfile deferred) leak no descriptor' do
+    pid = worker_pid(@port)
+    http_get(@port, '/slowhead/big.txt', timeout: 10) # both files are open in the cache from now on
+    http_get(@port, '/slowhead/a.txt')
+    before = open_fds(pid)
+    30.times do
+      c = connect(@port)
+      c.write("GET /slowhead/big.txt HTTP/1.1\r\nHost: x\r\n\r\n")
+      sleep 0.01
+      c.close
+    end
+    sleep 0.3 # the filters' sleeps end
+    expect(http_get(@port, '/slowhead/a.txt').body).to eq("hello\n")
+    poll('the descriptors back to where they were') { open_fds(pid) <= before }
+  end
+
+  it 'a body over 64 MiB for a body filter answers 502 (a file, or a streamed upstream), the worker goes on' do
+    File.open(File.join(docroot, 'huge.bin'), 'w') { |f| f.truncate(65 << 20) } # sparse
+    r = http_get(@port, '/s/huge.bin', timeout: 10)
+    expect([r.status, r['x-filtered']]).to eq([502, '502'])
+    up = fake_upstream do |peer|
+      while peer.read_request(timeout: 30)
+        peer.write("HTTP/1.1 200 OK\r\nContent-Length: #{66 << 20}\r\n\r\n")
+        66.times { peer.write('y' * (1 << 20)) }
+      end
+    end
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/", proxy_pass: "http://127.0.0.1:#{up.port}", body_filter: ->(body, req) { body }
+      end
+    RUBY
+    r = http_get(port, '/big', timeout: 20)
+    expect(r.status).to eq(502)
+    expect(http_get(@port, '/s/a.txt').body).to eq("[HELLO\n]")
+  end
+
   it 'the worker survives it all' do
     expect(http_get(@port, '/pid').status).to eq(200)
   end
@@ -141,6 +189,27 @@ RSpec.describe 'filters where they cannot apply' do
     RUBY
     expect(st).not_to eq(0)
     expect(out).to include("#{path}:3").and include("the server's body_filter: cannot apply")
+  end
+
+  it 'a proxy_pass location with filters relays no upgrade: the handshake goes as a plain request, its answer filtered' do
+    seen = Queue.new
+    up = fake_upstream do |peer|
+      while (req = peer.read_request(timeout: 30))
+        seen << req['upgrade'].to_s
+        peer.respond(200, {}, 'plain')
+      end
+    end
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/ws", proxy_pass: "http://127.0.0.1:#{up.port}", header_filter: ->(req) { req.headers_out["X-F"] = "1" }
+      end
+    RUBY
+    c = connect(port)
+    c.write("GET /ws HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n" \
+            "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n")
+    r = c.read_response
+    expect([r.status, r['x-f'], r.body, seen.pop]).to eq([200, '1', 'plain', ''])
   end
 
   it "a websocket: location does not take the server's filters, and filter: false opts a tunnel out" do
@@ -292,5 +361,26 @@ RSpec.describe 'ruby_files: true (ngx_mruby mruby_add_handler)' do
       expect(r.body).not_to include('outside!'), p
       expect([400, 403, 404]).to include(r.status), p
     end
+  end
+end
+
+RSpec.describe 'response head order (nginx: its own fields, then the handler\'s)' do
+  it 'writes Server, Date, Content-Length, Connection first and the fields a handler set after them' do
+    port = free_port
+    start_gateway(<<~RUBY, ports: [port])
+      server listen: "127.0.0.1:#{port}", workers: 1 do
+        location "/a" do |req| req.headers_out["X-Mine"] = "1"; "a" end
+        location "/s" do |req| req.headers_out["Server"] = "mine"; "s" end
+      end
+    RUBY
+    c = connect(port)
+    c.write("GET /a HTTP/1.0\r\nHost: x\r\n\r\n")
+    names = c.read_all.split("\r\n\r\n", 2)[0].split("\r\n").drop(1).map { |l| l.split(':', 2)[0] }
+    expect(names).to eq(%w[Server Date Content-Type Content-Length Connection X-Mine])
+    c = connect(port)
+    c.write("GET /s HTTP/1.0\r\nHost: x\r\n\r\n")
+    head = c.read_all.split("\r\n\r\n", 2)[0]
+    expect(head.scan(/^Server: .*$/)).to eq(['Server: mine'])
+    expect(head.split("\r\n").last).to eq('Server: mine')
   end
 end

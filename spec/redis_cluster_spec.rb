@@ -11,7 +11,8 @@ RSpec.describe 'Async::Redis on a Redis Cluster' do
   before(:all) do
     @nodes = Array.new(3) do
       RedisServer.new(args: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf',
-                             '--cluster-node-timeout', '2000'])
+                             '--cluster-node-timeout', '2000',
+                             '--cluster-port', free_port.to_s]) # not port + 10000, which may be taken
     end
     out = IO.popen(['redis-cli', '--cluster', 'create', *@nodes.map(&:addr), '--cluster-yes'], err: [:child, :out], &:read)
     raise "redis-cli --cluster create failed:\n#{out}" unless $?.success?

@@ -20,20 +20,32 @@ class RedisServer
   end
 
   def start
-    @pid = Process.spawn(BIN, '--port', @port.to_s, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                         '--dir', @dir, '--daemonize', 'no', *@args, in: File::NULL,
-                         out: File.join(@dir, 'redis.log'), err: [:child, :out])
-    GatewaySpec.poll("redis-server on port #{@port}", timeout: 10) do
-      cmd('PING') == 'PONG'
+    @pid = Process.spawn(*argv, in: File::NULL, out: File.join(@dir, 'redis.log'), err: [:child, :out])
+    GatewaySpec.poll("#{self.class} on port #{@port}", timeout: 10) do
+      ready?
     rescue SystemCallError, IOError
       false
     end
   end
 
+  def argv
+    [BIN, '--port', @port.to_s, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', @dir,
+     '--daemonize', 'no', *@args]
+  end
+
+  def ready?
+    cmd('PING') == 'PONG'
+  end
+
+  # One command on a connection of its own: the reply, or a RuntimeError with an error reply's message.
   def cmd(*args)
-    s = TCPSocket.new('127.0.0.1', @port)
+    RedisServer.cmd(@port, *args)
+  end
+
+  def self.cmd(port, *args)
+    s = TCPSocket.new('127.0.0.1', port)
     s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
-    RedisServer.read_reply(s)
+    read_reply(s)
   ensure
     s&.close
   end
@@ -83,5 +95,47 @@ class FakeRedis
     @server.close
     @socks.each { |s| s.close rescue nil }
     @thread.join(1)
+  end
+end
+
+# One `redis-server --sentinel` watching the master on master_port under
+# the name `name`, with a 1 s down-after (a failover within seconds).
+class RedisSentinel < RedisServer
+  def initialize(master_port, name: 'mymaster', quorum: 2, port: GatewaySpec.free_port)
+    @port = port
+    @master_port = master_port
+    @name = name
+    @dir = Dir.mktmpdir('gateway-sentinel-')
+    File.write(File.join(@dir, 'sentinel.conf'), <<~CONF)
+      port #{@port}
+      bind 127.0.0.1
+      dir #{@dir}
+      sentinel monitor #{name} 127.0.0.1 #{master_port} #{quorum}
+      sentinel down-after-milliseconds #{name} 1000
+      sentinel failover-timeout #{name} 4000
+      sentinel parallel-syncs #{name} 1
+    CONF
+    start
+  end
+
+  def argv
+    [BIN, File.join(@dir, 'sentinel.conf'), '--sentinel']
+  end
+
+  def ready?
+    cmd('SENTINEL', 'get-master-addr-by-name', @name) == ['127.0.0.1', @master_port.to_s]
+  end
+
+  # Three sentinels watching master (with one replica) that know the replica
+  # and each other, so a failover can happen.
+  def self.start_three(master, name: 'mymaster', ports: Array.new(3) { GatewaySpec.free_port })
+    sentinels = ports.map { |p| RedisSentinel.new(master.port, name: name, port: p) }
+    GatewaySpec.poll('the sentinels to see the replica and each other', timeout: 20) do
+      sentinels.all? do |s|
+        m = s.cmd('SENTINEL', 'master', name).each_slice(2).to_h
+        m['num-slaves'] == '1' && m['num-other-sentinels'] == '2'
+      end
+    end
+    sentinels
   end
 end

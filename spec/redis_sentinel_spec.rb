@@ -8,41 +8,6 @@
 require_relative 'spec_helper'
 require_relative 'redis_helper'
 
-# One `redis-server --sentinel` watching `master` under the name mymaster.
-class RedisSentinel
-  include PeerServer
-
-  def initialize(master_port, quorum: 2)
-    @port = GatewaySpec.free_port
-    @dir = Dir.mktmpdir('gateway-sentinel-')
-    conf = File.join(@dir, 'sentinel.conf')
-    File.write(conf, <<~CONF)
-      port #{@port}
-      bind 127.0.0.1
-      dir #{@dir}
-      sentinel monitor mymaster 127.0.0.1 #{master_port} #{quorum}
-      sentinel down-after-milliseconds mymaster 1000
-      sentinel failover-timeout mymaster 4000
-      sentinel parallel-syncs mymaster 1
-    CONF
-    @pid = Process.spawn(RedisServer::BIN, conf, '--sentinel', in: File::NULL,
-                         out: File.join(@dir, 'sentinel.log'), err: [:child, :out])
-    GatewaySpec.poll("redis sentinel on port #{@port}", timeout: 10) do
-      cmd('SENTINEL', 'get-master-addr-by-name', 'mymaster') == ['127.0.0.1', master_port.to_s]
-    rescue SystemCallError, IOError
-      false
-    end
-  end
-
-  def cmd(*args)
-    s = TCPSocket.new('127.0.0.1', @port)
-    s.write("*#{args.size}\r\n" + args.map { |a| "$#{a.to_s.bytesize}\r\n#{a}\r\n" }.join)
-    RedisServer.read_reply(s)
-  ensure
-    s&.close
-  end
-end
-
 RSpec.describe 'Async::Redis behind Redis Sentinel' do
   before(:each) do
     @master = RedisServer.new
@@ -50,14 +15,7 @@ RSpec.describe 'Async::Redis behind Redis Sentinel' do
     GatewaySpec.poll('the replica to sync', timeout: 10) do
       @replica.cmd('INFO', 'replication').include?('master_link_status:up')
     end
-    @sentinels = Array.new(3) { RedisSentinel.new(@master.port) }
-    # Each sentinel must know the replica and the other sentinels before a failover can happen.
-    GatewaySpec.poll('the sentinels to see the replica and each other', timeout: 20) do
-      @sentinels.all? do |s|
-        m = s.cmd('SENTINEL', 'master', 'mymaster').each_slice(2).to_h
-        m['num-slaves'] == '1' && m['num-other-sentinels'] == '2'
-      end
-    end
+    @sentinels = RedisSentinel.start_three(@master)
     @port = free_port
     @gw = start_gateway(<<~RUBY, ports: @port)
       redis :fleet, sentinels: #{@sentinels.map(&:addr).inspect}, master_name: "mymaster", timeout: 1.0

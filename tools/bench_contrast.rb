@@ -473,9 +473,9 @@ module Gateway
         quiesce(key)
         sleep settle
       end
-      log format('  %-12s %-4s c=%-4d %9s req/s  mean %8s ms  p99 %8s ms  errors %s%s',
+      log format('  %-12s %-4s c=%-4d %9s req/s  mean %8s ms  p99 %8s ms  failures %s%s',
                  endpoint(key)[:label], tool, c, fmt(r[:rps], 1), fmt(r[:mean_ms], 2), fmt(r[:p99_ms], 2),
-                 r[:errors].inspect, r[:exit].to_i.zero? ? '' : "  (exit #{r[:exit]})")
+                 r[:failures].inspect, r[:exit].to_i.zero? ? '' : "  (exit #{r[:exit]})")
       r
     end
 
@@ -483,9 +483,10 @@ module Gateway
       value.to_f * { 'us' => 1e-3, 'ms' => 1.0, 's' => 1e3, 'm' => 60e3, 'h' => 3600e3 }.fetch(unit)
     end
 
+    # The failure counts and rates are GatewayBench::Load's (bench/common.rb):
+    # req/s counts successful (2xx) requests only; here also the mean latency.
     def parse_wrk(text)
-      r = {}
-      r[:rps] = text[/^Requests\/sec:\s+([\d.]+)/, 1]&.to_f
+      r = GatewayBench::Load.wrk(text)
       if (m = text.match(/^\s+Latency\s+([\d.]+)(us|ms|s|m|h)\s/))
         r[:mean_ms] = ms(m[1], m[2])
       end
@@ -493,24 +494,13 @@ module Gateway
         m = text.match(/^\s+#{p}(?:\.0+)?%\s+([\d.]+)(us|ms|s|m|h)\s*$/)
         r[k] = m && ms(m[1], m[2])
       end
-      r[:requests] = text[/(\d+) requests in/, 1]&.to_i
-      sock = text.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/)
-      r[:socket_errors] = sock ? sock.captures.map(&:to_i).sum : 0
-      r[:socket_errors_detail] = sock[0] if sock
-      r[:non2xx] = text[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
-      r[:errors] = r[:socket_errors] + r[:non2xx]
       r
     end
 
     def parse_ab(text)
-      r = {}
-      r[:rps] = text[/Requests per second:\s+([\d.]+)/, 1]&.to_f
+      r = GatewayBench::Load.ab(text)
       r[:mean_ms] = text[/Time per request:\s+([\d.]+) \[ms\] \(mean\)\s*$/, 1]&.to_f
       { p50_ms: '50', p99_ms: '99' }.each { |k, p| r[k] = text[/^\s+#{p}%\s+(\d+)/, 1]&.to_f }
-      r[:requests] = text[/Complete requests:\s+(\d+)/, 1]&.to_i
-      r[:failed] = text[/Failed requests:\s+(\d+)/, 1].to_i
-      r[:non2xx] = text[/Non-2xx responses:\s+(\d+)/, 1].to_i
-      r[:errors] = r[:failed] + r[:non2xx]
       r[:keepalive] = text[/Keep-Alive requests:\s+(\d+)/, 1]&.to_i
       r[:ab_error] = text[/^(apr_\S+.*)$/, 1]
       r
@@ -681,18 +671,13 @@ module Gateway
       v.nil? ? '—' : "#{fmt(v, 1)}%"
     end
 
+    # errors / non-2xx / timeouts, marked ⚠ when any.
     def errors_cell(r)
-      parts = []
-      if r[:tool] == 'ab'
-        parts << "#{r[:failed]} failed" if r[:failed].to_i.positive?
-        parts << "#{r[:non2xx]} non-2xx" if r[:non2xx].to_i.positive?
-        parts << r[:ab_error] if r[:ab_error]
-      else
-        parts << r[:socket_errors_detail] if r[:socket_errors].to_i.positive?
-        parts << "#{r[:non2xx]} non-2xx" if r[:non2xx].to_i.positive?
-      end
-      parts << "exit #{r[:exit]}" unless r[:exit].to_i.zero? && r[:exit] != 'timeout'
-      parts.empty? ? '0' : parts.join(', ')
+      cell = "#{r[:errors].to_i} / #{r[:non2xx].to_i} / #{r[:timeouts].to_i}"
+      cell = "⚠ #{cell}" if r[:errors].to_i + r[:non2xx].to_i + r[:timeouts].to_i > 0
+      extra = [r[:ab_error], (r[:error_detail] if r[:failures].to_i.positive?)].compact
+      extra << "exit #{r[:exit]}" unless r[:exit].to_i.zero? && r[:exit] != 'timeout'
+      extra.empty? ? cell : "#{cell} (#{extra.join(', ')})"
     end
 
     # The gateway against the C probe (older JSON files have neither the row
@@ -733,8 +718,9 @@ module Gateway
       out << "#{m[:started]} · #{m[:gateway]} (#{m[:git]}) · `#{m[:config]}` · server on CPU #{m[:server_cpu]}, " \
              "load on CPU #{m[:load_cpu]} · #{m[:nproc]} CPUs, #{m[:cpu_model]} · #{m[:quick] ? 'QUICK run' : 'full run'}\n\n"
       out << "Backend: 10 ms non-blocking sleep. Little's law at C concurrent requests: non-blocking ≤ C / 10 ms " \
-             "(10,000 req/s at C = 100); one blocking worker ≤ 1 / 10 ms = 100 req/s. Published: #{PUBLISHED_SOURCE}.\n\n"
-      out << "| endpoint | tool | published req/s | measured req/s | mean ms | p50 ms | p99 ms | errors / non-2xx " \
+             "(10,000 req/s at C = 100); one blocking worker ≤ 1 / 10 ms = 100 req/s. Published: #{PUBLISHED_SOURCE}. " \
+             "Measured req/s counts successful (2xx) requests only; a run with any failure is marked ⚠.\n\n"
+      out << "| endpoint | tool | published req/s | measured req/s | mean ms | p50 ms | p99 ms | errors / non-2xx / timeouts " \
              "| Little limit req/s | measured % of limit | published % of limit | measured / published |\n"
       out << "|---|---|--:|--:|--:|--:|--:|---|--:|--:|--:|--:|\n"
       head.each do |r|
@@ -776,7 +762,7 @@ module Gateway
              "\"ms per request\" = C / X (Little's law read backwards; 10 ms is the backend, the rest is overhead or queueing). " \
              "Blocking runs last longer at high C (several queue rounds of C × 10 ms each) and use `--timeout 30s`.\n\n"
       out << "| mode | C | duration s | measured req/s | predicted req/s | % of predicted | mean ms | predicted mean ms | p99 ms " \
-             "| ms per request (C/X) | errors | CPU #{m[:server_cpu]} busy |\n"
+             "| ms per request (C/X) | errors / non-2xx / timeouts | CPU #{m[:server_cpu]} busy |\n"
       out << "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|--:|\n"
       res[:sweep].each do |r|
         out << "| #{ENDPOINTS[r[:endpoint].to_sym][:label]} | #{r[:c]} | #{r[:duration_s]} | #{fmt(r[:rps], 1)} | " \
@@ -941,9 +927,9 @@ module Gateway
         pts = by.call(key)
         col = COLORS[key]
         thr << { pts: pts.map { |r| [r[:c], r[:rps]] }, color: col, marker: :dot,
-                 bad: pts.map { |r| r[:errors].to_i.positive? } }
+                 bad: pts.map { |r| (r[:failures] || r[:errors]).to_i.positive? } }
         lat << { pts: pts.map { |r| [r[:c], r[:mean_ms]] }, color: col, marker: :dot,
-                 bad: pts.map { |r| r[:errors].to_i.positive? } }
+                 bad: pts.map { |r| (r[:failures] || r[:errors]).to_i.positive? } }
         pc = ([1] + sweep_c + [cmax]).uniq.sort
         thr << { pts: pc.map { |c| [c, little_limit(key, c)] }, color: col, dash: true }
         lat << { pts: pc.map { |c| [c, predicted_latency(key, c)] }, color: col, dash: true }

@@ -25,6 +25,21 @@ module GatewayBenchTasks
 end
 
 namespace :bench do
+  desc 'W1-W3 against their peers (WORKLOADS=w1,w2,w3): W1 examples/async.rb non-blocking and blocking vs the C probe ' \
+       'and nginx + Lua, W2 Ruby "ok" vs nginx return 200, W3 proxy_pass vs nginx proxy_pass (keepalive); wrk -t1 -c100, ' \
+       'median of ROUNDS=3 alternating runs of DURATION=5 s; writes build/bench/seed.{md,json}'
+  GatewayBenchTasks.define(:seed, 'seed', :Seed)
+  task seed: 'bench:probe_build'
+
+  { w1: 'W1 the seed (examples/async.rb) vs the C probe and nginx + Lua', w2: 'W2 hello vs nginx return 200',
+    w3: 'W3 proxy vs nginx proxy_pass' }.each do |w, what|
+    desc "bench:seed WORKLOADS=#{w}: #{what}"
+    task w do
+      ENV['WORKLOADS'] = w.to_s
+      Rake::Task['bench:seed'].invoke
+    end
+  end
+
   desc 'Idle keep-alive connections: worker RSS per connection, gateway vs nginx vs h2o ' \
        '(IDLE_CONNS=5000); writes build/bench/idle.{md,json}'
   GatewayBenchTasks.define(:idle, 'idle_conns', :IdleConns)
@@ -32,6 +47,10 @@ namespace :bench do
   desc 'No-slowdown check: BASE=old/gateway vs NEW (build/gateway) in alternating pairs (PAIRS=3), ' \
        'W2 hello and W3 proxy; writes build/bench/paired.{md,json}'
   GatewayBenchTasks.define(:paired, 'paired', :Paired, binary: 'NEW')
+
+  desc 'PROXY protocol: gateway CPU per request, plain vs proxy_protocol: true, both through HAProxy (send-proxy-v2), ' \
+       'keep-alive and a connection per request (PAIRS=3, DURATION=5); writes build/bench/proxy_protocol.{md,json}'
+  GatewayBenchTasks.define(:proxy_protocol, 'proxy_protocol', :ProxyProtocol)
 
   desc 'Instructions per request (valgrind callgrind) of BASE=old/gateway and NEW (build/gateway): ' \
        'hello, status, proxy, async (N=2000 requests, WORKLOADS=..., KEEP=dir for the dumps)'
@@ -74,6 +93,10 @@ namespace :bench do
   desc 'WebSocket echo through proxy_pass, gateway vs nginx (WS_CONNS=100, WS_SIZE=64, DURATION=5); ' \
        'writes build/bench/ws.{md,json}'
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
+
+  desc 'Compression on the fly: a 10 KB JSON through proxy_pass, gzip level 1, gateway vs nginx (gzip on), with the ' \
+       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}"
+  GatewayBenchTasks.define(:compress, 'compress', :Compress)
 
   desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \
        'proxy_ssl_session_reuse), server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=3); writes build/bench/https_upstream.{md,json}'

@@ -1,9 +1,10 @@
 # frozen_string_literal: true
 
-# Helpers shared by tools/bench/idle_conns.rb and tools/bench/paired.rb
-# (Ruby stdlib only): servers pinned with taskset and stopped by their own PID,
-# free loopback ports, the shared CPU lock, Debian packages installed only when
-# missing, /proc readings (RSS, CPU ticks, CPU busy shares), wrk runs.
+# Helpers shared by the benches of tools/bench/ (Ruby stdlib only): servers
+# pinned with taskset and stopped by their own PID, free loopback ports, the
+# shared CPU lock, Debian packages installed only when missing, /proc readings
+# (RSS, CPU ticks, CPU busy shares), wrk runs, and the one reading of wrk's,
+# h2load's and ab's output (Load) that every table's failure columns use.
 #
 # Everything talks to 127.0.0.1 only. A process is only ever signalled by the
 # PID this code got when it spawned it (or read from /proc as that process's
@@ -283,6 +284,99 @@ module GatewayBench
     end
   end
 
+  # What a load generator's output says, in one shape for wrk, h2load and ab,
+  # so that every table counts failures the same way:
+  #
+  #   total     responses and failed requests the tool counted
+  #   ok        requests answered 2xx (wrk: 2xx or 3xx, which it does not tell apart)
+  #   errors    socket errors (connect, read, write; h2load's "errored", ab's
+  #             failed connects, receives and exceptions)
+  #   non2xx    answers with another status (wrk: 4xx and 5xx)
+  #   timeouts  requests the tool gave up waiting for
+  #   failures  errors + non2xx + timeouts
+  #   rps       ok / seconds: successful requests only (raw_rps: the tool's own figure)
+  #
+  # `requests` is `ok` too: the divisor of a server's CPU time per request.
+  module Load
+    module_function
+
+    FAIL_HEAD = 'errors | non-2xx | timeouts'
+    FAIL_ALIGN = '--:|--:|--:'
+
+    def seconds(value, unit)
+      value.to_f * { 'us' => 1e-6, 'ms' => 1e-3, 's' => 1, 'm' => 60, 'h' => 3600 }.fetch(unit, 1)
+    end
+
+    # A tool that printed no summary (it could not connect, it was killed)
+    # counts as one error: the row is marked, not left blank.
+    def result(tool, total:, ok:, errors:, non2xx:, timeouts:, seconds:, raw_rps:, **more)
+      ok = [ok.to_i, 0].max
+      errors = 1 if seconds.nil? && errors.to_i.zero? && non2xx.to_i.zero? && timeouts.to_i.zero?
+      secs = seconds.to_f
+      { tool: tool, total: total.to_i, ok: ok, requests: ok, errors: errors.to_i, non2xx: non2xx.to_i,
+        timeouts: timeouts.to_i, failures: errors.to_i + non2xx.to_i + timeouts.to_i,
+        seconds: secs.positive? ? secs : nil, rps: secs.positive? ? ok / secs : nil, raw_rps: raw_rps, **more }
+    end
+
+    def wrk(out)
+      lat = lambda do |pct|
+        m = out.match(/^\s+#{pct}%\s+([\d.]+)(us|ms|s)\b/)
+        m && seconds(m[1], m[2]) * 1000
+      end
+      sock = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/)
+      c, r, w, t = sock ? sock.captures.map(&:to_i) : [0, 0, 0, 0]
+      total = out[/(\d+) requests in/, 1].to_i
+      non2xx = out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
+      m = out.match(/requests in ([\d.]+)(ms|s|m)\b/)
+      raw = out[%r{Requests/sec:\s+([\d.]+)}, 1]&.to_f
+      result('wrk', total: total, ok: total - non2xx, errors: c + r + w, non2xx: non2xx, timeouts: t,
+                    seconds: m && seconds(m[1], m[2]), raw_rps: raw, p50_ms: lat.call(50), p99_ms: lat.call(99),
+                    error_detail: sock && sock[0])
+    end
+
+    # h2load -n or -D: "succeeded" counts 2xx and 3xx (the status line tells them
+    # apart); "errored" counts requests lost with their connection or never sent.
+    def h2load(out)
+      req = out.match(/requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, (\d+) errored, (\d+) timeout/)
+      total, _started, _done, _succ, _failed, errored, timeout = req ? req.captures.map(&:to_i) : [0] * 7
+      codes = out.match(/status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx/)
+      s2, s3, s4, s5 = codes ? codes.captures.map(&:to_i) : [0] * 4
+      m = out.match(/finished in ([\d.]+)(us|ms|s|m)\b/)
+      result('h2load', total: total, ok: s2, errors: errored, non2xx: s3 + s4 + s5, timeouts: timeout,
+                       seconds: m && seconds(m[1], m[2]), raw_rps: out[%r{finished in [\d.]+\w+, ([\d.]+) req/s}, 1]&.to_f,
+                       error_detail: req && req[0])
+    end
+
+    # ab's "Length" failures (a body of another length than the first one's)
+    # are not errors: a dynamic page (the status page, a counter) varies.
+    def ab(out)
+      complete = out[/Complete requests:\s+(\d+)/, 1].to_i
+      failed = out[/Failed requests:\s+(\d+)/, 1].to_i - out[/\(Connect: \d+, Receive: \d+, Length: (\d+),/, 1].to_i
+      non2xx = out[/Non-2xx responses:\s+(\d+)/, 1].to_i
+      timeouts = out.include?('The timeout specified has expired') ? 1 : 0
+      result('ab', total: complete, ok: complete - failed - non2xx, errors: failed, non2xx: non2xx, timeouts: timeouts,
+                   seconds: out[/Time taken for tests:\s+([\d.]+) seconds/, 1]&.to_f,
+                   raw_rps: out[/Requests per second:\s+([\d.]+)/, 1]&.to_f,
+                   error_detail: out[/\(Connect: \d+, Receive: \d+, Length: \d+, Exceptions: \d+\)/])
+    end
+
+    # The failure counts of several runs (rounds of one row) added up.
+    def sum(results)
+      %i[errors non2xx timeouts failures].to_h { |k| [k, results.sum { |r| r[k].to_i }] }
+    end
+
+    # "errors | non-2xx | timeouts" cells of a row (r: a result or a sum).
+    def cells(r)
+      "#{r[:errors].to_i} | #{r[:non2xx].to_i} | #{r[:timeouts].to_i}"
+    end
+
+    # A row's label, marked when anything failed: "gateway ⚠ 12 failed".
+    def label(name, r)
+      n = r[:failures].to_i
+      n.positive? ? "#{name} ⚠ #{n} failed" : name.to_s
+    end
+  end
+
   # Starts and stops servers; holds the CPU lock around measurement steps.
   class Runner
     include Util
@@ -423,6 +517,49 @@ module GatewayBench
       start(name, [bin, '-p', dir, '-e', "#{dir}/error.log", '-c', conf], port: port, dir: dir, binary: bin)
     end
 
+    # The worker of a one-worker server (forked a moment after the port
+    # accepts, so it is waited for).
+    def worker_of(srv, timeout: 5)
+      deadline = monotonic + timeout
+      loop do
+        worker = children(srv.pid).find { |k| runs?(k, srv.binary) }
+        return worker if worker
+        raise Error, "#{srv.name}: no worker under #{srv.pid}" if monotonic > deadline
+
+        sleep 0.05
+      end
+    end
+
+    # Moves a server (an upstream) next to the load, off the server CPU, so
+    # that the server CPU holds only the front being measured.
+    def pin_to_load(srv)
+      ([srv.pid] + descendants(srv.pid)).each do |pid|
+        system('taskset', '-a', '-p', '-c', @load_cpu.to_s, pid.to_s, out: File::NULL)
+      end
+    end
+
+    # Stops every server but `keep` (the fronts, not their upstream).
+    def stop_except(keep)
+      @servers.reject { |s| s.equal?(keep) }.each { |s| stop(s) }
+    end
+
+    # wrk on url for duration under the CPU lock, and the worker's CPU time
+    # (utime + stime) over it: {requests:, rps:, p99_ms:, errors:, non2xx:,
+    # timeouts:, failures:, cpu_s:, cpu_us_per_req:} (Load's counts).
+    def cpu_per_request(name, worker, args, url, duration)
+      with_cpu_lock do
+        t0 = ticks(worker)
+        out = run_wrk(args, url, duration)
+        t1 = ticks(worker)
+        w = Runner.parse_wrk(out[:out])
+        raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
+
+        cpu_s = (t1 - t0).to_f / clk_tck
+        { requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms], **w.slice(:errors, :non2xx, :timeouts, :failures),
+          cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
+      end
+    end
+
     # ---------------------------------------------------------------- wrk
 
     # wrk pinned to the load CPU, bounded (killed after duration + 30 s).
@@ -450,30 +587,9 @@ module GatewayBench
       { cmd: cmd.join(' '), out: out, status: $?&.exitstatus, load_cpu_s: load_cpu_s }
     end
 
+    # wrk's output as Load.wrk reads it (rps: successful requests only).
     def self.parse_wrk(out)
-      num = lambda do |s|
-        return nil unless s
-
-        v = s.to_f
-        v * { 'k' => 1e3, 'M' => 1e6 }.fetch(s[/[kM]\z/].to_s, 1)
-      end
-      lat = lambda do |pct|
-        m = out.match(/^\s+#{pct}%\s+([\d.]+)(us|ms|s)\b/)
-        m && (m[1].to_f * { 'us' => 0.001, 'ms' => 1.0, 's' => 1000.0 }[m[2]])
-      end
-      errs = 0
-      if (m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/))
-        errs += m[1..4].sum(&:to_i)
-      end
-      errs += out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i
-      {
-        requests: out[/(\d+) requests in/, 1]&.to_i,
-        seconds: (m = out.match(/requests in ([\d.]+)(ms|s|m)\b/)) && m[1].to_f * { 'ms' => 0.001, 's' => 1, 'm' => 60 }[m[2]],
-        rps: num.call(out[/Requests\/sec:\s+([\d.]+[kM]?)/, 1]),
-        p50_ms: lat.call(50),
-        p99_ms: lat.call(99),
-        errors: errs
-      }
+      Load.wrk(out)
     end
   end
 end

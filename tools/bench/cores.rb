@@ -101,7 +101,7 @@ module GatewayBench
       accepted = after.keys.sort.map { |i| after[i][1] - before.fetch(i, [0, 0])[1] }
       us = (t1 - t0).to_f / clk_tck * 1e6 / w[:requests]
       r = { rps: w[:rps], us: us, reqs: reqs, accepted: accepted, imbalance: imbalance(reqs),
-            conn_imbalance: imbalance(accepted), errors: w[:errors] }
+            conn_imbalance: imbalance(accepted), **w.slice(:errors, :non2xx, :timeouts, :failures) }
       log format('%-38s %9.0f req/s  %5.2f µs/req  requests %-17s (%4.1f%% off even)  connections %s',
                  name, r[:rps], us, reqs.join('/'), r[:imbalance] * 100, accepted.join('/'))
       r
@@ -137,18 +137,22 @@ module GatewayBench
       base = median(results['1 worker'].map { |r| r[:us] })
       lines = ["# bench:cores: W2 hello, wrk -t1 -c#{@conns}, #{@duration} s, median of #{@rounds} rounds, " \
                "#{Etc.nprocessors} CPUs shared with wrk", '',
+               "#{Time.now.utc.strftime('%F %H:%M UTC')}, load average #{File.read('/proc/loadavg').split.first(3).join(' ')}; " \
+               "command: `wrk -t1 -c#{@conns} -d#{@duration}s --latency URL/hello`. req/s counts successful (2xx) requests " \
+               'only; failures are summed over the rounds, a row with any is marked ⚠.', '',
                '| server | req/s | CPU µs/req | vs 1 worker | requests per worker | off even (worst round) | ' \
-               'connections per worker | connections off even (worst round) |',
-               '|---|---:|---:|---:|---|---:|---|---:|']
+               "connections per worker | connections off even (worst round) | #{Load::FAIL_HEAD} |",
+               "|---|---:|---:|---:|---|---:|---|---:|#{Load::FAIL_ALIGN}|"]
       VARIANTS.each do |name, opts|
         rs = results[name]
         us = median(rs.map { |r| r[:us] })
         mid = rs.min_by { |r| (r[:us] - us).abs }
-        lines << format('| %s (`%s`) | %.0f | %.2f | %+.1f%% | %s | %.1f%% (%.1f%%) | %s | %.1f%% (%.1f%%) |', name, opts,
+        fails = Load.sum(rs)
+        lines << format('| %s (`%s`) | %.0f | %.2f | %+.1f%% | %s | %.1f%% (%.1f%%) | %s | %.1f%% (%.1f%%) | %s |', Load.label(name, fails), opts,
                         median(rs.map { |r| r[:rps] }), us, (us / base - 1) * 100, mid[:reqs].join(' / '),
                         median(rs.map { |r| r[:imbalance] }) * 100, rs.map { |r| r[:imbalance] }.max * 100,
                         mid[:accepted].join(' / '), median(rs.map { |r| r[:conn_imbalance] }) * 100,
-                        rs.map { |r| r[:conn_imbalance] }.max * 100)
+                        rs.map { |r| r[:conn_imbalance] }.max * 100, Load.cells(fails))
       end
       text = lines.join("\n") + "\n"
       File.write(File.join(@run.out_dir, 'cores.md'), text)

@@ -8,6 +8,10 @@
 #   gateway redis.get     location "/redis" do R.get("k") end   (R = Async::Redis, pool 100)
 #   OpenResty redis GET   nginx + libnginx-mod-http-lua, tools/bench/resp.lua over cosockets
 #                         (keep-alive pool of 100)
+#   gateway rate limit, fixed address / through Sentinel
+#                         the fleet example's limit (a pipeline of INCR and EXPIRE) on a client
+#                         of the address, and on one that found the same redis-server through a
+#                         redis-server --sentinel watching it (issue #26: within ±5%)
 #
 # Per contestant: a 1 s warm-up, then DURATION (5) seconds measured; req/s,
 # p50/p99 and the server's CPU µs per request (utime+stime of its processes
@@ -46,19 +50,38 @@ module GatewayBench
     end
 
     def stop_redis
-      return unless @redis_pid
+      [@sentinel_pid, @redis_pid].compact.each do |pid|
+        signal(:TERM, pid)
+        wait_exit(pid, 5)
+      end
+    end
 
-      signal(:TERM, @redis_pid)
-      wait_exit(@redis_pid, 5)
+    # One sentinel watching the bench's redis as "bench" (quorum 1), on the load core.
+    def start_sentinel
+      @sentinel_port = free_port
+      dir = @run.scratch('sentinel')
+      conf = File.join(dir, 'sentinel.conf')
+      File.write(conf, "port #{@sentinel_port}\nbind #{HOST}\ndir #{dir}\nsentinel monitor bench #{HOST} #{@redis_port} 1\n")
+      @sentinel_pid = Process.spawn('taskset', '-c', @run.load_cpu.to_s, 'redis-server', conf, '--sentinel',
+                                    in: File::NULL, out: File.join(dir, 'sentinel.log'), err: %i[child out])
+      deadline = monotonic + 10
+      sleep 0.05 until accepts?(@sentinel_port) || monotonic > deadline
+      raise Error, "redis sentinel did not start on #{@sentinel_port}" unless accepts?(@sentinel_port)
     end
 
     def contestants
       gw = lambda do |port|
         <<~RUBY
           R = Async::Redis.new("#{HOST}:#{@redis_port}", pool: 100)
+          S = Async::Redis.new(sentinels: ["#{HOST}:#{@sentinel_port}"], master_name: "bench", pool: 100)
+          def limit(r)
+            r.pipeline { |p| p.incr("rl"); p.expire("rl", 60) }.first > 0 ? "ok" : "no"
+          end
           server listen: "#{HOST}:#{port}", workers: 1 do
             location "/hello" do "ok" end
             location "/redis" do R.get("k") end
+            location "/limit" do limit(R) end
+            location "/limit_sentinel" do limit(S) end
           end
         RUBY
       end
@@ -79,7 +102,9 @@ module GatewayBench
       end
       [['gateway W2 hello', :gateway, gw, '/hello', 'ok'],
        ['gateway redis.get', :gateway, gw, '/redis', 'value'],
-       ['OpenResty redis GET', :nginx, openresty, '/redis', 'value']]
+       ['OpenResty redis GET', :nginx, openresty, '/redis', 'value'],
+       ['gateway rate limit, fixed address', :gateway, gw, '/limit', 'ok'],
+       ['gateway rate limit, through Sentinel', :gateway, gw, '/limit_sentinel', 'ok']]
     end
 
     # nginx + the Lua module, one worker; body is the http {} content.
@@ -126,7 +151,7 @@ module GatewayBench
       us = (t1 - t0).to_f / clk_tck * 1e6 / w[:requests]
       log format('%-22s %9.0f req/s  %6.1f µs/req  p50 %.2f ms  p99 %.2f ms  errors %d', name, w[:rps], us,
                  w[:p50_ms] || 0, w[:p99_ms] || 0, w[:errors])
-      { rps: w[:rps], us: us, p50: w[:p50_ms], p99: w[:p99_ms], errors: w[:errors] }
+      { rps: w[:rps], us: us, p50: w[:p50_ms], p99: w[:p99_ms], **w.slice(:errors, :non2xx, :timeouts, :failures), cmd: r[:cmd] }
     ensure
       @run.stop(srv) if srv
     end
@@ -137,6 +162,7 @@ module GatewayBench
       results = Hash.new { |h, k| h[k] = [] }
       @run.with_cpu_lock do
         start_redis
+        start_sentinel
         @rounds.times do |i|
           log "round #{i + 1} of #{@rounds}"
           contestants.each { |c| results[c[0]] << measure(*c) }
@@ -152,15 +178,23 @@ module GatewayBench
       med = ->(name, k) { median(results[name].map { |r| r[k] }) }
       hello = med.call('gateway W2 hello', :us)
       rows = results.keys.map do |name|
-        format('| %s | %.0f | %.1f | %.2f | %.2f | %s |', name, med.call(name, :rps), med.call(name, :us),
-               med.call(name, :p50), med.call(name, :p99), name == 'gateway W2 hello' ? '—' : format('%+.1f', med.call(name, :us) - hello))
+        fails = Load.sum(results[name])
+        format('| %s | %.0f | %.1f | %.2f | %.2f | %s | %s |', Load.label(name, fails), med.call(name, :rps), med.call(name, :us),
+               med.call(name, :p50), med.call(name, :p99), name == 'gateway W2 hello' ? '—' : format('%+.1f', med.call(name, :us) - hello),
+               Load.cells(fails))
       end
       gw = med.call('gateway redis.get', :rps)
       orr = med.call('OpenResty redis GET', :rps)
       md = +"# bench:data (median of #{@rounds} rounds, wrk -t1 -c100, #{@duration} s each)\n\n"
-      md << "| contestant | req/s | server CPU µs/req | p50 ms | p99 ms | µs/req above W2 hello |\n|---|--:|--:|--:|--:|--:|\n"
+      md << "#{Time.now.utc.strftime('%F %H:%M UTC')}, load average #{File.read('/proc/loadavg').split.first(3).join(' ')}; " \
+            "command: `#{results.values.flatten.first&.dig(:cmd)}`. req/s counts successful (2xx) requests only; " \
+            "failures are summed over the rounds, a row with any is marked ⚠.\n\n"
+      md << "| contestant | req/s | server CPU µs/req | p50 ms | p99 ms | µs/req above W2 hello | #{Load::FAIL_HEAD} |\n" \
+            "|---|--:|--:|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       md << rows.join("\n") << "\n\n"
       md << format("gateway redis.get / OpenResty: %.2f× throughput\n", gw / orr)
+      md << format("rate limit through Sentinel / fixed address: %.3f× server CPU per request\n",
+                   med.call('gateway rate limit, through Sentinel', :us) / med.call('gateway rate limit, fixed address', :us))
       File.write(File.join(@run.out_dir, 'data.md'), md)
       puts md
     end

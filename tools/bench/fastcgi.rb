@@ -73,9 +73,9 @@ module GatewayBench
             LOADS.each do |load_id, args|
               r = measure(srv, "http://#{HOST}:#{srv.port}#{path}", args, backend)
               r.merge!(front: front, kind: path_kind, load: load_id, round: round + 1)
-              log format('round %d  %-12s %-15s %-5s %8.0f req/s  front %6.1f µs/req  backend %6s µs/req  errors %d',
+              log format('round %d  %-12s %-15s %-5s %8.0f req/s  front %6.1f µs/req  backend %6s µs/req  failures %d',
                          round + 1, front, path_kind, load_id, r[:rps] || 0, r[:front_us] || 0,
-                         r[:backend_us] ? format('%.1f', r[:backend_us]) : '-', r[:errors] || 0)
+                         r[:backend_us] ? format('%.1f', r[:backend_us]) : '-', r[:failures] || 0)
               results << r
             end
           end
@@ -199,7 +199,7 @@ module GatewayBench
       med = ->(key) { (xs = runs.map { |r| r[key] }.compact).empty? ? nil : median(xs) }
       runs.first.slice(:front, :kind, :load).merge(
         rps: med.call(:rps), front_us: med.call(:front_us), backend_us: med.call(:backend_us),
-        p99_ms: med.call(:p99_ms), errors: runs.sum { |r| r[:errors].to_i }, rounds: runs.size
+        p99_ms: med.call(:p99_ms), **Load.sum(runs), rounds: runs.size
       )
     end
 
@@ -209,33 +209,34 @@ module GatewayBench
       f = ->(v, fmt = '%.1f') { v ? format(fmt, v) : '-' }
       md = +"# bench:fastcgi (W6)\n\n#{Time.now.utc.iso8601}, #{@duration} s per run, medians of #{@rounds} rounds, server CPU #{@runner.server_cpu}, " \
             "load CPU #{@runner.load_cpu}, php-fpm pm static #{@children} children per pool, keepalive #{@keepalive}\n\n"
-      md << "| path | load | gateway req/s | gateway µs/req | nginx req/s | nginx µs/req | req/s ratio | µs ratio (nginx/gateway) | php-fpm µs/req (gw, nginx) | p99 ms (gw, nginx) | errors (gw, nginx) |\n"
+      md << "| path | load | gateway req/s | gateway µs/req | nginx req/s | nginx µs/req | req/s ratio | µs ratio (nginx/gateway) | php-fpm µs/req (gw, nginx) | p99 ms (gw, nginx) | errors / non-2xx / timeouts (gw; nginx) |\n"
       md << "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n"
       ['FastCGI TCP', 'FastCGI unix'].each do |kind|
         LOADS.each do |load, _|
           g = find.call('gateway', kind, load)
           n = find.call('nginx', kind, load)
           next unless g && n
-          md << "| #{kind} | #{load} | #{f.call(g[:rps], '%.0f')} | #{f.call(g[:front_us])} | #{f.call(n[:rps], '%.0f')} | " \
+          fails = g[:failures] + n[:failures]
+          md << "| #{kind}#{fails.positive? ? " ⚠ #{fails} failed" : ''} | #{load} | #{f.call(g[:rps], '%.0f')} | #{f.call(g[:front_us])} | #{f.call(n[:rps], '%.0f')} | " \
                 "#{f.call(n[:front_us])} | #{f.call(g[:rps] && n[:rps] && g[:rps] / n[:rps], '%.2f')}× | " \
                 "#{f.call(g[:front_us] && n[:front_us] && n[:front_us] / g[:front_us], '%.2f')}× | " \
                 "#{f.call(g[:backend_us])}, #{f.call(n[:backend_us])} | #{f.call(g[:p99_ms])}, #{f.call(n[:p99_ms])} | " \
-                "#{g[:errors]}, #{n[:errors]} |\n"
+                "#{g.values_at(:errors, :non2xx, :timeouts).join(' / ')}; #{n.values_at(:errors, :non2xx, :timeouts).join(' / ')} |\n"
         end
       end
       md << "\nThe study's four-way table (gateway; backend direct = nginx `return 200` alone):\n\n"
-      md << "| path | load | req/s | front µs/req | backend µs/req | req/s vs direct |\n|---|---|--:|--:|--:|--:|\n"
+      md << "| path | load | req/s | front µs/req | backend µs/req | req/s vs direct | #{Load::FAIL_HEAD} |\n|---|---|--:|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       [['nginx static', 'backend direct'], ['gateway', 'proxy_pass'], ['gateway', 'FastCGI TCP'], ['gateway', 'FastCGI unix']].each do |front, kind|
         LOADS.each do |load, _|
           r = find.call(front, kind, load)
           d = find.call('nginx static', 'backend direct', load)
           next unless r
-          md << "| #{kind} | #{load} | #{f.call(r[:rps], '%.0f')} | #{f.call(r[:front_us])} | #{f.call(r[:backend_us])} | " \
-                "#{f.call(d && r[:rps] && d[:rps] && r[:rps] / d[:rps], '%.2f')}× |\n"
+          md << "| #{Load.label(kind, r)} | #{load} | #{f.call(r[:rps], '%.0f')} | #{f.call(r[:front_us])} | #{f.call(r[:backend_us])} | " \
+                "#{f.call(d && r[:rps] && d[:rps] && r[:rps] / d[:rps], '%.2f')}× | #{Load.cells(r)} |\n"
         end
       end
-      errs = results.sum { |r| r[:errors].to_i }
-      md << "\nwrk errors (socket errors + non-2xx) over all runs: #{errs}\n"
+      errs = results.sum { |r| r[:failures].to_i }
+      md << "\nreq/s counts successful (2xx) requests only. wrk failures (socket errors, non-2xx, timeouts) over all runs: #{errs}\n"
       @runner.write_report('fastcgi', md, { medians: results, runs: runs })
     end
   end

@@ -10,7 +10,18 @@
 # time per call (utime + stime of its worker over the run). Writes
 # build/bench/grpc.md and build/bench/grpc.json.
 #
-# Environment: GRPC_CALLS (20000), GRPC_CONNS (10), GRPC_STREAMS (10 per
+# A call succeeds only with grpc-status 0, which travels in the trailers
+# (or, for a proxy's own error, a trailers-only HEADERS frame with :status
+# 200) and h2load does not read. So a call is counted as a success only when
+# both h2load saw 2xx and the upstream answered it OK: the Python server counts
+# the calls it answered OK (grpc_peer.py's "served", read before and after the
+# run), and calls/s = min(h2load's 2xx, the upstream's count) / seconds. The
+# 2xx calls beyond the upstream's count are the calls a proxy answered itself
+# with grpc-status ≠ 0 (14 unavailable, 4 deadline exceeded...): they are the
+# `grpc-status ≠ 0` column. A sample of GRPC_SAMPLE calls (50) through
+# `nghttp -v` after the run shows the grpc-status values themselves.
+#
+# Environment: GRPC_CALLS (20000), GRPC_SAMPLE (50), GRPC_CONNS (10), GRPC_STREAMS (10 per
 # connection), GRPC_TLS (1: the upstream serves TLS with a CA-signed
 # certificate made here; the gateway's `grpc_pass: "grpcs://"` and nginx's
 # `grpc_pass grpcs://` verify it and reuse sessions), GATEWAY_BIN,
@@ -18,6 +29,7 @@
 
 require 'json'
 require 'open3'
+require 'shellwords'
 require 'tmpdir'
 require_relative 'common'
 
@@ -32,6 +44,7 @@ module GatewayBench
       @calls = env_int(env, 'GRPC_CALLS', 20_000)
       @conns = env_int(env, 'GRPC_CONNS', 10)
       @streams = env_int(env, 'GRPC_STREAMS', 10)
+      @sample = env_int(env, 'GRPC_SAMPLE', 50)
       @tls = env['GRPC_TLS'] == '1'
       @bin = File.expand_path(env.fetch('GATEWAY_BIN', 'build/gateway'), root)
       @run = Runner.new(root: root, env: env, tag: 'grpc')
@@ -91,7 +104,31 @@ module GatewayBench
       line = r.wait_readable(15) && r.gets
       raise Error, "grpc_peer.py server did not start: #{line.inspect}" unless line&.start_with?('ready')
 
+      @stubs = dir
       [pid, port]
+    end
+
+    # The calls the upstream has answered OK so far (grpc_peer.py client ... served).
+    def served(up)
+      out, st = Open3.capture2e(PY, File.join(@root, 'spec/support/grpc_peer.py'), 'client', @stubs, "#{HOST}:#{up}",
+                                'served', *(@tls ? [@ca] : []))
+      n = st.success? && (JSON.parse(out.lines.last)['served'] rescue nil)
+      raise Error, "grpc_peer.py client served: #{out.lines.last(3).join}" unless n
+
+      n
+    end
+
+    # grpc-status of GRPC_SAMPLE calls read by nghttp -v (its trailers or
+    # trailers-only headers): { "0" => 49, "14" => 1, "none" => 0 }.
+    def sample_status(port, body, scheme)
+      return {} unless @sample.positive? && command?('nghttp')
+
+      cmd = ['timeout', '60', 'nghttp', '-nv', '-m', @sample.to_s, '-H', 'content-type: application/grpc', '-H', 'te: trailers',
+             '-d', body, "#{scheme}://#{HOST}:#{port}/gwtest.Echo/Unary"]
+      out = IO.popen([*cmd, err: %i[child out]], &:read)
+      codes = out.scan(/grpc-status: (\d+)/).flatten.tally
+      codes['none'] = @sample - codes.values.sum if codes.values.sum < @sample
+      codes
     end
 
     # GRPC_TLS: a CA (dir/ca.pem) and the upstream's certificate for
@@ -139,12 +176,10 @@ module GatewayBench
              '-m', @streams.to_s, '-H', 'content-type: application/grpc', '-H', 'te: trailers', '-d', body,
              "#{scheme}://#{HOST}:#{port}/gwtest.Echo/Unary"]
       out = IO.popen([*cmd, err: %i[child out]], &:read)
-      m = out.match(/finished in ([\d.]+)(m?s), ([\d.]+) req\/s/)
-      ok = out[/(\d+) succeeded/, 1].to_i
-      raise Error, "h2load failed:\n#{out.lines.last(12).join}" unless m && ok.positive?
+      r = Load.h2load(out)
+      raise Error, "h2load failed:\n#{out.lines.last(12).join}" unless r[:seconds] && r[:total].positive?
 
-      secs = m[1].to_f / (m[2] == 'ms' ? 1000 : 1)
-      { seconds: secs, succeeded: ok, calls_per_s: m[3].to_f.round }
+      r.merge(cmd: Shellwords.join(cmd.drop(3)))
     end
 
     def measure(name, up, body)
@@ -160,12 +195,18 @@ module GatewayBench
       h2load(port, body, 500, scheme) # warm-up: connections made, caches hot
       row = nil
       @run.with_cpu_lock do
+        s0 = served(up)
         t0 = worker && ticks(worker)
         res = h2load(port, body, @calls, scheme)
         cpu_s = worker ? (ticks(worker) - t0).to_f / clk_tck : nil
-        row = { server: name, **res,
+        upstream_ok = served(up) - s0
+        ok = [res[:ok], upstream_ok].min
+        row = { server: name, **res, h2load_2xx: res[:ok], upstream_ok: upstream_ok, ok: ok, requests: ok,
+                grpc_failed: res[:ok] - ok, failures: res[:failures] + res[:ok] - ok,
+                calls_per_s: (ok / res[:seconds]).round,
                 cpu_s: cpu_s&.round(2),
-                cpu_us_per_call: cpu_s ? (cpu_s * 1e6 / res[:succeeded]).round(1) : nil }
+                cpu_us_per_call: cpu_s && ok.positive? ? (cpu_s * 1e6 / ok).round(1) : nil }
+        row[:sample] = sample_status(port, body, scheme)
       end
       log "#{name}: #{row.inspect}"
       row
@@ -173,10 +214,17 @@ module GatewayBench
 
     def write(rows)
       md = +"# bench:grpc#{@tls ? ' (grpcs: TLS to the upstream)' : ''} — #{@calls} unary gRPC calls (h2load -c#{@conns} -m#{@streams}, 64-byte message)\n\n"
-      md << "| path | calls/s | proxy CPU µs per call |\n|---|---:|---:|\n"
+      md << "#{Time.now.utc.strftime('%F %H:%M UTC')}, load average #{File.read('/proc/loadavg').split.first(3).join(' ')}; " \
+            "command: `#{rows.find { |r| r[:cmd] }&.dig(:cmd)}`.\n\n"
+      md << 'calls/s counts calls that succeeded: HTTP 2xx at h2load *and* answered OK (grpc-status 0) by the upstream, ' \
+            "which counts them; a row with any failure is marked ⚠. `grpc-status ≠ 0`: calls answered 2xx that the upstream " \
+            "did not answer OK (a proxy's own 14, 4...). The sample: grpc-status of #{@sample} calls read by `nghttp -v` after the run.\n\n"
+      md << "| path | calls/s | proxy CPU µs per call | #{Load::FAIL_HEAD} | grpc-status ≠ 0 | sampled grpc-status |\n" \
+            "|---|---:|---:|#{Load::FAIL_ALIGN}|--:|---|\n"
       rows.each do |r|
-        md << (r[:error] ? "| #{r[:server]} | error: #{r[:error]} | |\n" :
-                           "| #{r[:server]} | #{r[:calls_per_s]} | #{r[:cpu_us_per_call] || '-'} |\n")
+        md << (r[:error] ? "| #{r[:server]} ⚠ | error: #{r[:error]} | | | | | | |\n" :
+                           "| #{Load.label(r[:server], r)} | #{r[:calls_per_s]} | #{r[:cpu_us_per_call] || '-'} | #{Load.cells(r)} | " \
+                           "#{r[:grpc_failed]} | #{(r[:sample] || {}).map { |k, v| "#{k}: #{v}" }.join(', ')} |\n")
       end
       by = rows.to_h { |r| [r[:server], r] }
       d, g, n = by.values_at('direct', 'gateway', 'nginx')

@@ -18,7 +18,8 @@
 #          Ir per handshake (with its one GET of a 22-byte body)
 #   h2c       h2load -c 10 -m 10 -n N, prior knowledge: Ir per request; the
 #             gateway answers from a Ruby handler (as in bench:h2), nginx
-#             with `return 200`, h2o from file.dir
+#             with `return 200` (no script), h2o from its mruby handler
+#             (mruby.handler): a script against a script
 #   h2static  the same, each serving the 22-byte file (gateway root:, nginx
 #             root, h2o file.dir): the same work on every side
 #   h2tls     h2c's handlers over TLS (ALPN h2; its 10 handshakes included)
@@ -137,11 +138,19 @@ module GatewayBench
             default:
               paths:
                 /:
-                  file.dir: #{dir}
+                  #{h2o_answer(static, dir)}
         YAML
-        [['h2o', '-c', "#{dir}/h2o.conf"], '/index.txt']
+        [['h2o', '-c', "#{dir}/h2o.conf"], static ? '/index.txt' : '/']
       else raise Error, "unknown server #{name}"
       end
+    end
+
+    # h2o's answer under /: the file (file.dir) or, like the gateway's Ruby
+    # handler, its mruby handler returning the same body.
+    def h2o_answer(static, dir)
+      return "file.dir: #{dir}" if static
+
+      "mruby.handler: |\n          Proc.new { |env| [200, {\"content-type\" => \"text/plain\"}, [#{BODY.inspect}]] }"
     end
 
     def get(port, tls, path)
@@ -181,8 +190,10 @@ module GatewayBench
              else ['h2load', '-c', '10', '-m', '10', '-n', count.to_s, url]
              end
       out = IO.popen(argv, err: %i[child out], &:read)
-      ok = workload == 'tls' ? out[/Complete requests:\s+(\d+)/, 1].to_i - out[/Failed requests:\s+(\d+)/, 1].to_i : out[/(\d+) succeeded/, 1].to_i
-      raise Error, "#{argv.join(' ')}: #{ok} of #{count} succeeded:\n#{out[-600..] || out}" unless ok == count
+      r = workload == 'tls' ? Load.ab(out) : Load.h2load(out)
+      unless r[:ok] == count && r[:failures].zero?
+        raise Error, "#{argv.join(' ')}: #{r[:ok]} of #{count} succeeded (#{Load.cells(r)} errors | non-2xx | timeouts):\n#{out[-600..] || out}"
+      end
 
       out
     end
@@ -209,9 +220,10 @@ module GatewayBench
     end
 
     def report(res)
-      label = { 'tls' => 'TLS handshake (ab, no keep-alive, P-256)', 'h2c' => 'h2c request (h2load -c10 -m10)',
+      label = { 'tls' => 'TLS handshake (ab, no keep-alive, P-256)',
+                'h2c' => 'h2c request (h2load -c10 -m10): Ruby handler, nginx `return 200`, h2o mruby.handler',
                 'h2static' => 'h2c request, the same 22-byte file',
-                'h2tls' => 'h2 over TLS request (h2load -c10 -m10)',
+                'h2tls' => 'h2 over TLS request (h2load -c10 -m10), the h2c row\'s handlers',
                 'h1static' => 'HTTP/1.1 request, the same file (h2load --h1 -c10)',
                 'h1fastcgi' => 'HTTP/1.1 request through FastCGI to php-fpm, unix socket (h2load --h1 -c10)' }
       peers = @servers - ['gateway']
@@ -222,6 +234,8 @@ module GatewayBench
         cells += peers.map { |p| res.dig('gateway', w) && res[p][w] ? format('%.2f', res['gateway'][w] / res[p][w]) : '-' }
         lines << "| #{label[w]} | #{cells.join(' | ')} |"
       end
+      lines << '' << 'Every count had all its requests succeed (2xx; ab: no failed request): a load with any ' \
+                     'error, non-2xx or timeout stops the run instead of leaving a row.'
       Callgrind.write_report(@root, 'h2_instructions', lines.join("\n") + "\n", res)
     end
   end

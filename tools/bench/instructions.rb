@@ -101,12 +101,17 @@ module GatewayBench
     # n requests over 10 kept connections. ab speaks HTTP/1.0, which cannot
     # keep a response of unknown length (php's echo: chunked in HTTP/1.1)
     # alive: the fastcgi workload is sent with h2load --h1, as wrk sends W6.
+    # Raises unless all n succeeded (2xx): a failed request costs other
+    # instructions than a served one, and Ir is divided by n.
     def load(workload, n, url)
-      if workload == 'fastcgi'
-        system('h2load', '--h1', '-n', n.to_s, '-c', '10', url, out: File::NULL)
-      else
-        system('ab', '-q', '-k', '-n', n.to_s, '-c', '10', url, out: File::NULL)
-      end
+      argv = if workload == 'fastcgi' then ['h2load', '--h1', '-n', n.to_s, '-c', '10', url]
+             else ['ab', '-q', '-k', '-n', n.to_s, '-c', '10', url]
+             end
+      out = IO.popen(argv, err: %i[child out], &:read)
+      r = workload == 'fastcgi' ? Load.h2load(out) : Load.ab(out)
+      return true if r[:ok] == n && r[:failures].zero?
+
+      raise Error, "#{argv.join(' ')}: #{r[:ok]} of #{n} succeeded (errors | non-2xx | timeouts: #{Load.cells(r)})"
     end
 
     def measure(bin, workload)
@@ -120,7 +125,7 @@ module GatewayBench
       url = "http://127.0.0.1:#{front}#{path}"
       load(workload, @n / 4, url)
       ir = Callgrind.count(worker, dir, @keep && File.join(@keep, "#{File.basename(bin)}-#{workload}.callgrind")) do
-        load(workload, @n, url) or raise "the load on #{path} failed"
+        load(workload, @n, url)
       end
       ir.to_f / @n
     ensure

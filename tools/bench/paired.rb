@@ -169,7 +169,7 @@ module GatewayBench
         log format('pair %d %-4s %-7s %9.0f req/s  gateway %6.1f µs/req%s  cpu%d %6.1f µs/req%s',
                    pair, side, id, r[:rps] || 0, r[:gw_us] || 0,
                    r[:backend_us] ? format('  backend %5.1f µs/req', r[:backend_us]) : '',
-                   @run.server_cpu, r[:cpu_us] || 0, r[:errors].to_i.positive? ? "  #{r[:errors]} errors" : '')
+                   @run.server_cpu, r[:cpu_us] || 0, r[:failures].to_i.positive? ? "  ⚠ #{r[:failures]} failed" : '')
         row
       end
     ensure
@@ -195,7 +195,8 @@ module GatewayBench
       us = ->(tk) { reqs.positive? ? (tk * 1e6 / clk_tck / reqs).round(2) : nil }
       busy = cpu_busy(c0, c1, @run.server_cpu)
       {
-        rps: p[:rps]&.round(1), requests: reqs, p50_ms: p[:p50_ms], p99_ms: p[:p99_ms], errors: p[:errors],
+        rps: p[:rps]&.round(1), requests: reqs, p50_ms: p[:p50_ms], p99_ms: p[:p99_ms],
+        **p.slice(:errors, :non2xx, :timeouts, :failures),
         gw_us: us.call(ticks_delta(gw0, gw1)),
         backend_us: be_pids.empty? ? nil : us.call(ticks_delta(be0, be1)),
         cpu_us: busy && reqs.positive? ? (busy * wall * 1e6 / reqs).round(2) : nil,
@@ -288,12 +289,12 @@ module GatewayBench
              "#{f(n[:gw_us])} | #{sm[:verdict]} |\n"
       end
       s << "\n## Every run\n\n"
-      s << "| pair | load | side | req/s | p50 ms | p99 ms | errors | gateway µs/req | backend µs/req | " \
+      s << "| pair | load | side | req/s | p50 ms | p99 ms | #{GatewayBench::Load::FAIL_HEAD} | gateway µs/req | backend µs/req | " \
            "CPU #{m[:server_cpu]} busy | CPU #{m[:server_cpu]} µs/req |\n"
-      s << "|--:|---|---|--:|--:|--:|--:|--:|--:|--:|--:|\n"
+      s << "|--:|---|---|--:|--:|--:|#{GatewayBench::Load::FAIL_ALIGN}|--:|--:|--:|--:|\n"
       res[:runs].each do |r|
-        s << "| #{r[:pair]} | #{label(r[:load])} | #{r[:side]} | #{f(r[:rps], '%.0f')} | #{f(r[:p50_ms], '%.2f')} | " \
-             "#{f(r[:p99_ms], '%.2f')} | #{r[:errors]} | #{f(r[:gw_us])} | #{f(r[:backend_us])} | " \
+        s << "| #{r[:pair]} | #{label(r[:load])} | #{GatewayBench::Load.label(r[:side], r)} | #{f(r[:rps], '%.0f')} | #{f(r[:p50_ms], '%.2f')} | " \
+             "#{f(r[:p99_ms], '%.2f')} | #{GatewayBench::Load.cells(r)} | #{f(r[:gw_us])} | #{f(r[:backend_us])} | " \
              "#{f(r[:cpu_busy_pct])}% | #{f(r[:cpu_us])} |\n"
       end
       s << "\n## Ratios new/base per pair\n\n| load | pair | req/s | gateway µs/req | CPU µs/req | backend µs/req |\n" \

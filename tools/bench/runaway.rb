@@ -94,8 +94,8 @@ module GatewayBench
         @rounds.times do |i|
           [false, true].each do |runaway|
             r = measure(srv, port, runaway).merge(round: i + 1, runaway: runaway)
-            log format('round %d %-8s %9.0f req/s  %5.1f µs/req  max %7.1f ms  errors %d  loop {}: %s', i + 1,
-                       runaway ? 'runaway' : 'quiet', r[:rps], r[:us], r[:max_ms] || 0, r[:errors],
+            log format('round %d %-8s %9.0f req/s  %5.1f µs/req  max %7.1f ms  failures %d  loop {}: %s', i + 1,
+                       runaway ? 'runaway' : 'quiet', r[:rps], r[:us], r[:max_ms] || 0, r[:failures],
                        r[:loops].map { |s, t| "#{s} in #{(t * 1000).round} ms" }.join(', '))
             runs << r
           end
@@ -114,10 +114,11 @@ module GatewayBench
       md = +"# bench:runaway\n\n#{Time.now.utc.iso8601}: W2 hello on `/` (wrk -t1 -c100, #{@duration} s), one worker " \
              "(CPU #{@run.server_cpu}), cpu_limit #{@limit} s; runaway runs add one `loop {}` request a second. " \
              "#{@rounds} rounds, medians.\n\n"
-      md << "| run | `/` req/s | µs/req | slowest `/` (ms) | errors |\n|---|--:|--:|--:|--:|\n"
+      md << "`/` req/s counts successful (2xx) requests only; a row with any failure is marked ⚠.\n\n"
+      md << "| run | `/` req/s | µs/req | slowest `/` (ms) | #{Load::FAIL_HEAD} |\n|---|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       runs.each do |r|
-        md << format("| %s %d | %.0f | %.1f | %.1f | %d |\n", r[:runaway] ? 'runaway' : 'quiet', r[:round], r[:rps], r[:us],
-                     r[:max_ms] || 0, r[:errors])
+        md << format("| %s | %.0f | %.1f | %.1f | %s |\n", Load.label("#{r[:runaway] ? 'runaway' : 'quiet'} #{r[:round]}", r),
+                     r[:rps], r[:us], r[:max_ms] || 0, Load.cells(r))
       end
       md << format("\n`/` under the runaway client: **%.2f×** its quiet throughput (target ≥ 0.90); slowest `/` request " \
                    "%.1f ms (target ≤ cpu_limit + 100 ms = %.0f ms).\n", l / q, loud.map { |r| r[:max_ms] || 0 }.max,

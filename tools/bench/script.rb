@@ -123,7 +123,7 @@ module GatewayBench
             r = @run.with_cpu_lock { measure(srv, "http://#{HOST}:#{srv.port}/transform", wrk_lua) }
             runs << { round: i + 1, server: name }.merge(r)
             log format('round %d %-9s %8.0f req/s  server %6.1f µs/req%s', i + 1, name, r[:rps] || 0, r[:server_us] || 0,
-                       r[:errors].to_i.positive? ? "  #{r[:errors]} errors" : '')
+                       r[:failures].to_i.positive? ? "  ⚠ #{r[:failures]} failed" : '')
           end
         end
       ensure
@@ -184,14 +184,15 @@ module GatewayBench
       p = Runner.parse_wrk(w[:out])
       reqs = p[:requests].to_i
       tk = t0.sum { |pid, t| t && t1[pid] ? t1[pid] - t : 0 }
-      { rps: p[:rps]&.round(1), requests: reqs, p50_ms: p[:p50_ms], p99_ms: p[:p99_ms], errors: p[:errors],
+      { rps: p[:rps]&.round(1), requests: reqs, p50_ms: p[:p50_ms], p99_ms: p[:p99_ms],
+        **p.slice(:errors, :non2xx, :timeouts, :failures),
         server_us: reqs.positive? ? (tk * 1e6 / clk_tck / reqs).round(2) : nil, cmd: w[:cmd] }
     end
 
     def summarize(runs)
       runs.group_by { |r| r[:server] }.to_h do |name, rs|
         [name, { rps: median(rs.map { |r| r[:rps] }), server_us: median(rs.map { |r| r[:server_us] }),
-                 errors: rs.sum { |r| r[:errors].to_i } }]
+                 **Load.sum(rs) }]
       end
     end
 
@@ -220,9 +221,10 @@ module GatewayBench
            "#{m[:duration_s]} s measured. #{m[:started]}, git #{m[:git]}.\n"
       s << "- gateway: `#{m[:gateway]}` (#{m[:gateway_version]}), JSON on YAJL. nginx-lua: nginx #{m[:nginx]}, " \
            "libnginx-mod-http-lua #{m[:lua_module]} (LuaJIT), lua-cjson #{m[:lua_cjson]}.\n\n"
-      s << "| server | req/s (median) | server CPU µs/req (median) | errors |\n|---|--:|--:|--:|\n"
+      s << "req/s counts successful (2xx) requests only; failures are summed over the rounds, a row with any is marked ⚠.\n\n"
+      s << "| server | req/s (median) | server CPU µs/req (median) | #{Load::FAIL_HEAD} |\n|---|--:|--:|#{Load::FAIL_ALIGN}|\n"
       res[:summary].each do |name, sm|
-        s << "| #{name} | #{f(sm[:rps], '%.0f')} | **#{f(sm[:server_us])}** | #{sm[:errors]} |\n"
+        s << "| #{Load.label(name, sm)} | #{f(sm[:rps], '%.0f')} | **#{f(sm[:server_us])}** | #{Load.cells(sm)} |\n"
       end
       g = res[:summary].dig('gateway', :server_us)
       n = res[:summary].dig('nginx-lua', :server_us)
@@ -230,13 +232,13 @@ module GatewayBench
         s << "\ngateway / nginx-lua CPU per request: **#{format('%.2f', g / n)}** " \
              "(target: <= 1.00, issue 13).\n"
       end
-      s << "\n| round | server | req/s | p50 ms | p99 ms | errors | server µs/req |\n|--:|---|--:|--:|--:|--:|--:|\n"
+      s << "\n| round | server | req/s | p50 ms | p99 ms | #{Load::FAIL_HEAD} | server µs/req |\n|--:|---|--:|--:|--:|#{Load::FAIL_ALIGN}|--:|\n"
       res[:runs].each do |r|
-        s << "| #{r[:round]} | #{r[:server]} | #{f(r[:rps], '%.0f')} | #{f(r[:p50_ms], '%.2f')} | " \
-             "#{f(r[:p99_ms], '%.2f')} | #{r[:errors]} | #{f(r[:server_us])} |\n"
+        s << "| #{r[:round]} | #{Load.label(r[:server], r)} | #{f(r[:rps], '%.0f')} | #{f(r[:p50_ms], '%.2f')} | " \
+             "#{f(r[:p99_ms], '%.2f')} | #{Load.cells(r)} | #{f(r[:server_us])} |\n"
       end
       s << "\nserver µs/req: utime+stime of the server's processes (master and worker) over the measured " \
-           "window / requests wrk completed (clock ticks of #{(1e6 / m[:clk_tck]).round} µs).\n"
+           "window / successful requests (clock ticks of #{(1e6 / m[:clk_tck]).round} µs).\n"
       s
     end
 

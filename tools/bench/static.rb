@@ -121,10 +121,9 @@ module GatewayBench
         t0 = Process.times
         out = IO.popen(cmd, err: %i[child out], &:read)
         t1 = Process.times
-        done = out[/requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded/, 2].to_i
-        { requests: done, rps: out[%r{finished in [\d.]+\w+, ([\d.]+) req/s}, 1].to_f,
-          errors: out[/requests: .* (\d+) failed/, 1].to_i,
-          load_busy: ((t1.cutime + t1.cstime) - (t0.cutime + t0.cstime)) / @duration }
+        Load.h2load(out).merge(
+          load_busy: ((t1.cutime + t1.cstime) - (t0.cutime + t0.cstime)) / @duration
+        )
       end
     end
 
@@ -170,10 +169,11 @@ module GatewayBench
 
     # One row per (workload, tool, server): the median of its rounds by req/s
     # (MB/s for the 100 MB file), with that round's CPU figures.
+    # Each carries the failures of all its rounds (fails).
     def medians(rows)
       rows.group_by { |r| r.values_at(:work, :tool, :server) }.values.map do |rs|
         key = rs.first[:work] == '100 MB file' ? :bytes_per_s : :rps
-        rs.sort_by { |r| r[key].to_f }[rs.size / 2]
+        rs.sort_by { |r| r[key].to_f }[rs.size / 2].merge(fails: Load.sum(rs))
       end
     end
 
@@ -190,18 +190,23 @@ module GatewayBench
       rows = medians(runs)
       # A load core near 100% busy sets the rate itself: then req/s ratios
       # say little, and server CPU per request is the figure to read.
-      s = +"| workload | tool | server | req/s | server CPU µs/req | load core busy | ratio gateway/peer |\n|---|---|---|--:|--:|--:|--:|\n"
+      s = +"bench:static — #{Time.now.utc.strftime('%F %H:%M UTC')}, load average #{File.read('/proc/loadavg').split.first(3).join(' ')}; " \
+            "#{@duration} s per run, median of #{@rounds} round(s); every server serves the same files from disk (like for like). " \
+            "req/s counts successful (2xx) requests only; failures are summed over the rounds, a row with any is marked ⚠.\n\n"
+      s << "| workload | tool | server | req/s | server CPU µs/req | load core busy | ratio gateway/peer | #{Load::FAIL_HEAD} |\n" \
+           "|---|---|---|--:|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       rows.reject { |r| r[:work] == '100 MB file' }.group_by { |r| [r[:work], r[:tool]] }.each do |(w, t), rs|
         gw = rs.find { |r| r[:server] == 'gateway' }
         rs.each do |r|
           ratio = gw && r != gw && r[:rps].to_f.positive? ? format('%.2f×', gw[:rps] / r[:rps]) : ''
-          s << format("| %s | %s | %s | %.0f | %.1f | %.0f%% | %s |\n", w, t, r[:server], r[:rps].to_f, us_per(r),
-                      r[:load_busy].to_f * 100, ratio)
+          s << format("| %s | %s | %s | %.0f | %.1f | %.0f%% | %s | %s |\n", w, t, Load.label(r[:server], r[:fails]), r[:rps].to_f,
+                      us_per(r), r[:load_busy].to_f * 100, ratio, Load.cells(r[:fails]))
         end
       end
-      s << "\n| 100 MB file, wrk -t1 -c4 | MB/s | server CPU s per GB |\n|---|--:|--:|\n"
+      s << "\n| 100 MB file, wrk -t1 -c4 | MB/s | server CPU s per GB | #{Load::FAIL_HEAD} |\n|---|--:|--:|#{Load::FAIL_ALIGN}|\n"
       rows.select { |r| r[:work] == '100 MB file' }.each do |r|
-        s << format("| %s | %.0f | %.3f |\n", r[:server], r[:bytes_per_s].to_f / (1 << 20), cpu_per_gb(r))
+        s << format("| %s | %.0f | %.3f | %s |\n", Load.label(r[:server], r[:fails]), r[:bytes_per_s].to_f / (1 << 20),
+                    cpu_per_gb(r), Load.cells(r[:fails]))
       end
       @run.write_report('static', s, { medians: rows, runs: runs })
     end

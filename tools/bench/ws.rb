@@ -148,13 +148,15 @@ module GatewayBench
         t0 = ticks(worker)
         out = IO.popen([*load, @duration.to_s, err: %i[child out]], &:read)
         t1 = ticks(worker)
-        m = out.match(/messages (\d+) seconds ([\d.]+)/)
+        m = out.match(/messages (\d+) seconds ([\d.]+) errors (\d+) rejected (\d+) timeouts (\d+)/)
         raise Error, "#{name}: the load failed:\n#{out}" unless m
 
         msgs = m[1].to_i
         secs = m[2].to_f
         cpu_s = (t1 - t0).to_f / clk_tck
+        e, rej, t = m.captures.drop(2).map(&:to_i)
         row = { server: name, messages: msgs, seconds: secs, msgs_per_s: (msgs / secs).round,
+                errors: e, non2xx: rej, timeouts: t, failures: e + rej + t,
                 cpu_s: cpu_s.round(2), cpu_us_per_msg: msgs.positive? ? (cpu_s * 1e6 / msgs).round(1) : nil }
       end
       log "#{name}: #{row.inspect}"
@@ -217,9 +219,12 @@ module GatewayBench
       ng = rows.find { |r| r[:server] == 'nginx' }
       rb = rows.find { |r| r[:server] == 'gateway-ruby' }
       md = +"# bench:ws — echo over #{@conns} proxied WebSockets, #{@size}-byte messages, #{@duration} s\n\n"
-      md << "| server | messages/s | server CPU µs per message |\n|---|---:|---:|\n"
+      md << "messages/s counts echoes that came back equal to what was sent; errors: connections lost or a wrong echo, " \
+            "non-2xx: handshakes refused with an HTTP status, timeouts: an echo not back in 10 s (a row with any is marked ⚠).\n\n"
+      md << "| server | messages/s | server CPU µs per message | #{Load::FAIL_HEAD} |\n|---|---:|---:|#{Load::FAIL_ALIGN}|\n"
       rows.each do |r|
-        md << (r[:error] ? "| #{r[:server]} | error: #{r[:error]} | |\n" : "| #{r[:server]} | #{r[:msgs_per_s]} | #{r[:cpu_us_per_msg]} |\n")
+        md << (r[:error] ? "| #{r[:server]} ⚠ | error: #{r[:error]} | | | | |\n" :
+                           "| #{Load.label(r[:server], r)} | #{r[:msgs_per_s]} | #{r[:cpu_us_per_msg]} | #{Load.cells(r)} |\n")
       end
       if gw && ng && gw[:msgs_per_s] && ng[:msgs_per_s]
         md << "\ngateway / nginx: messages/s #{(gw[:msgs_per_s].to_f / ng[:msgs_per_s]).round(2)}, " \

@@ -104,7 +104,8 @@ module GatewayBench
       out = IO.popen([PY, File.join(@root, 'tools/bench/ws_load.py'), "ws://127.0.0.1:#{port}/ws", @conns.to_s,
                       @size.to_s, secs.to_s], err: %i[child out], &:read)
       n = out[/messages (\d+)/, 1].to_i
-      raise Error, "ws_load.py: #{out[-400..] || out}" unless n.positive?
+      fails = out.match(/errors (\d+) rejected (\d+) timeouts (\d+)/)&.captures&.map(&:to_i)&.sum
+      raise Error, "ws_load.py: #{out[-400..] || out}" unless n.positive? && fails&.zero?
 
       n
     end

@@ -93,7 +93,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &one, sizeof(one));
   setsockopt(sv[1], SOL_SOCKET, SO_RCVBUF, &one, sizeof(one));
   /* The preface arrives with the first read, as conn.c hands it over. */
-  gw_h2_conn_t *h = gw_h2_conn_new(&worker, sv[0], NULL, "127.0.0.1", GW_H2_PREFACE, GW_H2_PREFACE_LEN);
+  gw_h2_conn_t *h = gw_h2_conn_new(&worker, sv[0], NULL, "127.0.0.1", NULL, GW_H2_PREFACE, GW_H2_PREFACE_LEN);
   if (h == NULL) FAIL("gw_h2_conn_new");
   size_t first = (flags & 1) && cut < size ? cut : size;
   unsigned char *out = NULL;

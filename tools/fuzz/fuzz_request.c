@@ -270,7 +270,7 @@ static void run_conn(const uint8_t *data, size_t len, const size_t *cuts, size_t
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
     FAIL("socketpair: %s", strerror(errno));
   unsigned long closed_before = conns_closed;
-  if (gw_conn_new(&worker, sv[1], (struct sockaddr *)&peer) == NULL) FAIL("gw_conn_new");
+  if (gw_conn_new(&worker, sv[1], (struct sockaddr *)&peer, NULL) == NULL) FAIL("gw_conn_new");
   pump(sv[0], r);
 
   size_t at = 0;

@@ -1,6 +1,7 @@
 /* test_addr.c - addr.c: ports, IP literals, host:port, unix paths, sockaddrs.
  * unit: addr */
 #include <arpa/inet.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "addr.h"
@@ -219,8 +220,97 @@ static void test_to_string(void)
   CHECK_STR(buf, "unix:/run/app.sock");
 }
 
+/* The dotted quad written without inet_ntop agrees with it everywhere. */
+static void test_ipv4_text(void)
+{
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  char got[INET6_ADDRSTRLEN], want[INET6_ADDRSTRLEN];
+  int bad = 0;
+  for (unsigned v = 0; v < 256; v++) {
+    unsigned char b[4] = {(unsigned char)v, (unsigned char)(255 - v), (unsigned char)(v * 7), (unsigned char)(v / 3)};
+    memcpy(&a.sin_addr, b, 4);
+    inet_ntop(AF_INET, &a.sin_addr, want, sizeof(want));
+    if (gw_addr_to_string((struct sockaddr *)&a, got, sizeof(got)) != 0 || strcmp(got, want) != 0) bad++;
+  }
+  CHECK_EQ_INT(bad, 0);
+  memset(&a.sin_addr, 255, 4);
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 16) == 0);
+  CHECK_STR(got, "255.255.255.255");
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 15) == -1);
+  CHECK_STR(got, "");
+  memset(&a.sin_addr, 0, 4);
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 8) == 0);
+  CHECK_STR(got, "0.0.0.0");
+  CHECK(gw_addr_to_string((struct sockaddr *)&a, got, 7) == -1);
+}
+
+static int cidr(const char *s, gw_cidr_t *c)
+{
+  return gw_addr_parse_cidr(s, strlen(s), c);
+}
+
+static int in(const char *list_text, const char *ip)
+{
+  gw_cidr_t list[8];
+  size_t n = 0;
+  char buf[256];
+  snprintf(buf, sizeof(buf), "%s", list_text);
+  for (char *save = NULL, *t = strtok_r(buf, " ", &save); t && n < 8; t = strtok_r(NULL, " ", &save))
+    if (cidr(t, &list[n++]) < 0) return -2;
+  return gw_addr_cidr_match_text(list, n, ip, strlen(ip));
+}
+
+static void test_cidr(void)
+{
+  gw_cidr_t c;
+  CHECK(cidr("10.0.0.0/8", &c) == 0);
+  CHECK_EQ_INT(c.family, AF_INET);
+  CHECK_EQ_INT(c.bits, 8);
+  CHECK(cidr("10.1.2.3/8", &c) == 0);
+  CHECK_EQ_INT(c.net[1], 0); /* host bits cleared */
+  CHECK(cidr("127.0.0.1", &c) == 0);
+  CHECK_EQ_INT(c.bits, 32);
+  CHECK(cidr("::1", &c) == 0);
+  CHECK_EQ_INT(c.bits, 128);
+  CHECK(cidr("2001:db8::/32", &c) == 0);
+  CHECK_EQ_INT(c.family, AF_INET6);
+  CHECK(cidr("0.0.0.0/0", &c) == 0);
+  CHECK(cidr("::/0", &c) == 0);
+  CHECK(cidr("10.0.0.0/33", &c) == -1);
+  CHECK(cidr("::/129", &c) == -1);
+  CHECK(cidr("10.0.0.0/", &c) == -1);
+  CHECK(cidr("/8", &c) == -1);
+  CHECK(cidr("10.0.0.0/8x", &c) == -1);
+  CHECK(cidr("10.0.0.0/-1", &c) == -1);
+  CHECK(cidr("10.0.0.0/0008", &c) == -1);
+  CHECK(cidr("localhost", &c) == -1);
+  CHECK(cidr("[::1]/128", &c) == -1);
+  CHECK(cidr("10.0.0/8", &c) == -1);
+  CHECK(cidr("", &c) == -1);
+
+  CHECK_EQ_INT(in("10.0.0.0/8", "10.255.1.2"), 1);
+  CHECK_EQ_INT(in("10.0.0.0/8", "11.0.0.1"), 0);
+  CHECK_EQ_INT(in("192.168.1.0/25", "192.168.1.127"), 1);
+  CHECK_EQ_INT(in("192.168.1.0/25", "192.168.1.128"), 0);
+  CHECK_EQ_INT(in("127.0.0.1", "127.0.0.1"), 1);
+  CHECK_EQ_INT(in("127.0.0.1", "127.0.0.2"), 0);
+  CHECK_EQ_INT(in("0.0.0.0/0", "8.8.8.8"), 1);
+  CHECK_EQ_INT(in("0.0.0.0/0", "::1"), 0); /* families apart */
+  CHECK_EQ_INT(in("::/0", "::1"), 1);
+  CHECK_EQ_INT(in("2001:db8::/32", "2001:db8:ffff::1"), 1);
+  CHECK_EQ_INT(in("2001:db8::/32", "2001:db9::1"), 0);
+  CHECK_EQ_INT(in("2001:db8::/33", "2001:db8:8000::1"), 0);
+  CHECK_EQ_INT(in("10.0.0.0/8", "::ffff:10.1.1.1"), 1); /* v4-mapped counts as IPv4 */
+  CHECK_EQ_INT(in("10.0.0.0/8 ::1", "[::1]"), 1);
+  CHECK_EQ_INT(in("10.0.0.0/8", "unknown"), -1);
+  CHECK_EQ_INT(in("10.0.0.0/8", "_hidden"), -1);
+  CHECK_EQ_INT(in("", "10.0.0.1"), 0);
+}
+
 int main(void)
 {
+  test_cidr();
+  test_ipv4_text();
   test_ports();
   test_literals();
   test_split();

@@ -104,6 +104,17 @@ static mrb_value gw_mrb_ip_p(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_addr_is_ip(host));
 }
 
+/* Gateway._cidr?(s): "10.0.0.0/8", "::1/128" or one address (addr.c). */
+static mrb_value gw_mrb_cidr_p(mrb_state *mrb, mrb_value self)
+{
+  char *s;
+  mrb_int len;
+  gw_cidr_t c;
+  (void)self;
+  mrb_get_args(mrb, "s", &s, &len);
+  return mrb_bool_value(gw_addr_parse_cidr(s, (size_t)len, &c) == 0);
+}
+
 /* A handler file's source, compiled into a lambda taking the request
  * (`req`), so a top-level `return` ends the handler as in ngx_mruby, and
  * backtraces name the file and its lines (the wrapper opens on the file's
@@ -183,6 +194,7 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "worker_id", gw_mrb_worker_id, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "stats", gw_mrb_stats, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "_ip?", gw_mrb_ip_p, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_cidr?", gw_mrb_cidr_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_proxy_url_valid?", gw_mrb_proxy_url_valid, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fastcgi_target?", gw_mrb_fastcgi_target_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));

@@ -55,7 +55,8 @@ static mrb_value nginx_return(mrb_state *mrb, mrb_value self)
 
 /* Nginx._gw_addresses -> [remote_ip, remote_port, local_ip, local_port] of
  * the current request's client connection (a sub-request: its parent's);
- * nil where the socket cannot tell. */
+ * nil where the socket cannot tell. The remote side is the client a PROXY
+ * protocol header or real_ip: named, as nginx's realip module sets it. */
 static mrb_value nginx_addresses(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -70,6 +71,10 @@ static mrb_value nginx_addresses(mrb_state *mrb, mrb_value self)
     int port = a.sa.sa_family == AF_INET ? ntohs(a.in4.sin_port) : ntohs(a.in6.sin6_port);
     out[side * 2] = mrb_str_new_cstr(mrb, ip);
     out[side * 2 + 1] = mrb_fixnum_value(port);
+  }
+  if (req->balancer_addr && req->remote_addr) { /* a PROXY header or real_ip named the client (docs/fleet.md) */
+    out[0] = mrb_str_new_cstr(mrb, req->remote_addr);
+    out[1] = req->remote_port > 0 ? mrb_fixnum_value(req->remote_port) : mrb_nil_value();
   }
   return mrb_ary_new_from_values(mrb, 4, out);
 }

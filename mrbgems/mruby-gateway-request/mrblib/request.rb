@@ -112,7 +112,9 @@ module Gateway
     #   req.proxy_pass "http://app"                        (an upstream group)
     #   req.proxy_pass "http://127.0.0.1:9001/v2"          (prefix replaced, as proxy_pass:)
     #   req.proxy_pass "http://app", hash_key: req.headers["x-user"]
-    # Output written by the handler is discarded; the upstream's response is sent.
+    # Output written and a status set by the handler are discarded; the
+    # upstream's response is sent, with the fields the handler set on
+    # headers_out before (as nginx keeps headers_out; docs/filters.md).
     def proxy_pass(url, hash_key: nil)
       raise ArgumentError, "proxy_pass: url must be a String" unless url.is_a?(String)
       _proxy_pass(url, hash_key.nil? ? nil : hash_key.to_s)
