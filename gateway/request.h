@@ -233,6 +233,10 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
 void gw_request_reset(gw_request_t *req);
 /* Frees everything the request owns (not the struct itself). */
 void gw_request_dispose(gw_request_t *req);
+/* Ends the request (as gw_request_dispose) and makes it a fresh
+ * gw_request_init one of the same context, server and protocol, keeping the
+ * storage of its header lists, bodies and target (HTTP/2's spare streams). */
+void gw_request_recycle(gw_request_t *req);
 
 /* Routes the request (unless it was routed when its head was read) and
  * hands it to its location's handler; 404 when no location matches.
