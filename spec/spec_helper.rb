@@ -840,21 +840,17 @@ module GatewaySpec
     # logs...), then a server on 127.0.0.1:`port` holding the /pid probe
     # (unless `pid: false`), /fast (`fast: true`), the status page
     # (`status: true`) and `locations`. `server`: the server's options after
-    # listen:, as Ruby source ("workers: 1, http2: true").
+    # listen:, as Ruby source ("workers: 1, http2: true"). No blank lines:
+    # with no prelude the server is line 1 (specs match FILE:LINE).
     def config_with(locations, prelude = '', port:, server: 'workers: 1', pid: true, fast: false, status: false)
       opts = server.to_s.empty? ? '' : ", #{server}"
-      <<~RUBY
-        #{prelude}
-        server listen: "127.0.0.1:#{port}"#{opts} do
-          #{PID_LOCATION if pid}
-          #{FAST_LOCATION if fast}
-          #{STATUS_LOCATION if status}
-          #{locations}
-        end
-      RUBY
+      [prelude, %(server listen: "127.0.0.1:#{port}"#{opts} do), (PID_LOCATION if pid),
+       (FAST_LOCATION if fast), (STATUS_LOCATION if status), locations, 'end']
+        .map { |part| part.to_s.chomp }.reject(&:empty?).join("\n") + "\n"
     end
 
-    # config_with on a fresh port, started: sets @port and @gw (returned).
+    # config_with on a fresh port (or `port:`, for a config that names its
+    # own port), started: sets @port and @gw (returned).
     # A spec states its usual options once, as metadata
     # (`RSpec.describe 'x', gateway: { fast: true, rss: true }`); the
     # arguments win. `ports`: more ports the prelude listens on; `env`: as
@@ -865,7 +861,7 @@ module GatewaySpec
       ports = Array(opts.delete(:ports))
       env = opts.delete(:env) || {}
       env = rss_env.merge(env) if opts.delete(:rss)
-      @port = free_port
+      @port = opts.delete(:port) || free_port
       @gw = start_gateway(config_with(locations, prelude, port: @port, **opts), ports: [@port, *ports], env: env)
     end
 
