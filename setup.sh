@@ -54,6 +54,9 @@
 #   fleet:      haproxy (the L4 balancer in front of the gateway with send-proxy /
 #               send-proxy-v2 in spec/proxy_protocol_spec.rb; its binary is run
 #               by the spec on free ports, never the service)
+#   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
+#               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
+#               spec/compress_spec.rb checks bodies with)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -81,6 +84,7 @@ packages=(
   python3-grpcio python3-grpc-tools python3-pkg-resources
   clang libclang-rt-14-dev
   haproxy
+  zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
 )
 
 missing=()

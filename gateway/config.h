@@ -27,6 +27,8 @@ typedef struct {
 
 struct gw_handler_s;
 struct gw_filter_s;
+struct gw_compress_conf_s;
+struct gw_stage_s;
 
 typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
@@ -52,6 +54,9 @@ typedef struct {
                            (the server's unless set); 0: no limit (cpu_limit.h) */
   struct gw_tls_client_s *tls_client; /* owned (tls_client.h): https:// upstreams reached from
                                          here (tls_* options); NULL: the config's defaults */
+  struct gw_compress_conf_s *compress; /* owned (compress_http.h): compression on the fly; NULL: off */
+  const struct gw_stage_s *stage; /* the response stage (request.h) when compress is set, else NULL */
+  int max_ranges;       /* static files: ranges in one request before the whole file is sent (200); 0: no ranges */
 } gw_location_t;
 
 #define GW_CPU_AUTO (-2)

@@ -22,6 +22,8 @@
 #include <mruby/variable.h>
 
 #include "addr.h"
+#include "compress.h"
+#include "compress_http.h"
 #include "fcgi.h"
 #include "config_load.h"
 #include "dashboard.h"
@@ -173,6 +175,33 @@ static gw_handler_t *read_static(mrb_state *mrb, mrb_value st, gw_server_t *s, g
   gw_handler_t *h = gw_static_handler_new(&c, err, sizeof(err));
   if (h == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: %s", l->path, err);
   return h;
+}
+
+/* compress: (Gateway::Compress.options' Hash, checked by the DSL; nil: off)
+ * as the location's compression settings and response stage. */
+static void read_compress(mrb_state *mrb, mrb_value h, gw_location_t *l)
+{
+  if (!mrb_hash_p(h)) return;
+  gw_compress_conf_t *c = calloc(1, sizeof(*c));
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  l->compress = c; /* freed with the location */
+  mrb_value enc = hget(mrb, h, "encodings"), level = hget(mrb, h, "level"), types = hget(mrb, h, "types");
+  for (mrb_int i = 0; i < RARRAY_LEN(enc) && c->nencodings < GW_CODING_COUNT; i++) {
+    const char *name = mrb_sym_name(mrb, mrb_symbol(mrb_ary_ref(mrb, enc, i)));
+    for (gw_coding_t k = GW_CODING_GZIP; k < GW_CODING_COUNT; k++)
+      if (strcmp(name, gw_coding_name(k)) == 0) c->encodings[c->nencodings++] = k;
+  }
+  for (gw_coding_t k = GW_CODING_GZIP; k < GW_CODING_COUNT; k++)
+    c->level[k] = (int)mrb_integer(hget(mrb, level, gw_coding_name(k)));
+  c->min_length = (long long)mrb_integer(hget(mrb, h, "min_length"));
+  c->types = calloc((size_t)RARRAY_LEN(types) + 1, sizeof(char *));
+  if (c->types == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < RARRAY_LEN(types); i++) {
+    if ((c->types[i] = strdup(mrb_string_cstr(mrb, mrb_ary_ref(mrb, types, i)))) == NULL)
+      mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    c->ntypes++;
+  }
+  l->stage = &gw_compress_stage;
 }
 
 /* A websocket: location: the Ruby block runs (in an mruby handler) once the
@@ -481,6 +510,9 @@ static mrb_value read_config(mrb_state *mrb, void *ud)
         if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
         snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
       }
+      read_compress(mrb, iv(mrb, loc, "@compress"), l);
+      mrb_value max_ranges = iv(mrb, loc, "@max_ranges"); /* checked by the DSL (compress.rb) */
+      l->max_ranges = mrb_integer_p(max_ranges) ? (int)mrb_integer(max_ranges) : 100;
       mrb_value max_body = iv(mrb, loc, "@max_body");
       l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
       /* The DSL gave the location the server's cpu_limit unless it had its own. */
@@ -734,6 +766,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       free(l->via);
       gw_regex_unref(l->regex);
       gw_tls_client_free(l->tls_client);
+      gw_compress_conf_free(l->compress);
       if (l->handler) l->handler->dispose(l->handler);
       gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
       for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)

@@ -38,6 +38,12 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->pending.next = req->pending.prev = &req->pending;
 }
 
+/* The response stage's state for a streamed body goes (see gw_stage_t). */
+static void stage_free(gw_request_t *req)
+{
+  if (req->stage_state) req->stage->free(req);
+}
+
 static void drop_out(gw_request_t *req);
 
 static void drop_trailers(gw_request_t *req)
@@ -69,6 +75,7 @@ void gw_request_reset(gw_request_t *req)
   req->inline_len = 0;
   req->text_plain = 0;
   req->head_length = -1;
+  stage_free(req);
   req->streaming = 0;
   req->on_drain = NULL;
   req->body_streaming = 0;
@@ -100,6 +107,7 @@ void gw_request_dispose(gw_request_t *req)
 {
   if (req->running) gw_request_abort(req);
   release_state(req);
+  stage_free(req);
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
   drop_trailers(req);
@@ -274,6 +282,70 @@ void gw_request_logged(gw_request_t *req)
   if (l && l->log) l->log->run(l->log, req, after_log, NULL);
 }
 
+/* -- the response stage ------------------------------------------------------
+ *
+ * What reaches the protocol goes through these out_* steps, which pass the
+ * location's response stage (gw_stage_t: compression) if it has one: the
+ * last step before the wire, after the handler and the location's filters.
+ * Everything else here calls them instead of req->proto's send/stream_*. */
+
+static const gw_stage_t *stage_of(gw_request_t *req)
+{
+  return req->location && req->parent == NULL ? (req->stage = req->location->stage) : NULL;
+}
+
+/* A whole response (proto->send). */
+static void out_send(gw_request_t *req)
+{
+  const gw_stage_t *st = stage_of(req);
+  if (st) st->whole(req);
+  req->proto->send(req);
+}
+
+/* A streamed head (proto->stream_head). */
+static void out_head(gw_request_t *req, long long content_length)
+{
+  const gw_stage_t *st = stage_of(req);
+  req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
+}
+
+/* A piece of a streamed body (proto->stream_body). */
+static int out_body(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->stage_state) return req->stage->data(req, data, len);
+  return req->proto->stream_body(req, data, len);
+}
+
+/* A staged body's last bytes; 0 when they could not go (cut short). */
+static int stage_end(gw_request_t *req, int complete)
+{
+  if (complete) return req->stage->end(req) == 0;
+  stage_free(req);
+  return 0;
+}
+
+/* The end of a streamed body (proto->stream_end). */
+static void out_end(gw_request_t *req, int complete)
+{
+  if (req->stage_state) complete = stage_end(req, complete);
+  req->proto->stream_end(req, complete);
+}
+
+/* ... with trailer fields (proto->stream_trailers). */
+static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
+{
+  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
+  else req->proto->stream_end(req, 1);
+}
+
+/* proto->stream_file, unless the stage takes the body (it must be read),
+ * or may take it once the header filter that runs now is done. */
+static int out_can_file(const gw_request_t *req)
+{
+  return req->proto->stream_file != NULL && req->stage_state == NULL && !(req->out_hold && req->location->stage);
+}
+
 int gw_request_can_upgrade(const gw_request_t *req)
 {
   return req->proto->upgrade != NULL && req->proto->can_upgrade(req);
@@ -330,7 +402,7 @@ static void deliver(gw_request_t *req)
 {
   req->running = 0;
   release_state(req);
-  req->proto->send(req);
+  out_send(req);
 }
 
 /* The body filter is done: send, or 500 if it raised. */
@@ -388,15 +460,14 @@ static void end_stream(gw_request_t *req, int complete)
 {
   req->running = 0;
   release_state(req);
-  req->proto->stream_end(req, complete);
+  out_end(req, complete);
 }
 
 static void end_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
   req->running = 0;
   release_state(req);
-  if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
-  else req->proto->stream_end(req, 1);
+  out_trailers(req, trailers);
 }
 
 static void send_file(gw_request_t *req, int fd, long long offset, long long len)
@@ -426,11 +497,11 @@ static void after_stream_header_filter(gw_request_t *req, int verdict, void *arg
     deliver(req);
     return;
   }
-  req->proto->stream_head(req, req->out_length);
+  out_head(req, req->out_length);
   size_t n = evbuffer_get_length(req->resp_body);
   int full = 0;
   if (n > 0) {
-    full = req->proto->stream_body(req, (const char *)evbuffer_pullup(req->resp_body, -1), n);
+    full = out_body(req, (const char *)evbuffer_pullup(req->resp_body, -1), n);
     if (full < 0) return; /* the client left: aborted */
     evbuffer_drain(req->resp_body, n);
   }
@@ -455,7 +526,7 @@ static void after_stream_header_filter(gw_request_t *req, int verdict, void *arg
 void gw_request_stream_begin(gw_request_t *req, long long content_length)
 {
   if (!wants_filters(req)) {
-    req->proto->stream_head(req, content_length);
+    out_head(req, content_length);
     return;
   }
   if (req->location->body_filter) { /* the body whole: gw_request_finish once it ended */
@@ -483,7 +554,7 @@ int gw_request_stream_data(gw_request_t *req, const char *data, size_t len)
     if (req->out_collect != 2) evbuffer_add(req->resp_body, data, len);
     return req->out_hold; /* held: pause until on_drain */
   }
-  return req->proto->stream_body(req, data, len);
+  return out_body(req, data, len);
 }
 
 void gw_request_stream_end(gw_request_t *req, int complete)
@@ -514,11 +585,10 @@ void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trail
 
 int gw_request_can_stream_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL;
+  return out_can_file(req);
 }
 
-/* A file range into the collected body (a body filter reads the file). */
-static int read_range(gw_request_t *req, int fd, long long off, long long len)
+int gw_request_body_add_file(gw_request_t *req, int fd, long long off, long long len)
 {
   while (len > 0) {
     struct evbuffer_iovec v;
@@ -539,7 +609,7 @@ void gw_request_stream_file(gw_request_t *req, int fd, long long offset, long lo
 {
   if (req->out_collect) {
     if (len > FILTER_BODY_MAX) req->out_collect = 2;
-    int ok = req->head || req->out_collect == 2 || read_range(req, fd, offset, len) == 0;
+    int ok = req->head || req->out_collect == 2 || gw_request_body_add_file(req, fd, offset, len) == 0;
     close(fd);
     if (!ok) gw_log_warn("%.*s: the file ended early (truncated while read?)", (int)req->path_len, req->target);
     collected(req, ok);
@@ -568,6 +638,7 @@ void gw_request_abort(gw_request_t *req)
   req->running = 0;
   drop_out(req);
   release_state(req);
+  stage_free(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)

@@ -84,6 +84,27 @@ typedef struct {
   int (*upgrade)(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end);
 } gw_protocol_t;
 
+/* A stage between the handler and the protocol (h2o's ostream): every
+ * response a location's handler produces passes it once, after the
+ * location's filters, just before it goes to req->proto. A location names
+ * its stage (gw_location_t.stage; compress.c's gw_compress_stage), so
+ * request.c calls it through these pointers and knows none of it. */
+typedef struct gw_stage_s {
+  /* A whole response is about to go out (proto->send): may rewrite it. */
+  void (*whole)(gw_request_t *req);
+  /* A streamed head is about to go out announcing length (-1: unknown):
+   * returns the length to announce instead; sets req->stage_state when the
+   * body is to pass through data() and end(). */
+  long long (*begin)(gw_request_t *req, long long length);
+  /* As proto->stream_body (0, 1: pause until on_drain, -1: aborted). */
+  int (*data)(gw_request_t *req, const char *data, size_t len);
+  /* The body is complete: the last bytes go out, the state is freed.
+   * Returns 0, or -1 when it could not finish (the body ends cut short). */
+  int (*end)(gw_request_t *req);
+  /* Frees req->stage_state (cut short, aborted, reset); sends nothing. */
+  void (*free)(gw_request_t *req);
+} gw_stage_t;
+
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
  * object), released once when the request finishes or is aborted. */
 typedef struct gw_req_state_s {
@@ -164,6 +185,11 @@ struct gw_request_s {
   size_t inline_len;
   int text_plain;           /* send Content-Type: text/plain; charset=utf-8 */
   long long head_length;    /* HEAD: Content-Length to announce (an upstream's); -1: the body's */
+  /* The response stage its location has (gw_location_t.stage; see
+   * gw_stage_t), and its state for a streamed body it took (owned by the
+   * stage, freed by stage->free), or NULL. */
+  const struct gw_stage_s *stage;
+  void *stage_state;
 
   /* -- handler -- */
   const gw_location_t *location;
@@ -259,7 +285,13 @@ int gw_request_stream_data(gw_request_t *req, const char *data, size_t len);
 void gw_request_stream_end(gw_request_t *req, int complete);
 /* Ends it complete, with trailer fields (see gw_protocol_t.stream_trailers). */
 void gw_request_stream_end_trailers(gw_request_t *req, const gw_headers_t *trailers);
-/* 1 when the protocol can send a file range itself (proto->stream_file). */
+/* Appends len bytes of fd from off to req->resp_body (pread, 64 KiB at a
+ * time): a file range read into a body (a body filter's, a multi-range
+ * answer's). 0, or -1 if the file came up short or memory ran out. */
+int gw_request_body_add_file(gw_request_t *req, int fd, long long off, long long len);
+/* 1 when the protocol can send a file range itself (proto->stream_file);
+ * after gw_request_stream_begin(): never for a body being compressed, which
+ * must be read. */
 int gw_request_can_stream_file(const gw_request_t *req);
 /* After gw_request_stream_begin(): the rest of the body is len bytes of fd
  * from offset, then the request ends (see gw_protocol_t.stream_file; fd is

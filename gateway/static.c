@@ -2,7 +2,8 @@
  * req.send_file(). The URI is decoded and normalised once
  * (static_http.c), the file opened beneath the root and cached
  * (filecache.c), and the response built with conditional requests
- * (ETag, Last-Modified -> 304), single ranges (206/416), precompressed
+ * (ETag, Last-Modified -> 304), ranges (206, several as multipart/byteranges;
+ * 416), precompressed
  * siblings (gzip_static) and HEAD.
  *
  * How the body leaves, cheapest first: a file held in memory is the
@@ -19,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <llhttp.h>
@@ -94,16 +96,50 @@ static void respond(gw_request_t *req, int status)
 
 /* -- bodies that stream without stream_file ----------------------------------- */
 
+/* A multipart/byteranges body (several ranges of one file): each part is
+ * its header text, then its range of the file; the closing boundary ends it. */
+typedef struct {
+  gw_range_t *ranges;       /* owned */
+  size_t n;
+  long long size;           /* the file's, for Content-Range */
+  char boundary[24];
+  char *ctype;              /* owned: the file's type, in each part's header */
+} multipart_t;
+
+#define PART_HEAD "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %lld-%lld/%lld\r\n\r\n"
+#define PART_TAIL "\r\n--%s--\r\n"
+
+/* Appends part i's header (i == n: the closing boundary) to out. */
+static void part_text(const multipart_t *m, size_t i, struct evbuffer *out)
+{
+  if (i < m->n)
+    evbuffer_add_printf(out, PART_HEAD, m->boundary, m->ctype, m->ranges[i].start,
+                        m->ranges[i].start + m->ranges[i].len - 1, m->size);
+  else
+    evbuffer_add_printf(out, PART_TAIL, m->boundary);
+}
+
+static void multipart_free(multipart_t *m)
+{
+  if (m == NULL) return;
+  free(m->ranges);
+  free(m->ctype);
+  free(m);
+}
+
 typedef struct {
   gw_pending_t pending;     /* registered with the request: an abort frees it */
   gw_request_t *req;
   int fd;
-  long long off, left;
+  long long off, left;      /* the file range being sent */
+  multipart_t *parts;       /* owned, or NULL: one range */
+  size_t next;              /* parts: the next part's header to send (n: the closing one; n + 1: done) */
 } pump_t;
 
 static void pump_free(pump_t *p)
 {
   close(p->fd);
+  multipart_free(p->parts);
   free(p);
 }
 
@@ -112,52 +148,61 @@ static void pump_cancel(gw_pending_t *pending)
   pump_free((pump_t *)pending);
 }
 
+/* Multipart: the next part's header goes out and its range becomes the one
+ * being sent. Returns stream_data's answer, or 2 when all parts are sent. */
+static int pump_next_part(pump_t *p)
+{
+  multipart_t *m = p->parts;
+  if (m == NULL || p->next > m->n) return 2;
+  struct evbuffer *text = evbuffer_new();
+  if (text == NULL) return -2;
+  part_text(m, p->next, text);
+  if (p->next < m->n) {
+    p->off = m->ranges[p->next].start;
+    p->left = m->ranges[p->next].len;
+  }
+  p->next++;
+  size_t n = evbuffer_get_length(text);
+  int r = gw_request_stream_data(p->req, (const char *)evbuffer_pullup(text, -1), n);
+  evbuffer_free(text);
+  return r;
+}
+
 static void pump_run(gw_request_t *req)
 {
   pump_t *p = req->drain_arg;
   char buf[PIECE];
-  while (p->left > 0) {
-    size_t want = p->left < PIECE ? (size_t)p->left : PIECE;
-    ssize_t n = pread(p->fd, buf, want, (off_t)p->off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) { /* shorter than it was: cut the response short */
-      gw_log_warn("%.*s: the file ended %lld bytes early (truncated while sent?)", (int)req->path_len, req->target,
-                  p->left);
+  for (;;) {
+    int r;
+    if (p->left > 0) {
+      size_t want = p->left < PIECE ? (size_t)p->left : PIECE;
+      ssize_t n = pread(p->fd, buf, want, (off_t)p->off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) { /* shorter than it was: cut the response short */
+        gw_log_warn("%.*s: the file ended %lld bytes early (truncated while sent?)", (int)req->path_len, req->target,
+                    p->left);
+        break;
+      }
+      p->off += n;
+      p->left -= n;
+      r = gw_request_stream_data(req, buf, (size_t)n);
+    } else if ((r = pump_next_part(p)) == 2) {
       gw_request_pending_remove(&p->pending);
       pump_free(p);
-      gw_request_stream_end(req, 0);
+      gw_request_stream_end(req, 1);
       return;
+    } else if (r == -2) {
+      break; /* out of memory */
     }
-    p->off += n;
-    p->left -= n;
-    int r = gw_request_stream_data(req, buf, (size_t)n);
     if (r < 0) return; /* aborted: p was cancelled (freed) with it */
-    if (r > 0 && p->left > 0) { /* over the high water mark: wait for on_drain */
+    if (r > 0) { /* over the high water mark: wait for on_drain */
       req->on_drain = pump_run;
       return;
     }
   }
   gw_request_pending_remove(&p->pending);
   pump_free(p);
-  gw_request_stream_end(req, 1);
-}
-
-/* Reads len bytes at off into the response body. 0, or -1 if it came up short. */
-static int read_whole(gw_request_t *req, int fd, long long off, long long len)
-{
-  while (len > 0) {
-    struct evbuffer_iovec v;
-    size_t want = len < PIECE ? (size_t)len : PIECE;
-    if (evbuffer_reserve_space(req->resp_body, (ev_ssize_t)want, &v, 1) < 1) return -1;
-    ssize_t n = pread(fd, v.iov_base, want, (off_t)off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return -1;
-    v.iov_len = (size_t)n;
-    evbuffer_commit_space(req->resp_body, &v, 1);
-    off += n;
-    len -= n;
-  }
-  return 0;
+  gw_request_stream_end(req, 0);
 }
 
 /* -- one file's response ----------------------------------------------------- */
@@ -204,6 +249,91 @@ static gw_file_t *precompressed(gw_static_t *h, gw_request_t *req, const char *r
   return NULL;
 }
 
+/* A boundary as nginx's: a number, 20 digits with leading zeros; per
+ * worker, from a random start. */
+static void make_boundary(char *out, size_t cap)
+{
+  static unsigned long long next;
+  if (next == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    next = ((unsigned long long)getpid() * 2654435761ULL ^ (unsigned long long)ts.tv_nsec) % 10000000000ULL + 1;
+  }
+  snprintf(out, cap, "%020llu", next++);
+}
+
+/* Several ranges of b: 206 multipart/byteranges as nginx writes it (each
+ * part: CRLF, --boundary, Content-Type, Content-Range, a blank line, the
+ * bytes; then CRLF --boundary-- CRLF), with its exact Content-Length.
+ * Small bodies, files in memory and sub-requests are built whole; others
+ * are read part by part into the stream (bounded memory). Owns rs. */
+static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, const char *ctype, gw_range_t *rs,
+                            size_t n)
+{
+  multipart_t *m = calloc(1, sizeof(*m));
+  if (m == NULL || (m->ctype = strdup(ctype)) == NULL) {
+    free(m);
+    free(rs);
+    respond(req, 503);
+    return;
+  }
+  m->ranges = rs;
+  m->n = n;
+  m->size = (long long)b->st.st_size;
+  make_boundary(m->boundary, sizeof(m->boundary));
+  long long total = 0;
+  for (size_t i = 0; i < n; i++)
+    total += snprintf(NULL, 0, PART_HEAD, m->boundary, m->ctype, rs[i].start, rs[i].start + rs[i].len - 1,
+                      m->size) +
+             rs[i].len;
+  total += snprintf(NULL, 0, PART_TAIL, m->boundary);
+  req->status = 206;
+  gw_headers_remove(&req->resp_headers, "content-type");
+  char ct[80];
+  add_header(req, "Content-Type", ct,
+             (size_t)snprintf(ct, sizeof(ct), "multipart/byteranges; boundary=%s", m->boundary));
+  if (req->head) {
+    req->head_length = total;
+    multipart_free(m);
+    gw_request_finish(req);
+    return;
+  }
+  if (b->data || total <= SMALL_READ || !gw_request_can_stream(req)) {
+    int failed = total > SUBREQUEST_MAX;
+    if (failed) gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->path_len, req->target, total);
+    for (size_t i = 0; i <= n && !failed; i++) {
+      part_text(m, i, req->resp_body);
+      if (i == n) break;
+      if (b->data) {
+        evbuffer_add(req->resp_body, b->data + rs[i].start, (size_t)rs[i].len);
+      } else if (gw_request_body_add_file(req, b->fd, rs[i].start, rs[i].len) < 0) {
+        gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
+        gw_filecache_invalidate(h->cache, b);
+        failed = 1;
+      }
+    }
+    multipart_free(m);
+    if (failed) respond(req, 500);
+    else gw_request_finish(req);
+    return;
+  }
+  int fd = dup(b->fd); /* the cache keeps its own */
+  pump_t *p = fd >= 0 ? calloc(1, sizeof(*p)) : NULL;
+  if (p == NULL) {
+    if (fd >= 0) close(fd);
+    multipart_free(m);
+    respond(req, 503);
+    return;
+  }
+  p->req = req;
+  p->fd = fd;
+  p->parts = m;
+  gw_request_pending_add(req, &p->pending, pump_cancel);
+  req->drain_arg = p;
+  gw_request_stream_begin(req, total);
+  pump_run(req);
+}
+
 /* Answers req with the regular file f (found at rel). */
 static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const char *rel, size_t rel_len)
 {
@@ -226,26 +356,36 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     gw_request_finish(req);
     goto done;
   }
-  add_header(req, "Accept-Ranges", "bytes", 5);
-  const gw_header_t *range = req->status == 200 ? gw_headers_find(&req->headers, "range") : NULL;
+  int max_ranges = req->location ? req->location->max_ranges : 100;
+  if (max_ranges > 0) add_header(req, "Accept-Ranges", "bytes", 5);
+  const gw_header_t *range = req->status == 200 && max_ranges > 0 ? gw_headers_find(&req->headers, "range") : NULL;
   if (range && if_range_holds(req, b)) {
     char cr[80];
-    switch (gw_static_range_parse(range->value, range->value_len, size, &off, &len)) {
+    gw_range_t one, *rs = max_ranges == 1 ? &one : malloc((size_t)max_ranges * sizeof(*rs));
+    size_t n = 0;
+    gw_range_kind_t kind = rs ? gw_static_range_parse(range->value, range->value_len, size, rs, (size_t)max_ranges, &n)
+                              : GW_RANGE_NONE;
+    switch (kind) {
     case GW_RANGE_SINGLE:
+      off = rs[0].start;
+      len = rs[0].len;
       req->status = 206;
       add_header(req, "Content-Range", cr,
                  (size_t)snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", off, off + len - 1, size));
       break;
+    case GW_RANGE_MULTI:
+      serve_multipart(h, req, b, ctype, rs, n); /* owns rs */
+      goto done;
     case GW_RANGE_UNSATISFIABLE:
       req->status = 416;
       add_header(req, "Content-Range", cr, (size_t)snprintf(cr, sizeof(cr), "bytes */%lld", size));
+      if (rs != &one) free(rs);
       gw_request_finish(req);
       goto done;
-    default: /* none, malformed, several: the whole file */
-      off = 0;
-      len = size;
+    default: /* none, malformed, too many: the whole file */
       break;
     }
+    if (rs != &one) free(rs);
   }
   if (req->head) {
     req->head_length = len;
@@ -258,7 +398,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     if (len > SUBREQUEST_MAX) {
       gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->path_len, req->target, len);
       respond(req, 500);
-    } else if (read_whole(req, b->fd, off, len) < 0) {
+    } else if (gw_request_body_add_file(req, b->fd, off, len) < 0) {
       gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
       gw_filecache_invalidate(h->cache, b);
       respond(req, 500);
@@ -271,25 +411,24 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
       respond(req, 503);
       goto done;
     }
-    if (gw_request_can_stream_file(req)) {
-      gw_request_stream_begin(req, len);
+    gw_request_stream_begin(req, len);
+    if (gw_request_can_stream_file(req)) { /* never for a body being compressed: that one is read */
       gw_request_stream_file(req, fd, off, len);
-    } else {
-      pump_t *p = calloc(1, sizeof(*p));
-      if (p == NULL) {
-        close(fd);
-        respond(req, 503);
-        goto done;
-      }
-      p->req = req;
-      p->fd = fd;
-      p->off = off;
-      p->left = len;
-      gw_request_pending_add(req, &p->pending, pump_cancel);
-      req->drain_arg = p;
-      gw_request_stream_begin(req, len);
-      pump_run(req);
+      goto done;
     }
+    pump_t *p = calloc(1, sizeof(*p));
+    if (p == NULL) {
+      close(fd);
+      gw_request_stream_end(req, 0);
+      goto done;
+    }
+    p->req = req;
+    p->fd = fd;
+    p->off = off;
+    p->left = len;
+    gw_request_pending_add(req, &p->pending, pump_cancel);
+    req->drain_arg = p;
+    pump_run(req);
   }
 done:
   if (z) gw_filecache_done(h->cache, z);

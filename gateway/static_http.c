@@ -119,16 +119,49 @@ static const char *skip_ows(const char *p, const char *end)
   return p;
 }
 
-gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long size, long long *start,
-                                      long long *rlen)
+static int by_start(const void *a, const void *b)
 {
-  if (value == NULL) return GW_RANGE_NONE;
+  const gw_range_t *x = a, *y = b;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Ranges that overlap or touch become one; then they are in ascending
+ * order. Ranges that are apart keep the client's order. Returns the new
+ * count, or 0 when out of memory. */
+static size_t coalesce(gw_range_t *r, size_t n)
+{
+  gw_range_t *s = malloc(n * sizeof(*s));
+  if (s == NULL) return 0;
+  memcpy(s, r, n * sizeof(*s));
+  qsort(s, n, sizeof(*s), by_start);
+  int touching = 0;
+  for (size_t i = 1; i < n && !touching; i++) touching = s[i].start <= s[i - 1].start + s[i - 1].len;
+  if (touching) {
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (m > 0 && s[i].start <= r[m - 1].start + r[m - 1].len) {
+        long long end = s[i].start + s[i].len;
+        if (end > r[m - 1].start + r[m - 1].len) r[m - 1].len = end - r[m - 1].start;
+      } else {
+        r[m++] = s[i];
+      }
+    }
+    n = m;
+  }
+  free(s);
+  return n;
+}
+
+gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long size, gw_range_t *out, size_t cap,
+                                      size_t *nout)
+{
+  *nout = 0;
+  if (value == NULL || cap == 0) return GW_RANGE_NONE;
   const char *p = value, *end = value + len;
   p = skip_ows(p, end);
   if ((size_t)(end - p) < 6 || strncasecmp(p, "bytes=", 6) != 0) return GW_RANGE_NONE;
   p += 6;
-  int count = 0, satisfiable = 0;
-  long long s0 = 0, l0 = 0;
+  size_t count = 0, n = 0;
   for (;;) {
     p = skip_ows(p, end);
     if (p < end && *p == ',') { /* empty list elements are allowed (RFC 9110 §5.6.1) */
@@ -139,10 +172,10 @@ gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long s
     long long first = -1, last = -1;
     if (*p == '-') { /* suffix: the last N bytes */
       p++;
-      long long n = parse_pos(&p, end);
-      if (n < 0) return GW_RANGE_NONE;
-      if (n > 0 && size > 0) {
-        first = n >= size ? 0 : size - n;
+      long long k = parse_pos(&p, end);
+      if (k < 0) return GW_RANGE_NONE;
+      if (k > 0 && size > 0) {
+        first = k >= size ? 0 : size - k;
         last = size - 1;
       }
     } else {
@@ -162,18 +195,18 @@ gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long s
     p = skip_ows(p, end);
     if (p < end && *p != ',') return GW_RANGE_NONE;
     count++;
-    if (first >= 0 && last >= first) {
-      satisfiable++;
-      s0 = first;
-      l0 = last - first + 1;
+    if (first >= 0 && last >= first) { /* satisfiable: kept (more than cap: the whole file, as nginx) */
+      if (n == cap) return GW_RANGE_NONE;
+      out[n].start = first;
+      out[n].len = last - first + 1;
+      n++;
     }
   }
   if (count == 0) return GW_RANGE_NONE;
-  if (satisfiable == 0) return GW_RANGE_UNSATISFIABLE;
-  if (count > 1) return GW_RANGE_MULTI;
-  *start = s0;
-  *rlen = l0;
-  return GW_RANGE_SINGLE;
+  if (n == 0) return GW_RANGE_UNSATISFIABLE;
+  if (n > 1 && (n = coalesce(out, n)) == 0) return GW_RANGE_NONE;
+  *nout = n;
+  return n == 1 ? GW_RANGE_SINGLE : GW_RANGE_MULTI;
 }
 
 size_t gw_static_etag(char *out, size_t cap, time_t mtime, long long size)

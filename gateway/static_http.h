@@ -29,15 +29,23 @@ ssize_t gw_static_path_route(const char *path, size_t len, char *out, size_t cap
 
 /* How a Range field applies to a file of `size` bytes. */
 typedef enum {
-  GW_RANGE_NONE,          /* absent, not "bytes=", or malformed: the whole file (200) */
-  GW_RANGE_SINGLE,        /* one satisfiable range: *start and *len (206) */
-  GW_RANGE_MULTI,         /* several ranges: the whole file (200; no multipart) */
+  GW_RANGE_NONE,          /* absent, not "bytes=", malformed, or too many ranges: the whole file (200) */
+  GW_RANGE_SINGLE,        /* one satisfiable range (206) */
+  GW_RANGE_MULTI,         /* several: 206 multipart/byteranges */
   GW_RANGE_UNSATISFIABLE  /* 416 with Content-Range: bytes *\/size */
 } gw_range_kind_t;
 
-/* value: the Range field (NULL: absent). */
-gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long size, long long *start,
-                                      long long *rlen);
+typedef struct {
+  long long start, len;   /* len > 0 */
+} gw_range_t;
+
+/* value: the Range field (NULL: absent). The satisfiable ranges go to
+ * out[0, *n) (unsatisfiable ones are dropped, as nginx does); more than cap
+ * of them is GW_RANGE_NONE (cap 0: ranges are off). Ranges that overlap or
+ * touch are coalesced (then all come in ascending order); ranges apart keep
+ * the client's order. So the parts never add up to more than the file. */
+gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long size, gw_range_t *out, size_t cap,
+                                      size_t *n);
 
 /* The nginx-style ETag of a file, quotes included: "<mtime hex>-<size hex>".
  * Returns its length (out needs 40 bytes). */

@@ -9,6 +9,7 @@ require_relative 'spec_helper'
 require 'digest'
 require 'json'
 require 'open3'
+require 'zlib'
 
 PHP_FPM = '/usr/sbin/php-fpm8.2'
 
@@ -332,6 +333,20 @@ RSpec.describe 'fastcgi', gateway: { server: 'workers: 1, limits: { max_body: 8_
       expect(r.body.bytesize).to eq(1 << 20)
       h = http_request(@port, 'HEAD', '/u/big.php')
       expect(h.status).to eq(200)
+    end
+
+    it 'compress: a PHP answer is compressed on the fly, streamed (docs/compression.md)' do
+      php_gateway(%(location "/c/", fastcgi: "unix:#{@fpm.sock}", params: { "DOCUMENT_ROOT" => "#{@www}" }, compress: true))
+      File.symlink('.', File.join(@www, 'c')) unless File.exist?(File.join(@www, 'c'))
+      r = http_get(@port, '/c/big.php', { 'Accept-Encoding' => 'gzip' }, timeout: 10)
+      expect([r.status, r['content-encoding'], r['vary']]).to eq([200, 'gzip', 'Accept-Encoding'])
+      expect(r.body.bytesize).to be < 10_000
+      expect(Zlib.gunzip(r.body)).to eq('x' * (1 << 20))
+      out, st = Open3.capture2('zstd', '-d', '-c', '-q',
+                               stdin_data: http_get(@port, '/c/server.php', { 'Accept-Encoding' => 'zstd' }).body, binmode: true)
+      expect(st.success?).to be true
+      expect(JSON.parse(out)['REQUEST_METHOD']).to eq('GET')
+      expect(http_get(@port, '/c/big.php', { 'Accept-Encoding' => 'identity' }, timeout: 10).body.bytesize).to eq(1 << 20)
     end
 
     it 'a slow script does not delay a fast request' do

@@ -20,14 +20,21 @@ class RedisServer
   end
 
   def start
-    @pid = Process.spawn(BIN, '--port', @port.to_s, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no',
-                         '--dir', @dir, '--daemonize', 'no', *@args, in: File::NULL,
-                         out: File.join(@dir, 'redis.log'), err: [:child, :out])
-    GatewaySpec.poll("redis-server on port #{@port}", timeout: 10) do
-      cmd('PING') == 'PONG'
+    @pid = Process.spawn(*argv, in: File::NULL, out: File.join(@dir, 'redis.log'), err: [:child, :out])
+    GatewaySpec.poll("#{self.class} on port #{@port}", timeout: 10) do
+      ready?
     rescue SystemCallError, IOError
       false
     end
+  end
+
+  def argv
+    [BIN, '--port', @port.to_s, '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', @dir,
+     '--daemonize', 'no', *@args]
+  end
+
+  def ready?
+    cmd('PING') == 'PONG'
   end
 
   # One command on a connection of its own: the reply, or a RuntimeError with an error reply's message.
@@ -93,14 +100,13 @@ end
 
 # One `redis-server --sentinel` watching the master on master_port under
 # the name `name`, with a 1 s down-after (a failover within seconds).
-class RedisSentinel
-  include PeerServer
-
+class RedisSentinel < RedisServer
   def initialize(master_port, name: 'mymaster', quorum: 2, port: GatewaySpec.free_port)
     @port = port
+    @master_port = master_port
+    @name = name
     @dir = Dir.mktmpdir('gateway-sentinel-')
-    conf = File.join(@dir, 'sentinel.conf')
-    File.write(conf, <<~CONF)
+    File.write(File.join(@dir, 'sentinel.conf'), <<~CONF)
       port #{@port}
       bind 127.0.0.1
       dir #{@dir}
@@ -109,17 +115,15 @@ class RedisSentinel
       sentinel failover-timeout #{name} 4000
       sentinel parallel-syncs #{name} 1
     CONF
-    @pid = Process.spawn(RedisServer::BIN, conf, '--sentinel', in: File::NULL,
-                         out: File.join(@dir, 'sentinel.log'), err: [:child, :out])
-    GatewaySpec.poll("redis sentinel on port #{@port}", timeout: 10) do
-      cmd('SENTINEL', 'get-master-addr-by-name', name) == ['127.0.0.1', master_port.to_s]
-    rescue SystemCallError, IOError
-      false
-    end
+    start
   end
 
-  def cmd(*args)
-    RedisServer.cmd(@port, *args)
+  def argv
+    [BIN, File.join(@dir, 'sentinel.conf'), '--sentinel']
+  end
+
+  def ready?
+    cmd('SENTINEL', 'get-master-addr-by-name', @name) == ['127.0.0.1', @master_port.to_s]
   end
 
   # Three sentinels watching master (with one replica) that know the replica

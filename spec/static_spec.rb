@@ -122,11 +122,10 @@ RSpec.describe 'static files' do
       expect(get('/zero', 'Range' => 'bytes=0-').status).to eq(416)
     end
 
-    it 'several ranges, or a malformed one, give the whole file with 200' do
-      r = get('/ten.bin', 'Range' => 'bytes=0-1,4-5')
+    it 'a malformed Range gives the whole file with 200 (several: spec/ranges_spec.rb)' do
+      r = get('/ten.bin', 'Range' => 'bytes=5-2')
       expect([r.status, r.body]).to eq([200, '0123456789'])
       expect(r['content-range']).to be_nil
-      expect(get('/ten.bin', 'Range' => 'bytes=5-2').status).to eq(200)
       expect(get('/ten.bin', 'Range' => 'lines=1-2').status).to eq(200)
     end
 

@@ -202,8 +202,8 @@ module Gateway
       end
       objs << compile(File.join(out, 'gem_init.o'), gem_init_c, base, [mrb.library])
 
-      libs = own_libs + @gems.flat_map(&:libs).uniq + [mrb.library] + # pcre2: regex.c; hiredis: redis.c
-             %w[-levent -lcares -lpcre2-8 -lhiredis -lssl -lcrypto -lnghttp2 -lm]
+      libs = own_libs + @gems.flat_map(&:libs).uniq + [mrb.library] + # pcre2: regex.c; hiredis: redis.c; z, brotlienc, zstd: encoder.c
+             %w[-levent -lcares -lpcre2-8 -lhiredis -lssl -lcrypto -lnghttp2 -lz -lbrotlienc -lzstd -lm]
       bin = binary(variant)
       file bin => [*objs, mrb.library] do
         sh [cc, *cflags, *ldflags, '-o', bin, *objs, *libs].join(' ')

@@ -94,6 +94,10 @@ namespace :bench do
        'writes build/bench/ws.{md,json}'
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
 
+  desc 'Compression on the fly: a 10 KB JSON through proxy_pass, gzip level 1, gateway vs nginx (gzip on), with the ' \
+       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}"
+  GatewayBenchTasks.define(:compress, 'compress', :Compress)
+
   desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \
        'proxy_ssl_session_reuse), server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=3); writes build/bench/https_upstream.{md,json}'
   GatewayBenchTasks.define(:https_upstream, 'https_upstream', :HTTPSUpstream)

@@ -517,6 +517,49 @@ module GatewayBench
       start(name, [bin, '-p', dir, '-e', "#{dir}/error.log", '-c', conf], port: port, dir: dir, binary: bin)
     end
 
+    # The worker of a one-worker server (forked a moment after the port
+    # accepts, so it is waited for).
+    def worker_of(srv, timeout: 5)
+      deadline = monotonic + timeout
+      loop do
+        worker = children(srv.pid).find { |k| runs?(k, srv.binary) }
+        return worker if worker
+        raise Error, "#{srv.name}: no worker under #{srv.pid}" if monotonic > deadline
+
+        sleep 0.05
+      end
+    end
+
+    # Moves a server (an upstream) next to the load, off the server CPU, so
+    # that the server CPU holds only the front being measured.
+    def pin_to_load(srv)
+      ([srv.pid] + descendants(srv.pid)).each do |pid|
+        system('taskset', '-a', '-p', '-c', @load_cpu.to_s, pid.to_s, out: File::NULL)
+      end
+    end
+
+    # Stops every server but `keep` (the fronts, not their upstream).
+    def stop_except(keep)
+      @servers.reject { |s| s.equal?(keep) }.each { |s| stop(s) }
+    end
+
+    # wrk on url for duration under the CPU lock, and the worker's CPU time
+    # (utime + stime) over it: {requests:, rps:, p99_ms:, errors:, non2xx:,
+    # timeouts:, failures:, cpu_s:, cpu_us_per_req:} (Load's counts).
+    def cpu_per_request(name, worker, args, url, duration)
+      with_cpu_lock do
+        t0 = ticks(worker)
+        out = run_wrk(args, url, duration)
+        t1 = ticks(worker)
+        w = Runner.parse_wrk(out[:out])
+        raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
+
+        cpu_s = (t1 - t0).to_f / clk_tck
+        { requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms], **w.slice(:errors, :non2xx, :timeouts, :failures),
+          cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
+      end
+    end
+
     # ---------------------------------------------------------------- wrk
 
     # wrk pinned to the load CPU, bounded (killed after duration + 30 s).

@@ -49,7 +49,7 @@ module GatewayBench
             log "#{name}: #{e.message}"
             rows << { server: name, round: round + 1, error: e.message.lines.first.strip }
           ensure
-            stop_fronts(backend)
+            @run.stop_except(backend) # the fronts, not the upstream
           end
         end
       ensure
@@ -88,16 +88,8 @@ module GatewayBench
             location / { return 200 "hello from https\\n"; }
         }
       NGINX
-      # next to the load, off the server CPU: only the front is measured there
-      ([srv.pid] + descendants(srv.pid)).each do |pid|
-        system('taskset', '-a', '-p', '-c', @run.load_cpu.to_s, pid.to_s, out: File::NULL)
-      end
+      @run.pin_to_load(srv) # next to the load, off the server CPU: only the front is measured there
       srv
-    end
-
-    def stop_fronts(backend)
-      # Runner#stop_all would stop the upstream too: stop the fronts only
-      @run.instance_variable_get(:@servers).reject { |s| s.equal?(backend) }.each { |s| @run.stop(s) }
     end
 
     def start_front(name, port, up)
@@ -132,25 +124,11 @@ module GatewayBench
     def measure(name, up)
       port = free_port
       srv = start_front(name, port, up)
-      worker = children(srv.pid).find { |k| runs?(k, srv.binary) }
-      raise Error, "#{name}: no worker under #{srv.pid}" unless worker
-
+      worker = @run.worker_of(srv)
       url = "http://#{HOST}:#{port}/"
       args = ['-t1', "-c#{@conns}"]
       @run.run_wrk(args, url, 1) # warm-up: connections and sessions
-      row = nil
-      @run.with_cpu_lock do
-        t0 = ticks(worker)
-        out = @run.run_wrk(args, url, @duration)
-        t1 = ticks(worker)
-        w = Runner.parse_wrk(out[:out])
-        raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
-
-        cpu_s = (t1 - t0).to_f / clk_tck
-        row = { server: name, requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms],
-                **w.slice(:errors, :non2xx, :timeouts, :failures),
-                cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
-      end
+      row = { server: name }.merge(@run.cpu_per_request(name, worker, args, url, @duration))
       log "#{name}: #{row.inspect}"
       row
     end

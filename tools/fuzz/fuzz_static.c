@@ -11,7 +11,9 @@
  *   - the routing form (gw_static_path_route) starts with '/', has no "//",
  *     "." or ".." segment and no NUL, fits, and routing it again gives
  *     itself when it holds no '%' (it is decoded once only);
- *   - a single range lies inside the file and is not empty;
+ *   - every range (one, or several after coalescing) lies inside the file
+ *     and is not empty, several never overlap nor touch once coalesced
+ *     (ascending then), and they add up to at most the file;
  *   - a parsed date formats back to the same instant when it is a fixdate;
  *   - no memory error or undefined behaviour (ASan/UBSan). */
 #include <stdint.h>
@@ -70,9 +72,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   }
   free(out);
 
-  long long start = -1, rlen = -1;
-  gw_range_kind_t k = gw_static_range_parse(text, len, fsize, &start, &rlen);
-  if (k == GW_RANGE_SINGLE && (start < 0 || rlen <= 0 || start + rlen > fsize)) abort();
+  gw_range_t rs[32];
+  size_t nr = 0;
+  gw_range_kind_t k = gw_static_range_parse(text, len, fsize, rs, 32, &nr);
+  if ((k == GW_RANGE_SINGLE) != (nr == 1) || (k == GW_RANGE_MULTI) != (nr > 1)) abort();
+  long long total = 0;
+  int touching = 0;
+  for (size_t i = 0; i < nr; i++) {
+    if (rs[i].start < 0 || rs[i].len <= 0 || rs[i].start + rs[i].len > fsize) abort();
+    total += rs[i].len;
+    for (size_t j = 0; j < i; j++)
+      if (rs[i].start <= rs[j].start + rs[j].len && rs[j].start <= rs[i].start + rs[i].len) touching = 1;
+  }
+  if (touching || total > fsize) abort(); /* coalesced: apart, within the file */
 
   gw_static_etag_match(text, len, "\"5f-12\"", 7);
   gw_static_accepts(text, len, "gzip");

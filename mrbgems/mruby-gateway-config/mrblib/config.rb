@@ -399,6 +399,8 @@ module Gateway
     # tls_verify:, tls_ca:, tls_server_name:, tls_cert:, tls_key: for the
     #   https:// and h2:// (grpcs://) upstreams this location talks to
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
+    # compress: true | false | { ... } and max_ranges: N: the server's unless
+    #   given (mrblib/compress.rb, docs/compression.md, docs/ranges.md)
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil,
@@ -407,6 +409,9 @@ module Gateway
                  websocket_max_message: nil, websocket_protocols: nil, tls_verify: nil, tls_ca: nil,
                  tls_server_name: nil, tls_cert: nil, tls_key: nil, grpc_pass: nil, **static_opts, &handler)
       where = "location #{path.inspect}"
+      # compress: and max_ranges: (compress.rb; mruby takes no more keyword parameters here)
+      compress = static_opts.key?(:compress) ? Compress.options(where, static_opts.delete(:compress)) : @compress
+      max_ranges = static_opts.key?(:max_ranges) ? Compress.max_ranges(where, static_opts.delete(:max_ranges)) : @max_ranges
       Location.check_websocket(where, websocket, websocket_max_message, websocket_protocols,
                                handler || content || proxy_pass || status || dashboard || fastcgi || !static_opts.empty?)
       tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
@@ -468,6 +473,8 @@ module Gateway
         loc.websocket_protocols = websocket_protocols
       end
       loc.tls_client = tls_client
+      loc.compress = compress
+      loc.max_ranges = max_ranges
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end
@@ -605,10 +612,12 @@ end
 # cpu_limit: CPU seconds a request's Ruby code may run between two waits
 # before Gateway::CPULimitExceeded interrupts it (a 500); nil: no limit. A
 # location's own cpu_limit: overrides it.
+# compress: true or { encodings:, level:, min_length:, types: } and
+# max_ranges: N are its locations' unless they give their own (compress.rb).
 def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30, rewrite: nil, access: nil,
            content: nil, header_filter: nil, body_filter: nil, log: nil, init_worker: nil, exit_worker: nil,
            tls: nil, http2: nil, cpu_limit: Gateway::DEFAULT_CPU_LIMIT, reuseport: nil, proxy_protocol: false,
-           proxy_protocol_from: nil, real_ip: nil, &block)
+           proxy_protocol_from: nil, real_ip: nil, compress: nil, max_ranges: Gateway::Compress::DEFAULT_MAX_RANGES, &block)
   raise ArgumentError, "server: a block with locations is required" unless block
   fleet = Gateway::Fleet.server_options(proxy_protocol, proxy_protocol_from, real_ip) # fleet.rb
   tls_conf = Gateway::TLS.parse(tls) # TLS and HTTP/2 (tls.rb)
@@ -622,6 +631,8 @@ def server(listen:, workers: 1, limits: {}, cpu_affinity: nil, stall_timeout: 30
   srv.http2 = http2
   srv.tls_line = Gateway::TLS.caller_line if tls_conf
   srv.fleet = fleet
+  srv.compress = Gateway::Compress.options("server", compress) # its locations' default (compress.rb)
+  srv.max_ranges = Gateway::Compress.max_ranges("server", max_ranges)
   srv.instance_eval(&block)
   Gateway::Config.current.servers << srv
   srv
