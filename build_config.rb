@@ -22,6 +22,10 @@ Gateway::Build.configure do |conf|
 
   conf.cflags  = %w[-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-strict-aliasing]
   conf.ldflags = %w[]
+  # The Debian package's hardening flags (debian/rules sets these from
+  # dpkg-buildflags); empty otherwise.
+  conf.cflags += ENV.fetch('GATEWAY_CFLAGS', '').split
+  conf.ldflags += ENV.fetch('GATEWAY_LDFLAGS', '').split
   # mimalloc replaces glibc's malloc for the whole process (mruby, libevent,
   # c-ares, ours): a proxied request frees and allocates in bursts that overflow
   # glibc's small per-size caches (7 blocks each), and mimalloc's free lists do

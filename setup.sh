@@ -57,6 +57,10 @@
 #   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
 #               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
 #               spec/compress_spec.rb checks bodies with)
+#   package:    debhelper (dpkg-buildpackage of debian/: `rake deb`), lintian
+#               (its check), ronn (gateway(8) and gateway.rb(5) from
+#               docs/man/*.md; lighter than pandoc: ruby is here already),
+#               debootstrap (the fresh bookworm root of `rake test:package`)
 #
 # mruby's source: `apt-get source mruby` (3.1.0 in bookworm, Debian's patches
 # applied) unpacked into $GATEWAY_MRUBY_SRC, by default
@@ -85,6 +89,7 @@ packages=(
   clang libclang-rt-14-dev
   haproxy
   zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
+  debhelper lintian ronn debootstrap
 )
 
 missing=()

@@ -635,8 +635,21 @@ static const char *frame_method(const char *entry)
   return sep ? sep + 1 : name;
 }
 
-/* "FILE:LINE: message": the line is the first backtrace entry in the config
- * file itself (the DSL's own frames are skipped). */
+/* The config file (the main one or one it includes) that backtrace entry
+ * "file:12:in ..." is in, or NULL. */
+static const char *config_file_of(mrb_state *mrb, mrb_value files, const char *entry)
+{
+  for (mrb_int i = 0; mrb_array_p(files) && i < RARRAY_LEN(files); i++) {
+    mrb_value f = mrb_ary_ref(mrb, files, i);
+    if (!mrb_string_p(f)) continue;
+    size_t len = (size_t)RSTRING_LEN(f);
+    if (strncmp(entry, RSTRING_PTR(f), len) == 0 && entry[len] == ':') return mrb_string_cstr(mrb, f);
+  }
+  return NULL;
+}
+
+/* "FILE:LINE: message": the line is the first backtrace entry in a config
+ * file (the main one or one it includes; the DSL's own frames are skipped). */
 static void format_error(mrb_state *mrb, const char *path, char *err, size_t errlen)
 {
   mrb_value exc = mrb_obj_value(mrb->exc);
@@ -657,19 +670,24 @@ static void format_error(mrb_state *mrb, const char *path, char *err, size_t err
     return;
   }
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
-  size_t plen = strlen(path);
+  /* A Ruby method runs only with no exception pending. */
+  mrb->exc = NULL;
+  mrb_value config_class = mrb_obj_value(mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "Config"));
+  mrb_value files = mrb_funcall(mrb, config_class, "files", 0);
+  mrb->exc = NULL;
   if (mrb_array_p(bt)) {
     for (mrb_int i = 0; i < RARRAY_LEN(bt); i++) {
       mrb_value e = mrb_ary_ref(mrb, bt, i);
       if (!mrb_string_p(e)) continue;
       const char *s = mrb_string_cstr(mrb, e);
-      if (strncmp(s, path, plen) == 0 && s[plen] == ':') {
-        int line = atoi(s + plen + 1);
+      const char *file = config_file_of(mrb, files, s);
+      if (file) {
+        int line = atoi(s + strlen(file) + 1);
         mrb_value callee = i > 0 ? mrb_ary_ref(mrb, bt, i - 1) : mrb_nil_value();
         const char *method = mrb_string_p(callee) ? frame_method(mrb_string_cstr(mrb, callee)) : NULL;
         if (method && (strcmp(method, "server") == 0 || strcmp(method, "location") == 0 || strcmp(method, "upstream") == 0))
-          line = dsl_call_line(path, line, method);
-        snprintf(err, errlen, "%s:%d: %s (%s)", path, line, mrb_string_cstr(mrb, msg), cls);
+          line = dsl_call_line(file, line, method);
+        snprintf(err, errlen, "%s:%d: %s (%s)", file, line, mrb_string_cstr(mrb, msg), cls);
         return;
       }
     }
@@ -702,6 +720,7 @@ static gw_config_t *load(const char *path, char *err, size_t errlen)
   mrb_load_file_cxt(mrb, fp, cxt);
   mrbc_context_free(mrb, cxt);
   fclose(fp);
+  if (mrb->exc == NULL) mrb_funcall(mrb, config_class, "file_read", 0); /* include: only while the file is read */
   if (mrb->exc) {
     format_error(mrb, path, err, errlen);
     gw_config_free(cfg, NULL);

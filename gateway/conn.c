@@ -878,9 +878,15 @@ static int take_h2c(gw_conn_t *c)
   unsigned char settings[GW_H2C_SETTINGS_MAX];
   int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
   if (n < 0) return 0;
-  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, c->balancer_addr, settings, (size_t)n, &a->req, c->buf + c->pos,
-                         c->len - c->pos) == NULL)
+  /* The 101 is HTTP/1.1's: written here, sent by h2.c ahead of its SETTINGS. */
+  gw_header_t h2c = {"Upgrade", 7, "h2c", 3};
+  const gw_headers_t fields = {&h2c, 1, 1, NULL};
+  gw_response_write_switching(&fields, a->out);
+  if (gw_h2_conn_upgrade(c->ctx, c->fd, c->remote_addr, c->balancer_addr, settings, (size_t)n, &a->req, a->out,
+                         c->buf + c->pos, c->len - c->pos) == NULL) {
+    evbuffer_drain(a->out, evbuffer_get_length(a->out)); /* it was empty: served as HTTP/1.1 */
     return 0;
+  }
   hand_over(c);
   return 1;
 }
@@ -1247,11 +1253,14 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   gw_conn_t *c = req->proto_ctx;
   *end = (gw_byte_end_t){-1, NULL, NULL};
   if (c->dead) return -1;
-  size_t head = evbuffer_get_length(to_client);
+  /* What was queued, then the 101 from the handler's fields, then what the
+   * caller put in to_client (a proxied upgrade: the upstream's first bytes). */
+  size_t head = gw_response_write_switching(&req->resp_headers, c->a->out) + evbuffer_get_length(to_client);
   evbuffer_prepend_buffer(to_client, c->a->out);
   if (c->len > c->pos) evbuffer_add(from_client, c->buf + c->pos, c->len - c->pos);
-  int status = req->status ? req->status : 101;
-  gw_stats_self->responses[status / 100 < 6 ? status / 100 : 0]++;
+  int status = 101;
+  req->status = status;
+  gw_stats_self->responses[1]++;
   gw_access_log_write(req, status, head, 0);
   gw_request_logged(req);
   gw_request_reset(req);

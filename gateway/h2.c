@@ -77,6 +77,8 @@
 #define CONTROL_FRAMES_PER_SEC 1000     /* SETTINGS, PING, PRIORITY, empty DATA per second */
 #define HEADER_BLOCK_FATAL_FACTOR 4     /* a header block this many times max_header_size: GOAWAY */
 #define TICK_MS 1000
+#define SPARE_STREAMS 16                /* closed streams kept for reuse while the connection is busy */
+#define WHOLE_BODY_MAX (16 * 1024)      /* a whole body up to this is copied flat (h2_stream_t.whole) */
 
 typedef struct h2_stream_s h2_stream_t;
 typedef struct h2_pipe_s h2_pipe_t;
@@ -93,8 +95,11 @@ struct gw_h2_conn_s {
   h2_stream_t *streams;     /* live streams */
   size_t nstreams;
   h2_stream_t *closed;      /* closed by nghttp2, freed at leave() */
+  h2_stream_t *spare;       /* freed streams kept with their buffers for the next ones */
+  size_t nspare;
   h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
   int in_callback, dead, reading, writing, flush_soon, stopping;
+  int feeding;              /* in nghttp2_session_mem_recv: feed() flushes after it */
   int64_t last_progress_ms; /* output written, or nothing waited */
   int64_t idle_since_ms;    /* no stream open since */
   int resets_left;          /* rapid reset budget */
@@ -105,14 +110,16 @@ struct gw_h2_conn_s {
 };
 
 struct h2_stream_s {
-  gw_request_t req;         /* first: stream_new clears what follows it */
-  gw_h2_conn_t *conn;
+  gw_request_t req;         /* first */
+  struct evbuffer *out;     /* response body queued for nghttp2 (kept with a spare stream) */
+  gw_buf_t whole;           /* ... or h2_send's small body, flat (kept, emptied) */
+  gw_h2_conn_t *conn;       /* stream_new clears from here */
   int32_t id;
   size_t header_bytes, nheaders;
   int error_status;         /* set while the head is read: answer it */
   int started, answered, ended_remote, closed, logged, paused, deferred, out_eof, has_host;
   size_t max_body, body_in, body_consumed;
-  struct evbuffer *out;     /* response body queued for nghttp2 */
+  size_t body_off, body_end; /* what is sent of `whole`, its end */
   gw_headers_t *trailers;   /* owned: sent after the body's last byte (gRPC), or NULL */
   size_t resp_bytes, head_bytes;
   char status_text[4], length_text[24]; /* the head's values, sent without a copy */
@@ -172,15 +179,46 @@ static void set_reading(gw_h2_conn_t *h, int on)
 
 static void enter(gw_h2_conn_t *h) { h->in_callback++; }
 
-static void stream_free(h2_stream_t *s)
+static void stream_dispose(h2_stream_t *s)
 {
   gw_request_dispose(&s->req);
   evbuffer_free(s->out);
+  gw_buf_dispose(&s->whole);
+  free(s);
+}
+
+static void stream_free(h2_stream_t *s)
+{
+  gw_h2_conn_t *h = s->conn;
   if (s->trailers) {
     gw_headers_dispose(s->trailers);
     free(s->trailers);
+    s->trailers = NULL;
   }
-  free(s);
+  /* a busy connection's next streams reuse this one's allocations, as an
+   * HTTP/1.1 connection reuses its request (the pipe is its reader's) */
+  if (!h->dead && h->nspare < SPARE_STREAMS) {
+    gw_request_recycle(&s->req);
+    size_t n = evbuffer_get_length(s->out);
+    if (n > 0) evbuffer_drain(s->out, n);
+    s->whole.len = 0;
+    s->next = h->spare;
+    h->spare = s;
+    h->nspare++;
+    return;
+  }
+  stream_dispose(s);
+}
+
+/* Spare streams go (the connection idles or ends). */
+static void spares_free(gw_h2_conn_t *h)
+{
+  while (h->spare) {
+    h2_stream_t *s = h->spare;
+    h->spare = s->next;
+    stream_dispose(s);
+  }
+  h->nspare = 0;
 }
 
 static void conn_free(gw_h2_conn_t *h)
@@ -191,6 +229,7 @@ static void conn_free(gw_h2_conn_t *h)
     h->closed = s->next;
     stream_free(s);
   }
+  spares_free(h);
   if (h->prev) h->prev->next = h->next;
   else all_h2 = h->next;
   if (h->next) h->next->prev = h->prev;
@@ -231,18 +270,26 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
 
 static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
 {
-  /* not calloc: gw_request_init clears the request, the bulk of it */
-  h2_stream_t *s = malloc(sizeof(*s));
-  if (s == NULL) return NULL;
-  memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
-  s->out = evbuffer_new();
-  if (s->out == NULL) {
-    free(s);
-    return NULL;
+  h2_stream_t *s = h->spare;
+  if (s) { /* its request recycled (stream_free): as gw_request_init leaves it */
+    h->spare = s->next;
+    h->nspare--;
+  } else {
+    /* not calloc: gw_request_init clears the request, the bulk of it */
+    s = malloc(sizeof(*s));
+    if (s == NULL) return NULL;
+    struct evbuffer *out = evbuffer_new();
+    if (out == NULL) {
+      free(s);
+      return NULL;
+    }
+    gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
+    s->out = out;
+    s->whole = (gw_buf_t)GW_BUF_INIT;
   }
+  memset((char *)s + offsetof(h2_stream_t, conn), 0, sizeof(*s) - offsetof(h2_stream_t, conn));
   s->conn = h;
   s->id = id;
-  gw_request_init(&s->req, h->ctx, h->ctx->server, &h2_protocol, s);
   gw_request_t *r = &s->req;
   r->http_major = 2;
   r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
@@ -293,9 +340,15 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   (void)session;
   (void)id;
   (void)user;
-  size_t have = evbuffer_get_length(s->out);
+  size_t whole = s->body_end - s->body_off; /* h2_send's body in `whole`, else `out` */
+  size_t have = whole ? whole : evbuffer_get_length(s->out);
   size_t n = have < length ? have : length;
-  if (n > 0) evbuffer_remove(s->out, buf, n);
+  if (whole) {
+    memcpy(buf, s->whole.data + s->body_off, n);
+    s->body_off += n;
+  } else if (n > 0) {
+    evbuffer_remove(s->out, buf, n);
+  }
   if (n == have && s->out_eof) {
     *flags |= NGHTTP2_DATA_FLAG_EOF;
     if (s->trailers) { /* the stream ends with their HEADERS frame instead */
@@ -411,7 +464,13 @@ static void h2_send(gw_request_t *req)
   size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
   long long length = bodyless ? -1 : req->head && req->head_length >= 0 ? req->head_length : (long long)body_len;
   if (!bodyless && !req->head) {
-    if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
+    /* a small whole body is copied flat (the request's may not outlive this
+     * call: a Ruby string), and read from there by data_read */
+    size_t at = s->whole.len;
+    if (req->inline_body && body_len <= WHOLE_BODY_MAX && gw_buf_append(&s->whole, req->inline_body, body_len) == 0) {
+      s->body_off = at;
+      s->body_end = s->whole.len;
+    } else if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
     else evbuffer_add_buffer(s->out, req->resp_body);
     s->resp_bytes = body_len;
   }
@@ -643,8 +702,10 @@ static int h2_can_upgrade(const gw_request_t *req)
   return req->websocket_connect && !s->closed && !s->answered && !s->conn->dead;
 }
 
-/* The handler accepted the extended CONNECT: the 2xx head goes out (no
- * END_STREAM) and the stream becomes a pipe. */
+/* The handler accepted the extended CONNECT: a 200 head goes out (no
+ * END_STREAM) with the handler's fields but those HTTP/2 forbids
+ * (submit_head) or RFC 8441 §5 drops (no Sec-WebSocket-Accept: there was no
+ * key), and the stream becomes a pipe. */
 static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client, gw_byte_end_t *end)
 {
   h2_stream_t *s = req->proto_ctx;
@@ -663,8 +724,9 @@ static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbu
   p->eof = s->ended_remote;
   s->pipe = p;
   s->out_eof = 0;
-  int status = req->status >= 200 && req->status < 300 ? req->status : 200;
+  int status = req->status >= 200 && req->status < 300 ? req->status : 200; /* a 101 too */
   req->status = status;
+  gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
   if (submit_head(s, -1, 1) != 0) {
     s->pipe = NULL;
     p->s = NULL;
@@ -700,16 +762,6 @@ static void answer_error(h2_stream_t *s, int status)
 }
 
 /* -- nghttp2 callbacks ---------------------------------------------------------- */
-
-static ssize_t on_send(nghttp2_session *session, const uint8_t *data, size_t len, int flags, void *user)
-{
-  gw_h2_conn_t *h = user;
-  (void)session;
-  (void)flags;
-  if (evbuffer_get_length(h->out) >= OUT_HIGH_WATER) return NGHTTP2_ERR_WOULDBLOCK;
-  evbuffer_add(h->out, data, len);
-  return (ssize_t)len;
-}
 
 static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
@@ -998,12 +1050,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
   gw_h2_conn_t *h = user;
+  (void)session;
   h2_stream_t *s = stream_of(h, id);
   if (s == NULL || s->closed) return 0;
   s->closed = 1;
   pipe_lost(s);
   if (error_code == NGHTTP2_NO_ERROR && s->logged && h->resets_left < RESET_BUDGET) h->resets_left++;
-  nghttp2_session_set_stream_user_data(session, id, NULL);
+  /* no user data to clear: nghttp2 frees the stream after this (no_closed_streams) */
   if (s->req.running) {
     if (!s->logged) {
       gw_log_info("%s: HTTP/2 stream %d closed while %s %.*s was in progress", h->remote_addr, id,
@@ -1017,14 +1070,6 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
   return 0;
 }
 
-static int on_begin_frame(nghttp2_session *session, const nghttp2_frame_hd *hd, void *user)
-{
-  (void)session;
-  (void)user;
-  (void)hd;
-  return 0;
-}
-
 static nghttp2_session_callbacks *callbacks;
 static nghttp2_option *options;
 
@@ -1032,15 +1077,14 @@ static int h2_setup(void)
 {
   if (callbacks) return 0;
   if (nghttp2_session_callbacks_new(&callbacks) != 0) return -1;
-  nghttp2_session_callbacks_set_send_callback(callbacks, on_send);
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
   nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
   nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
-  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, on_begin_frame);
   if (nghttp2_option_new(&options) != 0) return -1;
   nghttp2_option_set_no_auto_window_update(options, 1);
+  nghttp2_option_set_no_closed_streams(options, 1); /* no priority tree to keep them for (RFC 9218) */
   nghttp2_option_set_max_outbound_ack(options, 1000);
   nghttp2_option_set_max_settings(options, 32);
   nghttp2_option_set_max_continuations(options, 8);
@@ -1055,7 +1099,9 @@ static char read_buf[READ_BUF_SIZE];
 
 static void feed(gw_h2_conn_t *h, const char *data, size_t len)
 {
+  h->feeding = 1;
   ssize_t rv = nghttp2_session_mem_recv(h->session, (const uint8_t *)data, len);
+  h->feeding = 0;
   if (rv < 0) {
     if (rv == NGHTTP2_ERR_BAD_CLIENT_MAGIC) {
       gw_log_info("%s: HTTP/2: bad connection preface; closing", h->remote_addr);
@@ -1102,7 +1148,7 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
 
 static void flush_soon(gw_h2_conn_t *h)
 {
-  if (h->dead || h->flush_soon || h->writing) return;
+  if (h->dead || h->flush_soon || h->writing || h->feeding) return;
   h->flush_soon = 1;
   event_active(&h->write_ev, EV_WRITE, 1);
 }
@@ -1117,15 +1163,53 @@ static void run_drains(gw_h2_conn_t *h)
     }
 }
 
+static uint8_t send_buf[OUT_HIGH_WATER]; /* frames of one pass, gathered for one write */
+
+/* What nghttp2 has to send, up to OUT_HIGH_WATER queued: its frames are
+ * gathered in send_buf (one copy each, not a callback and an evbuffer chain
+ * each), then written at once when nothing waits before them (plain), or
+ * queued in `out`. Returns 0, an nghttp2 error, or -1 (errno: the write's). */
+static int take_frames(gw_h2_conn_t *h)
+{
+  size_t n = 0, queued = evbuffer_get_length(h->out);
+  while (queued + n < OUT_HIGH_WATER) {
+    const uint8_t *data;
+    ssize_t len = nghttp2_session_mem_send(h->session, &data); /* valid until the next call */
+    if (len < 0) return (int)len;
+    if (len == 0) break;
+    if (n + (size_t)len > sizeof(send_buf)) {
+      evbuffer_add(h->out, send_buf, n);
+      queued += n;
+      n = 0;
+      if ((size_t)len > sizeof(send_buf)) {
+        evbuffer_add(h->out, data, (size_t)len);
+        queued += (size_t)len;
+        continue;
+      }
+    }
+    memcpy(send_buf + n, data, (size_t)len);
+    n += (size_t)len;
+  }
+  if (n == 0) return 0;
+  if (h->tls || queued > 0) return evbuffer_add(h->out, send_buf, n);
+  ssize_t w = write(h->fd, send_buf, n);
+  if (w < 0) {
+    if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return -1;
+    w = 0;
+  }
+  if (w > 0) h->last_progress_ms = gw_coarse_ms();
+  return (size_t)w < n ? evbuffer_add(h->out, send_buf + w, n - (size_t)w) : 0;
+}
+
 /* Frames from nghttp2 into `out`, `out` to the socket, until either blocks. */
 static void h2_flush(gw_h2_conn_t *h)
 {
   if (h->dead) return;
   for (;;) {
     if (evbuffer_get_length(h->out) < OUT_HIGH_WATER && nghttp2_session_want_write(h->session)) {
-      int rv = nghttp2_session_send(h->session);
+      int rv = take_frames(h);
       if (rv != 0) {
-        gw_log_info("%s: HTTP/2: %s", h->remote_addr, nghttp2_strerror(rv));
+        if (rv != -1) gw_log_info("%s: HTTP/2: %s", h->remote_addr, nghttp2_strerror(rv));
         h2_close(h);
         return;
       }
@@ -1170,8 +1254,9 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   int64_t now = gw_coarse_ms();
   int waiting = evbuffer_get_length(h->out) > 0;
   for (h2_stream_t *s = h->streams; s && !waiting; s = s->next)
-    if (evbuffer_get_length(s->out) > 0) waiting = 1;
+    if (evbuffer_get_length(s->out) > 0 || s->body_off < s->body_end) waiting = 1;
   if (!waiting) h->last_progress_ms = now;
+  if (h->spare && h->nstreams == 0 && now - h->idle_since_ms >= TICK_MS) spares_free(h); /* idle: memory back */
   if (waiting && now - h->last_progress_ms > lim->send_timeout_ms) {
     gw_log_info("%s: HTTP/2: send timed out (the client reads nothing or keeps a zero window); closing",
                 h->remote_addr);
@@ -1184,8 +1269,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   } else if (h->nstreams == 0 && now - h->idle_since_ms > (h->stopping ? 1000 : lim->keepalive_timeout_ms)) {
     nghttp2_submit_goaway(h->session, NGHTTP2_FLAG_NONE, nghttp2_session_get_last_proc_stream_id(h->session),
                           NGHTTP2_NO_ERROR, NULL, 0);
-    nghttp2_session_send(h->session);
-    io_write(h);
+    if (take_frames(h) == 0) io_write(h);
     h2_close(h);
   }
   leave(h);
@@ -1251,6 +1335,9 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
     {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, (uint32_t)lim->max_header_size},
     {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
     {NGHTTP2_SETTINGS_ENABLE_CONNECT_PROTOCOL, 1}, /* RFC 8441: WebSockets over streams */
+    /* RFC 9218: no RFC 7540 priority tree to keep per stream (nghttp2 falls
+     * back to it only for a client that does not send this setting too) */
+    {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   };
   nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, sizeof(settings) / sizeof(settings[0]));
   /* A larger connection window: it is given back as bytes arrive. */
@@ -1298,7 +1385,7 @@ static int upgrade_only(const gw_header_t *f)
 
 gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const char *balancer_addr,
                                  const unsigned char *settings, size_t settings_len, const gw_request_t *req,
-                                 const char *data, size_t len)
+                                 struct evbuffer *head, const char *data, size_t len)
 {
   gw_h2_conn_t *h = h2_conn_alloc(ctx, fd, NULL, remote_addr, balancer_addr);
   if (h == NULL) return NULL;
@@ -1326,8 +1413,7 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
   }
   s->ended_remote = 1;
   /* The 101 goes first, then our SETTINGS and the response as HTTP/2. */
-  static const char switching[] = "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n";
-  if (evbuffer_add(h->out, switching, sizeof(switching) - 1) != 0) goto fail;
+  if (evbuffer_add_buffer(h->out, head) != 0) goto fail;
   /* Stream 1 runs once the client's preface is in (its SETTINGS frame): a
    * response sent right behind the 101 would reach a client still reading
    * HTTP/1.1 (curl 7.88 keeps only 32 KiB of it and fails). */

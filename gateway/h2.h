@@ -26,14 +26,16 @@ gw_h2_conn_t *gw_h2_conn_new(gw_context_t *ctx, int fd, gw_tls_conn_t *tls, cons
 
 /* An HTTP/1.1 request upgraded to h2c (RFC 7540 §3.2) on fd (owned from now
  * on): settings is its HTTP2-Settings payload (decoded), req the request
- * (copied: it becomes stream 1, answered over HTTP/2 after a 101), data the
- * bytes read past it (the client preface...). NULL when nghttp2 refuses the
- * settings or out of memory: nothing was sent, the caller still owns fd and
+ * (copied: it becomes stream 1, answered over HTTP/2), head the HTTP/1.1
+ * server's 101 (moved out: it goes first), data the bytes read past it (the
+ * client preface...). NULL when nghttp2 refuses the settings or out of
+ * memory: nothing was sent, the caller still owns fd and head's bytes and
  * may serve the request as HTTP/1.1. */
 struct gw_request_s;
+struct evbuffer;
 gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_addr, const char *balancer_addr,
-                                 const unsigned char *settings,
-                                 size_t settings_len, const struct gw_request_s *req, const char *data, size_t len);
+                                 const unsigned char *settings, size_t settings_len, const struct gw_request_s *req,
+                                 struct evbuffer *head, const char *data, size_t len);
 
 /* Worker stop: close now, or (graceful) send GOAWAY, let the open streams
  * finish, then close. */

@@ -51,7 +51,13 @@ static void usage(FILE *out)
           "  access_log \"access.log\", format: :combined\n"
           "                                 default :off; also :stderr; formats\n"
           "                                 :combined, :nginx_combined, or a String\n"
-          "                                 with $variables ($remote_addr, $status...)\n");
+          "                                 with $variables ($remote_addr, $status...)\n"
+          "  user \"gateway\", group: \"gateway\"\n"
+          "                                 default: none; workers switch to this user\n"
+          "                                 (the master, root, keeps binding the ports)\n"
+          "  include \"conf.d/*.rb\"\n"
+          "                                 read these files here (sorted; relative\n"
+          "                                 to the including file)\n");
 }
 
 int main(int argc, char **argv)

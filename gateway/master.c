@@ -14,7 +14,8 @@
  *
  * The master also owns the pid file (written at start, moved when a reload
  * changes `pid`, removed at exit) and opens the error and access logs, which
- * the workers inherit; gw_master_signal() is the other end: `gateway -s`. */
+ * the workers inherit (and, with `user`, hands them over to the workers'
+ * user); gw_master_signal() is the other end: `gateway -s`. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -137,6 +138,23 @@ static int logs_open(const gw_settings_t *s, logs_t *l, char *err, size_t errlen
     return -1;
   }
   return 0;
+}
+
+/* `user`: the workers reopen the log files themselves (SIGUSR1), as that
+ * user, so the files the master (root) opens are handed over to it (their
+ * owner; nginx does the same). Not root: `user` is ignored, with a warning. */
+static void logs_hand_over(const gw_settings_t *s)
+{
+  if (s->user == NULL) return;
+  if (geteuid() != 0) {
+    gw_log_warn("user %s: ignored, the master does not run as root", s->user);
+    return;
+  }
+  const char *paths[] = {s->error_log == GW_LOG_TO_FILE ? s->error_log_path : NULL,
+                         s->access_log == GW_LOG_TO_FILE ? s->access_log_path : NULL};
+  for (size_t i = 0; i < 2; i++)
+    if (paths[i] && chown(paths[i], s->uid, (gid_t)-1) < 0) /* the group stays (logrotate's `create ... adm`) */
+      gw_log_warn("user %s: cannot hand %s over to it: %s", s->user, paths[i], strerror(errno));
 }
 
 static void logs_close(logs_t *l)
@@ -289,6 +307,7 @@ static void reload(void)
   }
   if (pid_moved) pid_file_remove(config->settings.pid_path);
   logs_use(&next->settings, &logs);
+  logs_hand_over(&next->settings);
   int old_generation = generation;
   /* Close the old config's own sockets first, or the new workers would
    * inherit them and keep a port open that the new config dropped. */
@@ -354,6 +373,7 @@ int gw_master_run(gw_config_t *cfg)
     return 1;
   }
   logs_use(&config->settings, &logs);
+  logs_hand_over(&config->settings);
 
   spawn_all();
   gw_log_notice("ready: %zu server(s), master pid %d", config->nservers, (int)getpid());
@@ -388,6 +408,7 @@ int gw_master_run(gw_config_t *cfg)
     case SIGUSR1:
       gw_log_reopen();
       gw_access_log_reopen();
+      logs_hand_over(&config->settings);
       gw_log_notice("reopened the log files");
       signal_workers(SIGUSR1, -1);
       break;

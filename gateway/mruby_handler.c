@@ -99,6 +99,7 @@ typedef struct script_s {
   gw_request_t *req;
   mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
                                cleared when the request ends */
+  int req_slot;             /* slot in `roots` holding rb_req made on demand; -1: none */
   int root_slot;            /* slot in `roots` holding the running fiber; -1: none */
   int failed;               /* the code raised; the response is 500 */
   run_kind_t kind;          /* what the fiber runs */
@@ -259,6 +260,7 @@ static void script_release(gw_req_state_t *state)
 {
   script_t *s = (script_t *)state;
   if (!mrb_nil_p(s->rb_req)) DATA_PTR(s->rb_req) = NULL;
+  if (s->req_slot >= 0) give_slot(s->req_slot);
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
@@ -288,7 +290,7 @@ static script_t *script_of(gw_request_t *req)
   s->super.release = script_release;
   s->req = req;
   s->rb_req = mrb_nil_value();
-  s->root_slot = -1;
+  s->root_slot = s->req_slot = -1;
   req->handler_state = &s->super;
   return s;
 }
@@ -328,7 +330,7 @@ static mrb_value call_rack(mrb_state *mrb, void *ud)
 static void rack_response(script_t *s, mrb_value result)
 {
   mrb_state *mrb = rt.mrb;
-  mrb_value args[2] = {s->rb_req, result};
+  mrb_value args[2] = {gw_mrb_request_value(mrb, s->req), result};
   mrb_bool raised = FALSE;
   mrb_value exc = mrb_protect_error(mrb, call_rack, args, &raised);
   if (raised) {
@@ -462,8 +464,18 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
   complete(s, result);
 }
 
-/* Runs code (the location's block, or a filter) for req in a fiber. */
-static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, gw_filter_done_cb done, void *done_arg)
+/* s's Gateway::Request, made if need be (not rooted: see gw_mrb_request_value). */
+static mrb_value request_object(mrb_state *mrb, script_t *s)
+{
+  if (mrb_nil_p(s->rb_req)) s->rb_req = mrb_obj_value(mrb_data_object_alloc(mrb, rt.request_class, s->req, &request_type));
+  return s->rb_req;
+}
+
+/* Runs code (the location's block, or a filter) for req in a fiber; with_req
+ * 0: code takes no argument, and is passed none (no Gateway::Request is made
+ * for it, the fiber is resumed with one value: no array of two). */
+static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int with_req, gw_filter_done_cb done,
+                        void *done_arg)
 {
   mrb_state *mrb = rt.mrb;
   int ai = mrb_gc_arena_save(mrb);
@@ -480,7 +492,7 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, gw_f
   s->kind = kind;
   s->done = done;
   s->done_arg = done_arg;
-  mrb_value rbreq = gw_mrb_request_value(mrb, req);
+  mrb_value rbreq = with_req ? request_object(mrb, s) : mrb_nil_value();
   mrb_value pool = rt.idle_fibers[fiber_kind(kind)];
   mrb_value fiber;
   if (RARRAY_LEN(pool) > 0) {
@@ -498,7 +510,7 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, gw_f
   } else {
     s->root_slot = gw_mrb_root(fiber);
     mrb_value argv[2] = {code, rbreq};
-    run(s, 2, argv);
+    run(s, with_req ? 2 : 1, argv);
   }
   mrb_gc_arena_restore(mrb, ai);
 }
@@ -508,11 +520,13 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, gw_f
 typedef struct {
   gw_handler_t super;
   mrb_value proc;           /* kept alive by the config's Ruby objects */
+  int with_req;             /* the block takes an argument (the request) */
 } mruby_handler_t;
 
 static void handler_on_req(gw_handler_t *self, gw_request_t *req)
 {
-  start_fiber(req, RUN_HANDLER, ((mruby_handler_t *)self)->proc, NULL, NULL);
+  const mruby_handler_t *h = (const mruby_handler_t *)self;
+  start_fiber(req, RUN_HANDLER, h->proc, h->with_req, NULL, NULL);
 }
 
 static void handler_dispose(gw_handler_t *self)
@@ -527,6 +541,8 @@ gw_handler_t *gw_mruby_handler_new(mrb_state *mrb, mrb_value proc)
   if (h == NULL) return NULL;
   h->super = (gw_handler_t){.name = "mruby", .on_req = handler_on_req, .dispose = handler_dispose};
   h->proc = proc;
+  /* `do ... end`, not `do |req| ... end`: Gateway::Request.current makes it if asked */
+  h->with_req = !mrb_proc_p(proc) || mrb_proc_arity(mrb_proc_ptr(proc)) != 0;
   return &h->super;
 }
 
@@ -539,7 +555,7 @@ typedef struct {
 static void filter_run(gw_filter_t *self, gw_request_t *req, gw_filter_done_cb done, void *arg)
 {
   mruby_filter_t *f = (mruby_filter_t *)self;
-  start_fiber(req, f->kind, f->proc, done, arg);
+  start_fiber(req, f->kind, f->proc, 1, done, arg);
 }
 
 static void filter_dispose(gw_filter_t *self)
@@ -630,7 +646,7 @@ void gw_mruby_ruby_file(gw_request_t *req, const char *path, int fd, const struc
     mrb_ary_push(mrb, entry, code);
     mrb_hash_set(mrb, rt.ruby_files, key, entry);
   }
-  start_fiber(req, RUN_HANDLER, code, NULL, NULL);
+  start_fiber(req, RUN_HANDLER, code, 1, NULL, NULL);
   mrb_gc_arena_restore(mrb, ai);
 }
 
@@ -701,7 +717,7 @@ int gw_mrb_task_start(mrb_value proc, const char *label)
     return -1;
   }
   req->running = 1;
-  start_fiber(req, RUN_HANDLER, proc, NULL, NULL);
+  start_fiber(req, RUN_HANDLER, proc, 1, NULL, NULL);
   return 0;
 }
 
@@ -797,8 +813,10 @@ mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req)
   script_t *s = script_of(req);
   if (s == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   if (mrb_nil_p(s->rb_req)) {
-    struct RData *d = mrb_data_object_alloc(mrb, rt.request_class, req, &request_type);
-    s->rb_req = mrb_obj_value(d);
+    /* made on demand (a handler that takes no argument asked for it): rooted
+     * until the request ends, as the handler may drop it and park */
+    request_object(mrb, s);
+    s->req_slot = gw_mrb_root(s->rb_req);
   }
   return s->rb_req;
 }

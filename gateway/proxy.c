@@ -231,16 +231,9 @@ static int is_websocket_upgrade(const gw_request_t *req)
          gw_request_can_upgrade(req);
 }
 
-static void put_field(struct evbuffer *b, const char *name, size_t nlen, const char *value, size_t vlen)
-{
-  evbuffer_add(b, name, nlen);
-  evbuffer_add(b, ": ", 2);
-  evbuffer_add(b, value, vlen);
-  evbuffer_add(b, "\r\n", 2);
-}
-
-/* The upstream switched protocols: relay its 101 (end-to-end fields, plus
- * Upgrade and Connection: upgrade) and tunnel both sockets. Inside on_head. */
+/* The upstream switched protocols: relay its 101 (end-to-end fields and
+ * Upgrade; the client's protocol writes the head) and tunnel both sockets.
+ * Inside on_head. */
 static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
 {
   gw_request_t *req = op->req;
@@ -257,25 +250,10 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     gw_request_simple_response(req, 502, NULL);
     gw_request_finish(req);
   } else {
-    take_head(req, res);
-    if (req->websocket_connect) { /* HTTP/2: a 200 carries the upstream's end-to-end fields, the stream the bytes */
-      req->status = 200;
-      gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
-      evbuffer_add_buffer(to_client, rest);
-    } else {
-    evbuffer_add_printf(to_client, "HTTP/1.1 101 Switching Protocols\r\n");
-    for (size_t i = 0; i < req->resp_headers.count; i++) {
-      const gw_header_t *h = &req->resp_headers.items[i];
-      if (strcasecmp(h->name, "content-length") == 0) continue;
-      put_field(to_client, h->name, h->name_len, h->value, h->value_len);
-    }
+    take_head(req, res); /* the 101 and its end-to-end fields: the protocol writes them */
     const gw_header_t *up = gw_headers_find(&res->headers, "upgrade");
-    if (up && gw_header_field_is_safe(up->name, up->name_len, up->value, up->value_len))
-      put_field(to_client, "Upgrade", 7, up->value, up->value_len);
-    put_field(to_client, "Connection", 10, "upgrade", 7);
-    evbuffer_add(to_client, "\r\n", 2);
-    evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after */
-    }
+    if (up) gw_request_set_header(req, "Upgrade", 7, up->value, up->value_len);
+    evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after: behind the head */
     int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
     struct event_base *base = req->ctx->base;
     char peer[64];

@@ -18,8 +18,9 @@
 #include "timeline.h"
 #include "trace.h"
 
-void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
-                     const gw_protocol_t *proto, void *proto_ctx)
+/* A fresh request's fields, its header lists empty, no buffers yet. */
+static void init_fields(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
+                        const gw_protocol_t *proto, void *proto_ctx)
 {
   memset(req, 0, sizeof(*req));
   req->ctx = ctx;
@@ -30,12 +31,18 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
   req->http_major = 1;
   gw_headers_init(&req->headers);
   gw_headers_init(&req->resp_headers);
-  req->body = evbuffer_new();
-  req->resp_body = evbuffer_new();
   req->head_length = -1;
   req->client_fd = -1;
   req->out_fd = -1;
   req->pending.next = req->pending.prev = &req->pending;
+}
+
+void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
+                     const gw_protocol_t *proto, void *proto_ctx)
+{
+  init_fields(req, ctx, server, proto, proto_ctx);
+  req->body = evbuffer_new();
+  req->resp_body = evbuffer_new();
 }
 
 /* The response stage's state for a streamed body goes (see gw_stage_t). */
@@ -115,6 +122,24 @@ void gw_request_dispose(gw_request_t *req)
   evbuffer_free(req->resp_body);
   free(req->target);
   req->target = NULL;
+}
+
+void gw_request_recycle(gw_request_t *req)
+{
+  if (req->running) gw_request_abort(req);
+  release_state(req);
+  gw_request_reset(req); /* empties what is kept below */
+  gw_headers_t headers = req->headers, resp_headers = req->resp_headers;
+  struct evbuffer *body = req->body, *resp_body = req->resp_body;
+  char *target = req->target;
+  size_t target_cap = req->target_cap;
+  init_fields(req, req->ctx, req->server, req->proto, req->proto_ctx);
+  req->headers = headers;
+  req->resp_headers = resp_headers;
+  req->body = body;
+  req->resp_body = resp_body;
+  req->target = target;
+  req->target_cap = target_cap;
 }
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *))

@@ -69,15 +69,21 @@ typedef struct {
    * response early: the connection closes. */
   void (*stream_file)(gw_request_t *req, int fd, long long offset, long long len);
   /* Optional (NULL: no protocol upgrades; can_upgrade may say no for one
-   * request, e.g. HTTP/1.0). upgrade ends the request (logged with
-   * req->status) and gives its byte stream up as *end (byte_end.h), owned
-   * by the caller now:
-   *  - HTTP/1.1 (a 101 head already in to_client): the connection's socket
+   * request, e.g. HTTP/1.0). The handler sets the answer as for any
+   * response (req->status = 101; resp_headers: Upgrade, Sec-WebSocket-*,
+   * the upstream's end-to-end fields) and the protocol writes it. upgrade
+   * ends the request (logged with the status sent) and gives its byte
+   * stream up as *end (byte_end.h), owned by the caller now:
+   *  - HTTP/1.1: a "101 Switching Protocols" head with those fields and
+   *    Connection: Upgrade (no Content-Length); the connection's socket
    *    with its TLS state as the layer (none over plain TCP); the bytes
-   *    queued for the client are moved to the front of `to_client`;
-   *  - HTTP/2 (an RFC 8441 extended CONNECT): the response head is sent
-   *    from req->status (2xx) and resp_headers, and the stream becomes a
-   *    socketless end; to_client is left as it is.
+   *    queued for the client, then the head, are moved to the front of
+   *    `to_client` (what the handler put there follows them);
+   *  - HTTP/2 (an RFC 8441 extended CONNECT): a 200 (or the handler's 2xx)
+   *    HEADERS from resp_headers without the fields HTTP/2 forbids
+   *    (Upgrade, Connection...) or RFC 8441 drops (Sec-WebSocket-Accept),
+   *    and the stream becomes a socketless end; to_client is left as it
+   *    is (the caller writes it to the end).
    * Bytes read past the request go to `from_client`. -1: it could not (the
    * connection or stream is closed). req must not be touched after. */
   int (*can_upgrade)(const gw_request_t *req);
@@ -227,6 +233,10 @@ void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *se
 void gw_request_reset(gw_request_t *req);
 /* Frees everything the request owns (not the struct itself). */
 void gw_request_dispose(gw_request_t *req);
+/* Ends the request (as gw_request_dispose) and makes it a fresh
+ * gw_request_init one of the same context, server and protocol, keeping the
+ * storage of its header lists, bodies and target (HTTP/2's spare streams). */
+void gw_request_recycle(gw_request_t *req);
 
 /* Routes the request (unless it was routed when its head was read) and
  * hands it to its location's handler; 404 when no location matches.

@@ -116,6 +116,27 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
 }
 
 
+size_t gw_response_write_switching(const gw_headers_t *fields, struct evbuffer *out)
+{
+  size_t before = evbuffer_get_length(out);
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  /* No Server, Date or framing: the bytes after it are the new protocol's. */
+  PUT_LIT(&head, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n");
+  for (size_t i = 0; i < fields->count; i++) {
+    const gw_header_t *h = &fields->items[i];
+    if (is_managed(h)) continue;
+    put(&head, h->name, h->name_len);
+    PUT_LIT(&head, ": ");
+    put(&head, h->value, h->value_len);
+    PUT_LIT(&head, "\r\n");
+  }
+  PUT_LIT(&head, "\r\n");
+  evbuffer_add(out, head.buf, head.len);
+  return evbuffer_get_length(out) - before;
+}
+
 size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length)
 {
   size_t before = evbuffer_get_length(out);

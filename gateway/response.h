@@ -19,6 +19,12 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *
  * Content-Length, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
 size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length);
 
+/* A 101 Switching Protocols head (a protocol upgrade, request.h): Connection:
+ * Upgrade, then `fields` as given (the Upgrade token and the rest of the
+ * handler's; the core's own fields such as Content-Length are skipped).
+ * Returns its size. */
+size_t gw_response_write_switching(const gw_headers_t *fields, struct evbuffer *out);
+
 /* "Date: ...\r\n" for now, cached per second in w (HTTP/2 uses it too). */
 const char *gw_response_date_line(gw_context_t *w);
 

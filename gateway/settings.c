@@ -138,6 +138,13 @@ void gw_settings_read(mrb_state *mrb, mrb_value current, gw_settings_t *s)
     s->error_log_level = l;
   }
 
+  mrb_value user = iv(mrb, current, "@user"), ids = iv(mrb, current, "@user_ids");
+  if (mrb_string_p(user) && mrb_array_p(ids) && RARRAY_LEN(ids) == 2) { /* the DSL looked them up */
+    s->uid = (uid_t)mrb_integer(mrb_ary_ref(mrb, ids, 0));
+    s->gid = (gid_t)mrb_integer(mrb_ary_ref(mrb, ids, 1));
+    s->user = dup_or_raise(mrb, RSTRING_PTR(user), (size_t)RSTRING_LEN(user));
+  }
+
   s->access_log = read_target(mrb, iv(mrb, current, "@access_log"), GW_LOG_TO_OFF, &s->access_log_path);
   mrb_value format = iv(mrb, current, "@access_log_format");
   if (s->access_log != GW_LOG_TO_OFF) {
@@ -203,6 +210,7 @@ void gw_settings_dispose(gw_settings_t *s)
   free(s->pid_path);
   free(s->error_log_path);
   free(s->access_log_path);
+  free(s->user);
   for (size_t i = 0; i < s->access_nparts; i++) free(s->access_format[i].text);
   free(s->access_format);
   memset(s, 0, sizeof(*s));

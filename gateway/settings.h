@@ -1,10 +1,11 @@
-/* settings.h - process-wide settings of a config file (pid file, logs), read
+/* settings.h - process-wide settings of a config file (pid file, logs, the workers' user), read
  * out of Gateway::Config.current (mrblib/settings.rb of mruby-gateway-config
  * defines the `pid`, `error_log` and `access_log` directives). */
 #ifndef GW_SETTINGS_H
 #define GW_SETTINGS_H
 
 #include <stddef.h>
+#include <sys/types.h>
 #include <mruby.h>
 
 /* What an access log format part stands for. */
@@ -58,6 +59,10 @@ typedef struct {
   char *access_log_path;       /* owned when FILE, else NULL */
   gw_access_part_t *access_format; /* owned array (see access_log.c) */
   size_t access_nparts;
+  /* `user`: the workers' user (for its groups), uid and gid; NULL: none */
+  char *user;                  /* owned */
+  uid_t uid;
+  gid_t gid;
 } gw_settings_t;
 
 /* Reads the top-level settings out of Gateway::Config.current into s (raises

@@ -630,6 +630,13 @@ static int handshake(gw_tls_conn_t *c)
   return -1;
 }
 
+/* The error queue emptied before an SSL_read/SSL_write (SSL_get_error needs
+ * it so): looked at first, as clearing it walks all its slots, per call. */
+static void clear_errors(void)
+{
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 ssize_t gw_tls_read(gw_tls_conn_t *c, void *buf, size_t n)
 {
   if (c->failed) {
@@ -639,7 +646,7 @@ ssize_t gw_tls_read(gw_tls_conn_t *c, void *buf, size_t n)
   if (!c->established && handshake(c) < 0) return -1;
   size_t got = 0;
   while (got < n) {
-    ERR_clear_error();
+    clear_errors();
     int want = n - got > 0x40000000 ? 0x40000000 : (int)(n - got);
     int r = SSL_read(c->ssl, (char *)buf + got, want);
     if (r > 0) {
@@ -679,7 +686,7 @@ int gw_tls_write(gw_tls_conn_t *c, struct evbuffer *out)
       errno = ENOMEM;
       return -1;
     }
-    ERR_clear_error();
+    clear_errors();
     int r = SSL_write(c->ssl, p, (int)chunk);
     if (r > 0) {
       evbuffer_drain(out, (size_t)r);

@@ -2,8 +2,10 @@
  *
  * Accepts connections, caches the Date header, and stops on signals from the
  * master: SIGTERM/SIGINT close everything now, SIGQUIT stops accepting and
- * exits once every in-flight request is answered. */
+ * exits once every in-flight request is answered. With `user`, it first
+ * becomes that user (drop_privileges). */
 #include <errno.h>
+#include <grp.h>
 #include <sched.h>
 #include <sys/prctl.h>
 #include <signal.h>
@@ -256,6 +258,18 @@ static int auto_cpu(int index)
   return -1;
 }
 
+/* `user`: the master (root) has bound the listening sockets and opened the
+ * logs; the worker becomes that user before it runs anything of the config.
+ * Not root: nothing to drop (the master warned). */
+static void drop_privileges(const gw_settings_t *s)
+{
+  if (s->user == NULL || geteuid() != 0) return;
+  if (initgroups(s->user, s->gid) < 0 || setgid(s->gid) < 0 || setuid(s->uid) < 0) {
+    gw_log_crit("user %s: cannot switch to uid %d, gid %d: %s", s->user, (int)s->uid, (int)s->gid, strerror(errno));
+    _exit(2);
+  }
+}
+
 void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
 {
   static gw_worker_t worker;
@@ -264,7 +278,10 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   snprintf(role, sizeof(role), "worker %d:%d", server->port, index);
   gw_log_set_role(role);
 
-  /* A master killed outright (SIGKILL) takes its workers with it. */
+  drop_privileges(&cfg->settings);
+
+  /* A master killed outright (SIGKILL) takes its workers with it (after
+   * drop_privileges: a change of user clears the death signal). */
   pid_t master = getppid();
   prctl(PR_SET_PDEATHSIG, SIGTERM);
   if (getppid() != master) _exit(0); /* it died before prctl() */

@@ -174,7 +174,15 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
       refuse(req, 426, "WebSockets need an HTTP/1.1 connection, or HTTP/2's extended CONNECT (RFC 8441).\n");
       return;
     }
-  session_t *s = session_new(req);
+  /* The answer; the protocol writes it (HTTP/1.1 a 101, HTTP/2 a 200). */
+  const char *protocol = choose_protocol(h, req);
+  char accept[29];
+  if (key) gw_ws_accept(key->value, key->value_len, accept); /* RFC 8441 has no key */
+  req->status = 101;
+  int answered = gw_request_set_header(req, "Upgrade", 7, "websocket", 9) == 0 &&
+                 (!key || gw_request_set_header(req, "Sec-WebSocket-Accept", 20, accept, 28) == 0) &&
+                 (!protocol || gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol)) == 0);
+  session_t *s = answered ? session_new(req) : NULL;
   struct evbuffer *to_client = evbuffer_new(), *from_client = evbuffer_new();
   if (s == NULL || to_client == NULL || from_client == NULL) {
     gw_log_error("websocket %.*s: out of memory", (int)req->path_len, req->target);
@@ -185,21 +193,6 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
       refuse(req, 503, NULL);
       return;
     }
-  }
-  const char *protocol = choose_protocol(h, req);
-  if (h2) { /* a 200 on the stream (its protocol sends it) */
-    req->status = 200;
-    if (protocol) gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol));
-  } else {
-    char accept[29];
-    gw_ws_accept(key->value, key->value_len, accept);
-    evbuffer_add_printf(to_client,
-                        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
-                        "Sec-WebSocket-Accept: %s\r\n",
-                        accept);
-    if (protocol) evbuffer_add_printf(to_client, "Sec-WebSocket-Protocol: %s\r\n", protocol);
-    evbuffer_add(to_client, "\r\n", 2);
-    req->status = 101;
   }
   struct event_base *base = req->ctx->base;
   gw_byte_end_t end;

@@ -9,6 +9,8 @@ Modes (each prints one line per step, "ok ..." at the end on success):
                 close handshake and END_STREAM both ways
   status        extended CONNECT with :protocol ARG (default websocket)
                 (or "plain": a CONNECT without :protocol): the answer
+  head          extended CONNECT offering subprotocol ARG (if given): every
+                field of the answer, one "field NAME VALUE" line each
   reset         echo one message, then RST_STREAM (the spec checks teardown)
   hold          echo one message, print "holding", then wait (ARG s at most)
                 for the stream's end: reset, ended, or the connection closed
@@ -156,13 +158,13 @@ class Client:
                     self.reset[ev.stream_id] = ev.error_code
             self.send()
 
-    def connect_ws(self, protocol="websocket"):
+    def connect_ws(self, protocol="websocket", extra=()):
         self.pump(lambda: self.settings_seen)
         sid = self.c.get_next_available_stream_id()
         hs = [(":method", "CONNECT")]
         if protocol != "plain":
             hs += [(":protocol", protocol), (":scheme", "https" if CA else "http"), (":path", PATH)]
-        hs += [(":authority", "localhost"), ("sec-websocket-version", "13")]
+        hs += [(":authority", "localhost"), ("sec-websocket-version", "13")] + list(extra)
         self.c.send_headers(sid, hs, end_stream=False)
         self.send()
         self.pump(lambda: sid in self.headers or sid in self.reset or sid in self.ended)
@@ -223,6 +225,12 @@ def main():
         else:
             out("reset", cl.reset.get(sid))
         out("ok status")
+        return
+    if MODE == "head":
+        sid = cl.connect_ws(extra=[("sec-websocket-protocol", ARG)] if ARG else [])
+        for name, value in cl.headers.get(sid, {}).items():
+            out("field", name, value)
+        out("ok head")
         return
     sid = cl.connect_ws()
     st = cl.headers.get(sid, {}).get(":status")

@@ -1,5 +1,5 @@
 /* test_response.c - reason phrases, bodyless statuses and the head writer
- * (gateway/response.c) and the status codes' table (http_status.c). The
+ * (gateway/response.c) with the 101 of a protocol upgrade, and the status codes' table (http_status.c). The
  * worker's context is only read for its cached Date line, so a zeroed
  * gw_context_t stands in for it.
  * unit: response http_status log access_log headers */
@@ -215,11 +215,50 @@ static void test_write_inline(void)
   teardown(&f);
 }
 
+/* A protocol upgrade's 101 (request.h: upgrade): the handler's fields as
+ * given, Connection: Upgrade, none of the core's own (framing, Date,
+ * Server), appended behind what out holds. */
+static void test_write_switching(void)
+{
+  fixture_t f;
+  setup(&f, 101);
+  evbuffer_add(f.out, "queued", 6);
+  gw_headers_add(&f.req.resp_headers, "Upgrade", 7, "websocket", 9);
+  gw_headers_add(&f.req.resp_headers, "Sec-WebSocket-Protocol", 22, "chat", 4);
+  gw_headers_add(&f.req.resp_headers, "Content-Length", 14, "0", 1);      /* an upstream's: no body to frame */
+  gw_headers_add(&f.req.resp_headers, "connection", 10, "upgrade", 7);    /* ours, once */
+  gw_headers_add(&f.req.resp_headers, "Transfer-Encoding", 17, "chunked", 7);
+  gw_headers_add(&f.req.resp_headers, "X-Upstream", 10, "one", 3);
+  size_t n = gw_response_write_switching(&f.req.resp_headers, f.out);
+  size_t len = evbuffer_get_length(f.out);
+  char *s = malloc(len + 1);
+  evbuffer_remove(f.out, s, len);
+  s[len] = '\0';
+  static const char want[] = "queuedHTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                             "Sec-WebSocket-Protocol: chat\r\nX-Upstream: one\r\n\r\n";
+  CHECK_EQ_STR(s, want);
+  CHECK_EQ_UINT(n, len - 6);
+  free(s);
+  /* h2c's (conn.c): exactly what RFC 7540 §3.2 shows */
+  gw_headers_clear(&f.req.resp_headers);
+  gw_headers_add(&f.req.resp_headers, "Upgrade", 7, "h2c", 3);
+  n = gw_response_write_switching(&f.req.resp_headers, f.out);
+  len = evbuffer_get_length(f.out);
+  s = malloc(len + 1);
+  evbuffer_remove(f.out, s, len);
+  s[len] = '\0';
+  CHECK_EQ_STR(s, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: h2c\r\n\r\n");
+  CHECK_EQ_UINT(n, len);
+  free(s);
+  teardown(&f);
+}
+
 int main(void)
 {
   test_reason();
   test_bodyless();
   test_write_head();
   test_write_inline();
+  test_write_switching();
   return unit_done();
 }

@@ -10,11 +10,8 @@ module Gateway
       @current ||= Config.new
     end
 
-    # The config file being evaluated (set by the core): handler files are
-    # relative to its folder.
-    class << self
-      attr_accessor :file
-    end
+    # Config.file: the main config file being evaluated (set by the core,
+    # mrblib/include.rb): handler files are relative to its folder.
 
     # A phase value as the core takes it: a Proc as is, a String the path of
     # a handler file (relative to the config file's folder), compiled now into

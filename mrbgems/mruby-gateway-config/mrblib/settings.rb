@@ -8,9 +8,10 @@
 #   error_log "logs/error.log", level: :info          default: :stderr, level: :notice
 #   access_log "logs/access.log"                      default: :off
 #   access_log :stderr, format: "$remote_addr $status $request_time"
+#   user "gateway", group: "gateway"                  default: none (workers run as the master)
 module Gateway
   class Config
-    attr_reader :pid, :error_log, :error_log_level, :access_log, :access_log_format
+    attr_reader :pid, :error_log, :error_log_level, :access_log, :access_log_format, :user, :group, :user_ids
 
     # Variables of an access_log format. Each is written as "-" when it has
     # no value (no upstream, no such header).
@@ -40,6 +41,21 @@ module Gateway
         raise ArgumentError, "pid: give a file path like \"/run/gateway.pid\", got #{path.inspect}"
       end
       @pid = path
+    end
+
+    # The user (and group) the workers run as; looked up now, so a name the
+    # system does not know is this line's error.
+    def set_user(name, group)
+      raise ArgumentError, "user is given twice" if @user
+      { "user" => name, "group:" => group }.each do |what, v|
+        next if v.nil? && what == "group:"
+        unless v.is_a?(String) && !v.empty? && !v.include?("\0")
+          raise ArgumentError, "user: #{what} must be a name like \"gateway\", got #{v.inspect}"
+        end
+      end
+      @user_ids = Gateway._user_ids(name, group)
+      @user = name
+      @group = group
     end
 
     def set_error_log(target, level)
@@ -159,4 +175,13 @@ end
 def access_log(target, format: :combined)
   Gateway::Config.top_level!("access_log", self)
   Gateway::Config.current.set_access_log(target, format)
+end
+
+# user "gateway", group: "gateway": the master (run as root) binds the
+# listening sockets and opens the logs, then each worker switches to this
+# user (its groups, or group:) before it runs anything of the config. When
+# the master is not root it is ignored, with a warning (nginx's rule).
+def user(name, group: nil)
+  Gateway::Config.top_level!("user", self)
+  Gateway::Config.current.set_user(name, group)
 end

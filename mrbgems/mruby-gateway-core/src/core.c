@@ -1,8 +1,14 @@
-/* core.c - natives of the Gateway module: logging and process facts. */
+/* core.c - natives of the Gateway module: logging, process facts, and what
+ * the config DSL asks of the system (files, globs, users). */
 #include <errno.h>
+#include <glob.h>
+#include <grp.h>
+#include <limits.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <mruby.h>
@@ -115,6 +121,58 @@ static mrb_value gw_mrb_cidr_p(mrb_state *mrb, mrb_value self)
   return mrb_bool_value(gw_addr_parse_cidr(s, (size_t)len, &c) == 0);
 }
 
+/* The text of the file at path, after head; raises err "PATH: cannot ..." */
+static mrb_value read_source(mrb_state *mrb, const char *path, const char *head, struct RClass *err)
+{
+  FILE *fp = fopen(path, "r");
+  if (fp == NULL) mrb_raisef(mrb, err, "%s: cannot open: %s", path, strerror(errno));
+  mrb_value src = mrb_str_new_cstr(mrb, head);
+  char chunk[8192];
+  size_t n;
+  while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) mrb_str_cat(mrb, src, chunk, n);
+  int failed = ferror(fp);
+  fclose(fp);
+  if (failed) mrb_raisef(mrb, err, "%s: cannot read", path);
+  return src;
+}
+
+typedef struct {
+  mrb_value src;
+  mrbc_context *cxt;
+} load_t;
+
+static mrb_value load_body(mrb_state *mrb, void *p)
+{
+  load_t *l = p;
+  return mrb_load_nstring_cxt(mrb, RSTRING_PTR(l->src), RSTRING_LEN(l->src), l->cxt);
+}
+
+/* Evaluates src at the top level with path as its file name, and returns
+ * its value. A syntax error is raised as err "PATH:LINE: message"; an
+ * exception raised while it runs is raised again as is (its backtrace
+ * names path and its lines). Run protected: an exception inside a nested
+ * load jumps past it otherwise, and the context would leak. */
+static mrb_value eval_source(mrb_state *mrb, mrb_value src, const char *path, struct RClass *err)
+{
+  load_t l = {src, mrbc_context_new(mrb)};
+  mrbc_filename(mrb, l.cxt, path);
+  l.cxt->capture_errors = TRUE;
+  mrb_bool failed = FALSE;
+  mrb_value v = mrb_protect_error(mrb, load_body, &l, &failed);
+  mrbc_context_free(mrb, l.cxt);
+  if (!failed && mrb->exc == NULL) return v;
+  mrb_value exc = failed ? v : mrb_obj_value(mrb->exc);
+  mrb->exc = NULL;
+  if (!mrb_obj_is_kind_of(mrb, exc, E_SYNTAX_ERROR)) mrb_exc_raise(mrb, exc);
+  mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
+  const char *m = mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?";
+  int line = 0;
+  if (sscanf(m, "line %d:", &line) == 1) /* the parser's "line 3: syntax error, ..." */
+    mrb_raisef(mrb, err, "%s:%d:%s", path, line, strchr(m, ':') + 1);
+  mrb_raisef(mrb, err, "%s: %s", path, m);
+  return mrb_nil_value(); /* not reached */
+}
+
 /* A handler file's source, compiled into a lambda taking the request
  * (`req`), so a top-level `return` ends the handler as in ngx_mruby, and
  * backtraces name the file and its lines (the wrapper opens on the file's
@@ -127,20 +185,7 @@ static mrb_value compile_source(mrb_state *mrb, const char *path, const char *te
   mrb_value src = mrb_str_new(mrb, head, sizeof(head) - 1);
   mrb_str_cat(mrb, src, text, len);
   mrb_str_cat(mrb, src, tail, sizeof(tail) - 1);
-  mrbc_context *cxt = mrbc_context_new(mrb);
-  mrbc_filename(mrb, cxt, path);
-  cxt->capture_errors = TRUE;
-  mrb_value lambda = mrb_load_nstring_cxt(mrb, RSTRING_PTR(src), RSTRING_LEN(src), cxt);
-  mrbc_context_free(mrb, cxt);
-  if (mrb->exc) {
-    mrb_value msg = mrb_funcall(mrb, mrb_obj_value(mrb->exc), "message", 0);
-    mrb->exc = NULL;
-    const char *m = mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?";
-    int line = 0;
-    if (sscanf(m, "line %d:", &line) == 1) /* the parser's "line 3: syntax error, ..." */
-      mrb_raisef(mrb, err, "%s:%d:%s", path, line, strchr(m, ':') + 1);
-    mrb_raisef(mrb, err, "%s: %s", path, m);
-  }
+  mrb_value lambda = eval_source(mrb, src, path, err);
   if (!mrb_proc_p(lambda)) mrb_raisef(mrb, err, "%s: did not compile to a handler", path);
   return lambda;
 }
@@ -152,15 +197,7 @@ static mrb_value gw_mrb_compile_file(mrb_state *mrb, mrb_value self)
   (void)self;
   mrb_get_args(mrb, "z", &path);
   struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
-  FILE *fp = fopen(path, "r");
-  if (fp == NULL) mrb_raisef(mrb, err, "%s: cannot open: %s", path, strerror(errno));
-  mrb_value text = mrb_str_new(mrb, NULL, 0);
-  char chunk[8192];
-  size_t n;
-  while ((n = fread(chunk, 1, sizeof(chunk), fp)) > 0) mrb_str_cat(mrb, text, chunk, n);
-  int failed = ferror(fp);
-  fclose(fp);
-  if (failed) mrb_raisef(mrb, err, "%s: cannot read", path);
+  mrb_value text = read_source(mrb, path, "", err);
   return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
 }
 
@@ -175,6 +212,77 @@ static mrb_value gw_mrb_compile_source(mrb_state *mrb, mrb_value self)
   return compile_source(mrb, path, RSTRING_PTR(text), (size_t)RSTRING_LEN(text));
 }
 
+/* Gateway._load_config_file(path): evaluates a config file (`include`) at
+ * the top level, as the main one is; a syntax error is raised as
+ * Gateway::HandlerFileError "PATH:LINE: message". */
+static mrb_value gw_mrb_load_config_file(mrb_state *mrb, mrb_value self)
+{
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "z", &path);
+  struct RClass *err = mrb_class_get_under(mrb, mrb_module_get(mrb, "Gateway"), "HandlerFileError");
+  eval_source(mrb, read_source(mrb, path, "", err), path, err);
+  return mrb_nil_value();
+}
+
+/* Gateway._glob(pattern): the paths glob(3) matches, sorted, folders left
+ * out; [] when none does. */
+static mrb_value gw_mrb_glob(mrb_state *mrb, mrb_value self)
+{
+  const char *pattern;
+  (void)self;
+  mrb_get_args(mrb, "z", &pattern);
+  glob_t g;
+  int rc = glob(pattern, GLOB_MARK, NULL, &g); /* GLOB_MARK: folders end in '/' */
+  mrb_value list = mrb_ary_new(mrb);
+  if (rc == GLOB_NOMATCH) return list;
+  if (rc != 0) {
+    globfree(&g);
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "include %s: %s", pattern, rc == GLOB_NOSPACE ? "out of memory" : "cannot read a folder");
+  }
+  for (size_t i = 0; i < g.gl_pathc; i++) {
+    size_t len = strlen(g.gl_pathv[i]);
+    if (len > 0 && g.gl_pathv[i][len - 1] != '/') mrb_ary_push(mrb, list, mrb_str_new(mrb, g.gl_pathv[i], len));
+  }
+  globfree(&g);
+  return list;
+}
+
+/* Gateway._realpath(path): realpath(3), or nil. */
+static mrb_value gw_mrb_realpath(mrb_state *mrb, mrb_value self)
+{
+  const char *path;
+  (void)self;
+  mrb_get_args(mrb, "z", &path);
+  char real[PATH_MAX];
+  return realpath(path, real) ? mrb_str_new_cstr(mrb, real) : mrb_nil_value();
+}
+
+/* Gateway._user_ids(user, group): [uid, gid] of a user (and group; nil:
+ * the user's own), from the system's user database; raises ArgumentError
+ * naming the one that does not exist. */
+static mrb_value gw_mrb_user_ids(mrb_state *mrb, mrb_value self)
+{
+  const char *user, *group = NULL;
+  (void)self;
+  mrb_get_args(mrb, "z|z!", &user, &group);
+  errno = 0;
+  struct passwd *pw = getpwnam(user);
+  if (pw == NULL)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "user: no such user \"%s\"%s%s", user, errno ? ": " : "", errno ? strerror(errno) : "");
+  gid_t gid = pw->pw_gid;
+  uid_t uid = pw->pw_uid;
+  if (group) {
+    errno = 0;
+    struct group *gr = getgrnam(group);
+    if (gr == NULL)
+      mrb_raisef(mrb, E_ARGUMENT_ERROR, "user: no such group \"%s\"%s%s", group, errno ? ": " : "", errno ? strerror(errno) : "");
+    gid = gr->gr_gid;
+  }
+  mrb_value ids[2] = {mrb_int_value(mrb, (mrb_int)uid), mrb_int_value(mrb, (mrb_int)gid)};
+  return mrb_ary_new_from_values(mrb, 2, ids);
+}
+
 /* Gateway._file?(path): a regular file that can be opened for reading. */
 static mrb_value gw_mrb_file_p(mrb_state *mrb, mrb_value self)
 {
@@ -182,8 +290,10 @@ static mrb_value gw_mrb_file_p(mrb_state *mrb, mrb_value self)
   (void)self;
   mrb_get_args(mrb, "z", &path);
   FILE *fp = fopen(path, "r");
+  struct stat st;
+  int regular = fp && fstat(fileno(fp), &st) == 0 && S_ISREG(st.st_mode); /* fopen opens folders too */
   if (fp) fclose(fp);
-  return mrb_bool_value(fp != NULL);
+  return mrb_bool_value(regular);
 }
 
 void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
@@ -200,6 +310,10 @@ void mrb_mruby_gateway_core_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, gw, "_compile_file", gw_mrb_compile_file, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_compile_source", gw_mrb_compile_source, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "_file?", gw_mrb_file_p, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_load_config_file", gw_mrb_load_config_file, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_glob", gw_mrb_glob, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_realpath", gw_mrb_realpath, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, gw, "_user_ids", gw_mrb_user_ids, MRB_ARGS_ARG(1, 1));
 }
 
 void mrb_mruby_gateway_core_gem_final(mrb_state *mrb)

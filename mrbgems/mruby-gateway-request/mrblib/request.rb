@@ -168,13 +168,12 @@ module Gateway
   # block and the request, and turns the result into the response (a String
   # body, or Request#_rack for an Array); exceptions are logged, then a 500.
   #
-  # Fibers are reused: after each job the runner reports it done
-  # (Gateway._job_done), yields the result and waits for the next job.
+  # Fibers are reused: after each job the runner reports it done and yields
+  # the result in one call (Gateway._job_yield), and waits for the next job.
   # (Constants are looked up once per fiber, outside the loop: mruby 3.1
   # walks every enclosing scope for each constant reference.)
   RUNNER = Proc.new do |handler, req|
     gateway = Gateway
-    fiber = Fiber
     while true
       r = begin
         handler.call(req)
@@ -182,8 +181,7 @@ module Gateway
         gateway._fail(req, e)
         nil
       end
-      gateway._job_done
-      handler, req = fiber.yield(r)
+      handler, req = gateway._job_yield(r) # _job_done, then Fiber.yield(r)
     end
   end
 

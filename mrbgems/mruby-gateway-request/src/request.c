@@ -317,7 +317,8 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   mrb_value rbreq, exc;
   (void)self;
   mrb_get_args(mrb, "oo", &rbreq, &exc);
-  gw_request_t *r = gw_mrb_request_ptr(mrb, rbreq);
+  /* nil: the handler took no argument (the request is the one running) */
+  gw_request_t *r = mrb_nil_p(rbreq) ? gw_mrb_current_request(mrb) : gw_mrb_request_ptr(mrb, rbreq);
   gw_mrb_fail(r);
   mrb_value msg = mrb_funcall(mrb, exc, "message", 0);
   mrb_value bt = mrb_exc_backtrace(mrb, exc);
@@ -344,6 +345,17 @@ static mrb_value gw_job_done(mrb_state *mrb, mrb_value self)
   (void)self;
   gw_mrb_job_done();
   return mrb_nil_value();
+}
+
+/* Gateway._job_yield(result): _job_done, then Fiber.yield(result), in one
+ * call and with one argument (Fiber.yield takes any number: an argument
+ * splat per job). Yields from the runner's own fiber, as Fiber.yield does. */
+static mrb_value gw_job_yield(mrb_state *mrb, mrb_value self)
+{
+  (void)self;
+  mrb_value result = mrb_get_arg1(mrb);
+  gw_mrb_job_done();
+  return mrb_fiber_yield(mrb, 1, &result);
 }
 
 /* Gateway._request_fiber?(fiber): one the core runs requests in. */
@@ -393,6 +405,7 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
   mrb_define_module_function(mrb, gw, "_job_done", gw_job_done, MRB_ARGS_NONE());
+  mrb_define_module_function(mrb, gw, "_job_yield", gw_job_yield, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_request_fiber?", gw_request_fiber_p, MRB_ARGS_REQ(1));
 }
 
