@@ -23,7 +23,10 @@ RSpec.describe 'filters on every response' do
   before(:each) do
     @dead = free_port # nothing listens there: 502
     @slow = TCPServer.new('127.0.0.1', 0) # accepts, never answers: 504
-    gateway_with(<<~RUBY, <<~PRELUDE, server: 'workers: 1, http2: true')
+    prelude = <<~RUBY
+      upstream "slow", servers: ["127.0.0.1:#{@slow.addr[1]}"], timeout: 0.5
+    RUBY
+    gateway_with(<<~RUBY, prelude, server: 'workers: 1, http2: true')
       location "/s/", alias: "#{docroot}/",
                header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
                body_filter: ->(body, req) { "[" + body.upcase + "]" }
@@ -42,8 +45,6 @@ RSpec.describe 'filters on every response' do
                root: "#{docroot}",
                header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
     RUBY
-      upstream "slow", servers: ["127.0.0.1:#{@slow.addr[1]}"], timeout: 0.5
-    PRELUDE
   end
 
   after(:each) { @slow&.close }

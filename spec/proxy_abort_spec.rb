@@ -35,16 +35,17 @@ RSpec.describe 'proxy_pass with clients that abort' do
         end
       end
     end
-    gateway_with(<<~RUBY, <<~PRELUDE, fast: true)
+    prelude = <<~RUBY
+      error_log :stderr, level: :info
+      upstream :slow, servers: ["127.0.0.1:#{@up.port}"], max_fails: 0
+    RUBY
+    gateway_with(<<~RUBY, prelude, fast: true)
       location "/slow", proxy_pass: "http://127.0.0.1:#{@up.port}/"
       location "/slow_group", proxy_pass: "http://slow/"
       location "/slow_script" do |req|
         req.proxy_pass "http://slow/"
       end
     RUBY
-      error_log :stderr, level: :info
-      upstream :slow, servers: ["127.0.0.1:#{@up.port}"], max_fails: 0
-    PRELUDE
   end
 
   def counts
