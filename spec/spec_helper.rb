@@ -865,11 +865,6 @@ module GatewaySpec
       @gw = start_gateway(config_with(locations, prelude, port: @port, **opts), ports: [@port, *ports], env: env)
     end
 
-    # PID_LOCATION, for a config that config_with does not build.
-    def pid_location
-      PID_LOCATION
-    end
-
     # The one readiness probe: the pid of the worker that served GET /pid
     # on `port` (raises unless it answered 200 with a pid).
     def worker_pid(port = @port, path = '/pid')
