@@ -18,7 +18,6 @@ RSpec.describe 'HttpRequest (blocking client)' do
       end
 
       server listen: "127.0.0.1:FRONT", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
         location "/trivial" do "trivial" end
         location "/get" do
           r = HttpRequest.new.get("http://127.0.0.1:BACK/fast")

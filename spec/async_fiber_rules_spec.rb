@@ -10,142 +10,138 @@ require_relative 'spec_helper'
 RSpec.describe 'Handler fibers: where a handler may wait' do
   before(:each) do
     @port = free_port
-    config = <<~'RUBY'
+    prelude = <<~'RUBY'
       class Box
         def initialize(v) @v = v end
       end
-
-      server listen: "127.0.0.1:PORT", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-
-        # Blocks run by C methods, in a handler's fiber.
-        location "/exec_plain" do
-          Box.new(7).instance_exec(2) { |x| "#{@v * x}" }
-        end
-        location "/exec_sleep" do
-          Box.new(5).instance_exec { Async.sleep 0.01; "#{@v}" }
-        end
-        location "/eval_sleep" do
-          Box.new(6).instance_eval { Async.sleep 0.01; "#{@v}" }
-        end
-        location "/exec_sub" do
-          Object.new.instance_exec { Async::HTTP.sub_request("/fast").body }
-        end
-        # An immediate receiver (no singleton class) takes another path in mruby.
-        location "/exec_immediate" do
-          a = 1.instance_exec(2) { |x| (self + x).to_s }
-          b = 40.instance_exec { Async.sleep 0.01; (self + 2).to_s }
-          c = nil.instance_eval { "nil:#{inspect}" }
-          "#{a} #{b} #{c}"
-        end
-        location "/class_eval" do
-          k = Class.new
-          k.class_eval { Async.sleep 0.01; def hi; "hi"; end }
-          k.new.hi
-        end
-
-        # A Fiber of the handler's own: fine to use, not to wait in.
-        location "/user_fiber" do
-          f = Fiber.new { Fiber.yield 1; 2 }
-          "#{f.resume},#{f.resume}"
-        end
-        location "/sleep_in_user_fiber" do
-          begin
-            Fiber.new { Async.sleep 0.01 }.resume
-            "no error"
-          rescue FiberError => e
-            e.message
-          end
-        end
-        location "/join_in_user_fiber" do
-          t = Async::HTTP.start("/fast")
-          begin
-            Fiber.new { t.join }.resume
-            "no error"
-          rescue FiberError => e
-            "#{e.message}|#{t.join.body}"
-          end
-        end
-        location "/sleep_in_user_fiber_unrescued" do
-          Fiber.new { Async.sleep 0.01 }.resume
-          "not reached"
-        end
-
-        # A block given to a C method (Hash's default proc) cannot be left.
-        location "/sleep_in_c_block" do
-          begin
-            Hash.new { |h, k| Async.sleep 0.01 }[:x]
-            "no error"
-          rescue FiberError => e
-            e.message
-          end
-        end
-
-        # The data clients make the same check (before they connect: the
-        # address is never dialled).
-        location "/redis_in_c_block" do
-          r = Async::Redis.new("127.0.0.1:1")
-          begin
-            Hash.new { |h, k| r.get("k") }[:x]
-          rescue FiberError => e
-            e.message
-          end
-        end
-        location "/tarantool_in_user_fiber" do
-          t = Async::Tarantool.new("127.0.0.1:1")
-          begin
-            Fiber.new { t.ping }.resume
-          rescue FiberError => e
-            e.message
-          end
-        end
-
-        # A request's own fiber, kept and resumed by another request.
-        location "/keep" do
-          $kept = Fiber.current
-          Async.sleep 0.5
-          "kept request done"
-        end
-        location "/kept" do $kept ? "yes" : "no" end
-        location "/resume_kept" do
-          begin
-            $kept.resume(:hijack)
-            "no error"
-          rescue FiberError => e
-            e.message
-          end
-        end
-        location "/transfer_kept" do
-          begin
-            $kept.transfer(:hijack)
-            "no error"
-          rescue FiberError => e
-            e.message
-          end
-        end
-        location "/resume_self" do
-          begin
-            Fiber.current.resume
-            "no error"
-          rescue FiberError => e
-            e.message
-          end
-        end
-
-        # Parked on nothing.
-        location "/bare_yield" do
-          Fiber.yield
-          "not reached"
-        end
-        location "/inner" do "inner" end
-        location "/bf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
-                              body_filter: ->(body, req) { Fiber.yield; "x" }
-        location "/hf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
-                              header_filter: ->(req) { Fiber.yield }
-      end
     RUBY
-    @gw = start_gateway(config.gsub('PORT', @port.to_s), ports: @port)
+    locations = <<~'RUBY'
+      # Blocks run by C methods, in a handler's fiber.
+      location "/exec_plain" do
+        Box.new(7).instance_exec(2) { |x| "#{@v * x}" }
+      end
+      location "/exec_sleep" do
+        Box.new(5).instance_exec { Async.sleep 0.01; "#{@v}" }
+      end
+      location "/eval_sleep" do
+        Box.new(6).instance_eval { Async.sleep 0.01; "#{@v}" }
+      end
+      location "/exec_sub" do
+        Object.new.instance_exec { Async::HTTP.sub_request("/fast").body }
+      end
+      # An immediate receiver (no singleton class) takes another path in mruby.
+      location "/exec_immediate" do
+        a = 1.instance_exec(2) { |x| (self + x).to_s }
+        b = 40.instance_exec { Async.sleep 0.01; (self + 2).to_s }
+        c = nil.instance_eval { "nil:#{inspect}" }
+        "#{a} #{b} #{c}"
+      end
+      location "/class_eval" do
+        k = Class.new
+        k.class_eval { Async.sleep 0.01; def hi; "hi"; end }
+        k.new.hi
+      end
+
+      # A Fiber of the handler's own: fine to use, not to wait in.
+      location "/user_fiber" do
+        f = Fiber.new { Fiber.yield 1; 2 }
+        "#{f.resume},#{f.resume}"
+      end
+      location "/sleep_in_user_fiber" do
+        begin
+          Fiber.new { Async.sleep 0.01 }.resume
+          "no error"
+        rescue FiberError => e
+          e.message
+        end
+      end
+      location "/join_in_user_fiber" do
+        t = Async::HTTP.start("/fast")
+        begin
+          Fiber.new { t.join }.resume
+          "no error"
+        rescue FiberError => e
+          "#{e.message}|#{t.join.body}"
+        end
+      end
+      location "/sleep_in_user_fiber_unrescued" do
+        Fiber.new { Async.sleep 0.01 }.resume
+        "not reached"
+      end
+
+      # A block given to a C method (Hash's default proc) cannot be left.
+      location "/sleep_in_c_block" do
+        begin
+          Hash.new { |h, k| Async.sleep 0.01 }[:x]
+          "no error"
+        rescue FiberError => e
+          e.message
+        end
+      end
+
+      # The data clients make the same check (before they connect: the
+      # address is never dialled).
+      location "/redis_in_c_block" do
+        r = Async::Redis.new("127.0.0.1:1")
+        begin
+          Hash.new { |h, k| r.get("k") }[:x]
+        rescue FiberError => e
+          e.message
+        end
+      end
+      location "/tarantool_in_user_fiber" do
+        t = Async::Tarantool.new("127.0.0.1:1")
+        begin
+          Fiber.new { t.ping }.resume
+        rescue FiberError => e
+          e.message
+        end
+      end
+
+      # A request's own fiber, kept and resumed by another request.
+      location "/keep" do
+        $kept = Fiber.current
+        Async.sleep 0.5
+        "kept request done"
+      end
+      location "/kept" do $kept ? "yes" : "no" end
+      location "/resume_kept" do
+        begin
+          $kept.resume(:hijack)
+          "no error"
+        rescue FiberError => e
+          e.message
+        end
+      end
+      location "/transfer_kept" do
+        begin
+          $kept.transfer(:hijack)
+          "no error"
+        rescue FiberError => e
+          e.message
+        end
+      end
+      location "/resume_self" do
+        begin
+          Fiber.current.resume
+          "no error"
+        rescue FiberError => e
+          e.message
+        end
+      end
+
+      # Parked on nothing.
+      location "/bare_yield" do
+        Fiber.yield
+        "not reached"
+      end
+      location "/inner" do "inner" end
+      location "/bf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
+                            body_filter: ->(body, req) { Fiber.yield; "x" }
+      location "/hf_yield", proxy_pass: "http://127.0.0.1:PORT/inner",
+                            header_filter: ->(req) { Fiber.yield }
+    RUBY
+    gateway_with(locations.gsub('PORT', @port.to_s), prelude, port: @port, fast: true)
   end
 
   it 'instance_exec, instance_eval and class_eval blocks run in a handler, with and without async calls in them' do

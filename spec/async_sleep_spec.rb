@@ -7,72 +7,64 @@ require_relative 'spec_helper'
 
 RSpec.describe 'Async.sleep' do
   before(:each) do
-    @port = free_port
     # ELAPSED_US: microseconds between two mruby Time objects (Time.now has
     # usec precision in mruby; integer arithmetic avoids Float rounding).
     config = <<~'RUBY'
-      server listen: "127.0.0.1:PORT", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
+      # Elapsed time around Async.sleep(0.01), in microseconds.
+      location "/dt10ms" do
+        t0 = Time.now
+        Async.sleep 0.01
+        t1 = Time.now
+        ELAPSED_US.to_s
+      end
 
-        # Elapsed time around Async.sleep(0.01), in microseconds.
-        location "/dt10ms" do
-          t0 = Time.now
-          Async.sleep 0.01
-          t1 = Time.now
-          ELAPSED_US.to_s
-        end
+      # A Float number of seconds.
+      location "/float" do
+        t0 = Time.now
+        Async.sleep 0.05
+        t1 = Time.now
+        ELAPSED_US.to_s
+      end
 
-        # A Float number of seconds.
-        location "/float" do
-          t0 = Time.now
-          Async.sleep 0.05
-          t1 = Time.now
-          ELAPSED_US.to_s
-        end
+      # ngx_mruby's form: milliseconds.
+      location "/ngx30" do
+        t0 = Time.now
+        Nginx::Async.sleep 30
+        t1 = Time.now
+        Nginx.rputs ELAPSED_US.to_s
+      end
 
-        # ngx_mruby's form: milliseconds.
-        location "/ngx30" do
-          t0 = Time.now
-          Nginx::Async.sleep 30
-          t1 = Time.now
-          Nginx.rputs ELAPSED_US.to_s
-        end
+      # Nginx::Async.sleep(<query>): "0", "-1", "1.5".
+      location "/ngx_bad" do |req|
+        q = req.query
+        ms = q.include?(".") ? q.to_f : q.to_i
+        Nginx::Async.sleep ms
+        Nginx.echo "slept #{ms.inspect}"
+      end
 
-        # Nginx::Async.sleep(<query>): "0", "-1", "1.5".
-        location "/ngx_bad" do |req|
-          q = req.query
-          ms = q.include?(".") ? q.to_f : q.to_i
-          Nginx::Async.sleep ms
-          Nginx.echo "slept #{ms.inspect}"
-        end
+      location "/slow1s" do
+        Gateway.log(:notice, "slow-request-in-flight")
+        Async.sleep 1
+        "slow"
+      end
 
-        location "/slow1s" do
-          Gateway.log(:notice, "slow-request-in-flight")
-          Async.sleep 1
-          "slow"
-        end
+      location "/sleep200ms" do
+        Async.sleep 0.2
+        "late"
+      end
 
-        location "/sleep200ms" do
-          Async.sleep 0.2
-          "late"
-        end
+      # An absurdly long sleep: rejected (ArgumentError) or really sleeping.
+      location "/huge" do
+        Async.sleep 1e300
+        "woke-up"
+      end
 
-        # An absurdly long sleep: rejected (ArgumentError) or really sleeping.
-        location "/huge" do
-          Async.sleep 1e300
-          "woke-up"
-        end
-
-        location "/boom_after_sleep" do
-          Async.sleep 0.01
-          raise "boom-after-async-sleep"
-        end
+      location "/boom_after_sleep" do
+        Async.sleep 0.01
+        raise "boom-after-async-sleep"
       end
     RUBY
-    config = config.sub('PORT', @port.to_s)
-                   .gsub('ELAPSED_US', '((t1.to_i - t0.to_i) * 1_000_000 + (t1.usec - t0.usec))')
-    @gw = start_gateway(config, ports: @port)
+    gateway_with(config.gsub('ELAPSED_US', '((t1.to_i - t0.to_i) * 1_000_000 + (t1.usec - t0.usec))'), fast: true)
   end
 
   def elapsed

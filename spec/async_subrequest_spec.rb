@@ -45,185 +45,178 @@ RSpec.describe 'Async::HTTP sub-requests' do
       req = peer.read_request(timeout: 10)
       peer.respond(200, {}, "once:#{req.target}") if req
     end
+    sibling = config_with(<<~'RUBY', port: @sibling)
+      location "/sleep200ms" do Async.sleep 0.2; "sibling-late" end
+      location "/hello" do "sibling-hello" end
+    RUBY
     config = <<~'RUBY'
-      server listen: "127.0.0.1:SIBLING", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/sleep200ms" do Async.sleep 0.2; "sibling-late" end
-        location "/hello" do "sibling-hello" end
+      # --- targets ---
+      location "/target" do |req|
+        [201, {"x-from" => "target", "content-type" => "text/x-target"}, ["target-body q=#{req.query}"]]
+      end
+      location "/echo" do |req|
+        "#{req.method}|#{req.headers["x-y"]}|#{req.body}"
+      end
+      # /nap?NAME-MS: sleeps MS milliseconds, answers NAME.
+      location "/nap" do |req|
+        name, ms = req.query.split("-")
+        Async.sleep(ms.to_i / 1000.0)
+        name
       end
 
-      server listen: "127.0.0.1:PORT", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-
-        # --- targets ---
-        location "/target" do |req|
-          [201, {"x-from" => "target", "content-type" => "text/x-target"}, ["target-body q=#{req.query}"]]
-        end
-        location "/echo" do |req|
-          "#{req.method}|#{req.headers["x-y"]}|#{req.body}"
-        end
-        # /nap?NAME-MS: sleeps MS milliseconds, answers NAME.
-        location "/nap" do |req|
-          name, ms = req.query.split("-")
-          Async.sleep(ms.to_i / 1000.0)
-          name
-        end
-
-        # --- callers ---
-        location "/sub_target" do
-          r = Async::HTTP.sub_request("/target")
-          "#{r.status}|#{r.code}|#{r.headers["x-from"]}|#{r.headers["content-type"]}|#{r.body}|#{r["code"]}|#{r["body"]}"
-        end
-        location "/sub_query" do
-          Async::HTTP.sub_request("/target?a=1&b=two").body
-        end
-        location "/sub_missing" do
-          r = Async::HTTP.sub_request("/nowhere/at/all")
-          "#{r.class}|#{r.status}"
-        end
-        location "/sub_echo" do
-          r = Async::HTTP.sub_request("/echo", method: "POST", headers: {"x-y" => "hdr-value"}, body: "payload-bytes")
-          r.body
-        end
-        location "/url_sub" do
-          r = Async::HTTP.sub_request("http://127.0.0.1:UP/n")
-          "#{r.status}|#{r.headers["x-up"]}|#{r.body}"
-        end
-        location "/url_sub_echo" do
-          r = Async::HTTP.sub_request("http://127.0.0.1:UP/e?q=1", method: "PUT", headers: {"x-y" => "h"}, body: "data")
-          r.body
-        end
-        location "/url_once" do
-          Async::HTTP.sub_request("http://127.0.0.1:ONCE/o").body
-        end
-        location "/url_sibling" do
-          Async::HTTP.sub_request("http://127.0.0.1:SIBLING/hello").body
-        end
-        location "/refused" do
-          begin
-            Async::HTTP.sub_request("http://127.0.0.1:DEAD/x")
-            "no error"
-          rescue Gateway::UpstreamError => e
-            "#{e.class}|#{e.is_a?(Gateway::Error)}"
-          end
-        end
-        location "/silent" do
-          begin
-            Async::HTTP.sub_request("http://127.0.0.1:SILENT/x", timeout: 0.3)
-            "no error"
-          rescue Gateway::TimeoutError => e
-            "#{e.class}|#{e.is_a?(Gateway::Error)}"
-          end
-        end
-        location "/internal_timeout" do
-          begin
-            Async::HTTP.sub_request("/nap?late-2000", timeout: 0.3)
-            "no error"
-          rescue Gateway::TimeoutError => e
-            e.class.to_s
-          end
-        end
-        location "/tiny_timeout" do
-          begin
-            Async::HTTP.sub_request("/nap?late-2000", timeout: 0.0004)
-            "no error"
-          rescue Gateway::TimeoutError => e
-            e.class.to_s
-          end
-        end
-        location "/bad_args" do
-          [[:sym], ["/x", { body: 5 }], ["/x", { timeout: 0 }], ["/x", { timeout: "1" }],
-           ["/x", { timeout: 100_000 }], ["/x", { method: :brew }], ["ftp://x/"]].map do |target, opts|
-            begin
-              Async::HTTP.sub_request(*[target].flatten, **(opts || {}))
-              "no error"
-            rescue ArgumentError => e
-              e.message
-            end
-          end.join("\n")
-        end
-        location "/self" do
-          r = Async::HTTP.sub_request("/self")
-          "self:#{r.status}"
-        end
-        location "/depth" do |req|
-          n = req.query.to_i
-          n == 0 ? "bottom" : Async::HTTP.sub_request("/depth?#{n - 1}").body
-        end
-        location "/all3" do
-          Async::HTTP.all(["/nap?a-1000", "/nap?b-1000", "/nap?c-1000"]).map { |r| r.body }.join(",")
-        end
-        location "/all_order" do
-          Async::HTTP.all(["/nap?first-300", "/nap?second-20", "/nap?third-150"]).map { |r| r.body }.join(",")
-        end
-        location "/all_mixed" do
-          t = Async::HTTP.start("/nap?task-50")
-          rs = Async::HTTP.all(["http://127.0.0.1:SIBLING/hello", t, "/target?m"])
-          rs.map { |r| "#{r.status}:#{r.body}" }.join(",")
-        end
-        location "/start_join" do
-          t1 = Async::HTTP.start("/nap?one-1000")
-          t2 = Async::HTTP.start("/nap?two-1000")
-          t3 = Async::HTTP.start("/nap?three-1000")
-          "#{t3.join.body},#{t2.join.body},#{t1.join.body}"
-        end
-        location "/last" do
-          Async::HTTP.sub_request("/target?last")
-          r = Async::HTTP.last_response
-          "#{r.status}|#{r.body}"
-        end
-        location "/ngx_args" do
-          Nginx::Async::HTTP.sub_request "/target", "x=1&y=2"
-          Nginx::Async::HTTP.last_response.body
-        end
-        location "/twice" do |req|
-          req.headers_out.add("Set-Cookie", "a=1")
-          req.headers_out.add("Set-Cookie", "b=2")
-          req.headers_out["X-One"] = "1"
-          "two"
-        end
-        location "/sub_twice" do
-          h = Async::HTTP.sub_request("/twice").headers
-          "#{h["set-cookie"]}|#{h["X-One"]}|#{h.keys.sort.join(",")}"
-        end
-        location "/ngx_compat" do
-          Nginx::Async::HTTP.sub_request "/target?ngx"
-          res = Nginx::Async::HTTP.last_response
-          Nginx.rputs res.body
-        end
-        location "/sub_slow" do
-          Async::HTTP.sub_request("/nap?slow-200").body
-        end
-        location "/sub_slow_marked" do
-          Gateway.log(:notice, "sub-request-in-flight")
-          Async::HTTP.sub_request("/nap?marked-1000").body
-        end
-        location "/all_slow" do
-          Async::HTTP.all(["/nap?a-200", "http://127.0.0.1:SIBLING/sleep200ms", "/nap?c-100"]).map { |r| r.body }.join(",")
-        end
-        location "/url_sub_held" do
-          Async::HTTP.sub_request("http://127.0.0.1:HOLD/held").body
-        end
-        location "/url_sub_slow" do
-          Async::HTTP.sub_request("http://127.0.0.1:SIBLING/sleep200ms").body
-        end
-
-        # --- body filters on proxied responses ---
-        location "/f_upcase", proxy_pass: "http://127.0.0.1:UP/page",
-                              body_filter: ->(body, req) { body.upcase }
-        location "/f_keep", proxy_pass: "http://127.0.0.1:UP/page",
-                            body_filter: ->(body, req) { a = 1 }
-        location "/f_async", proxy_pass: "http://127.0.0.1:UP/page",
-                             body_filter: ->(body, req) {
-                               Async.sleep 0.01
-                               Async::HTTP.sub_request("/target?f").body + "+" + body
-                             }
+      # --- callers ---
+      location "/sub_target" do
+        r = Async::HTTP.sub_request("/target")
+        "#{r.status}|#{r.code}|#{r.headers["x-from"]}|#{r.headers["content-type"]}|#{r.body}|#{r["code"]}|#{r["body"]}"
       end
+      location "/sub_query" do
+        Async::HTTP.sub_request("/target?a=1&b=two").body
+      end
+      location "/sub_missing" do
+        r = Async::HTTP.sub_request("/nowhere/at/all")
+        "#{r.class}|#{r.status}"
+      end
+      location "/sub_echo" do
+        r = Async::HTTP.sub_request("/echo", method: "POST", headers: {"x-y" => "hdr-value"}, body: "payload-bytes")
+        r.body
+      end
+      location "/url_sub" do
+        r = Async::HTTP.sub_request("http://127.0.0.1:UP/n")
+        "#{r.status}|#{r.headers["x-up"]}|#{r.body}"
+      end
+      location "/url_sub_echo" do
+        r = Async::HTTP.sub_request("http://127.0.0.1:UP/e?q=1", method: "PUT", headers: {"x-y" => "h"}, body: "data")
+        r.body
+      end
+      location "/url_once" do
+        Async::HTTP.sub_request("http://127.0.0.1:ONCE/o").body
+      end
+      location "/url_sibling" do
+        Async::HTTP.sub_request("http://127.0.0.1:SIBLING/hello").body
+      end
+      location "/refused" do
+        begin
+          Async::HTTP.sub_request("http://127.0.0.1:DEAD/x")
+          "no error"
+        rescue Gateway::UpstreamError => e
+          "#{e.class}|#{e.is_a?(Gateway::Error)}"
+        end
+      end
+      location "/silent" do
+        begin
+          Async::HTTP.sub_request("http://127.0.0.1:SILENT/x", timeout: 0.3)
+          "no error"
+        rescue Gateway::TimeoutError => e
+          "#{e.class}|#{e.is_a?(Gateway::Error)}"
+        end
+      end
+      location "/internal_timeout" do
+        begin
+          Async::HTTP.sub_request("/nap?late-2000", timeout: 0.3)
+          "no error"
+        rescue Gateway::TimeoutError => e
+          e.class.to_s
+        end
+      end
+      location "/tiny_timeout" do
+        begin
+          Async::HTTP.sub_request("/nap?late-2000", timeout: 0.0004)
+          "no error"
+        rescue Gateway::TimeoutError => e
+          e.class.to_s
+        end
+      end
+      location "/bad_args" do
+        [[:sym], ["/x", { body: 5 }], ["/x", { timeout: 0 }], ["/x", { timeout: "1" }],
+         ["/x", { timeout: 100_000 }], ["/x", { method: :brew }], ["ftp://x/"]].map do |target, opts|
+          begin
+            Async::HTTP.sub_request(*[target].flatten, **(opts || {}))
+            "no error"
+          rescue ArgumentError => e
+            e.message
+          end
+        end.join("\n")
+      end
+      location "/self" do
+        r = Async::HTTP.sub_request("/self")
+        "self:#{r.status}"
+      end
+      location "/depth" do |req|
+        n = req.query.to_i
+        n == 0 ? "bottom" : Async::HTTP.sub_request("/depth?#{n - 1}").body
+      end
+      location "/all3" do
+        Async::HTTP.all(["/nap?a-1000", "/nap?b-1000", "/nap?c-1000"]).map { |r| r.body }.join(",")
+      end
+      location "/all_order" do
+        Async::HTTP.all(["/nap?first-300", "/nap?second-20", "/nap?third-150"]).map { |r| r.body }.join(",")
+      end
+      location "/all_mixed" do
+        t = Async::HTTP.start("/nap?task-50")
+        rs = Async::HTTP.all(["http://127.0.0.1:SIBLING/hello", t, "/target?m"])
+        rs.map { |r| "#{r.status}:#{r.body}" }.join(",")
+      end
+      location "/start_join" do
+        t1 = Async::HTTP.start("/nap?one-1000")
+        t2 = Async::HTTP.start("/nap?two-1000")
+        t3 = Async::HTTP.start("/nap?three-1000")
+        "#{t3.join.body},#{t2.join.body},#{t1.join.body}"
+      end
+      location "/last" do
+        Async::HTTP.sub_request("/target?last")
+        r = Async::HTTP.last_response
+        "#{r.status}|#{r.body}"
+      end
+      location "/ngx_args" do
+        Nginx::Async::HTTP.sub_request "/target", "x=1&y=2"
+        Nginx::Async::HTTP.last_response.body
+      end
+      location "/twice" do |req|
+        req.headers_out.add("Set-Cookie", "a=1")
+        req.headers_out.add("Set-Cookie", "b=2")
+        req.headers_out["X-One"] = "1"
+        "two"
+      end
+      location "/sub_twice" do
+        h = Async::HTTP.sub_request("/twice").headers
+        "#{h["set-cookie"]}|#{h["X-One"]}|#{h.keys.sort.join(",")}"
+      end
+      location "/ngx_compat" do
+        Nginx::Async::HTTP.sub_request "/target?ngx"
+        res = Nginx::Async::HTTP.last_response
+        Nginx.rputs res.body
+      end
+      location "/sub_slow" do
+        Async::HTTP.sub_request("/nap?slow-200").body
+      end
+      location "/sub_slow_marked" do
+        Gateway.log(:notice, "sub-request-in-flight")
+        Async::HTTP.sub_request("/nap?marked-1000").body
+      end
+      location "/all_slow" do
+        Async::HTTP.all(["/nap?a-200", "http://127.0.0.1:SIBLING/sleep200ms", "/nap?c-100"]).map { |r| r.body }.join(",")
+      end
+      location "/url_sub_held" do
+        Async::HTTP.sub_request("http://127.0.0.1:HOLD/held").body
+      end
+      location "/url_sub_slow" do
+        Async::HTTP.sub_request("http://127.0.0.1:SIBLING/sleep200ms").body
+      end
+
+      # --- body filters on proxied responses ---
+      location "/f_upcase", proxy_pass: "http://127.0.0.1:UP/page",
+                            body_filter: ->(body, req) { body.upcase }
+      location "/f_keep", proxy_pass: "http://127.0.0.1:UP/page",
+                          body_filter: ->(body, req) { a = 1 }
+      location "/f_async", proxy_pass: "http://127.0.0.1:UP/page",
+                           body_filter: ->(body, req) {
+                             Async.sleep 0.01
+                             Async::HTTP.sub_request("/target?f").body + "+" + body
+                           }
     RUBY
     { 'SIBLING' => @sibling, 'PORT' => @port, 'UP' => @up.port, 'DEAD' => @dead, 'SILENT' => @silent.port, 'HOLD' => @hold.port, 'ONCE' => @once.port }
       .each { |k, v| config = config.gsub(k, v.to_s) }
-    @gw = start_gateway(config, ports: [@port, @sibling])
+    gateway_with(config, sibling, port: @port, ports: [@sibling], fast: true)
   end
 
   def get_ok(path, timeout: 5)

@@ -290,14 +290,9 @@ RSpec.describe 'compress:' do
     end
 
     def start_big(up, env: {})
-      @port = free_port
-      @gw = start_gateway(<<~RUBY, ports: [@port], env: env)
-        server listen: "127.0.0.1:#{@port}", workers: 1, compress: true, http2: true do
-          location "/pid" do Gateway.pid.to_s end
-          location "/big", proxy_pass: "http://127.0.0.1:#{up.port}/"
-        end
-      RUBY
-      get('/pid').body.to_i
+      gateway_with(%(location "/big", proxy_pass: "http://127.0.0.1:#{up.port}/"),
+                   server: 'workers: 1, compress: true, http2: true', env: env)
+      worker_pid
     end
 
     it 'streams a 20 MB proxied body through gzip with the worker RSS bounded' do
@@ -357,7 +352,7 @@ RSpec.describe 'compress:' do
       sleep 0.5 # a fixed pause on purpose: the upstreams must have been closed
       expect(written[0] - sent).to be < 8 * 1024 * 1024
       expect(written[0]).to be < 5 * 128 * 1024 * 1024
-      expect(get('/pid').body.to_i).to eq(worker) # still serving
+      expect(worker_pid).to eq(worker) # still serving
       # under ASan the gateway's exit after this example reports any leak, and spec_helper fails on it
     end
 

@@ -43,77 +43,71 @@ RSpec.describe 'cpu_limit' do
 
   describe 'with a server cpu_limit of 1 s' do
     before(:each) do
-      @port = free_port
       @back = free_port
-      @gw = start_gateway(CPU_LIMIT_BURN + <<~RUBY, ports: [@port, @back])
-        server listen: "127.0.0.1:#{@back}" do
-          location "/slow" do Async.sleep 2; "slow" end
+      back = config_with('location "/slow" do Async.sleep 2; "slow" end', port: @back, server: '', pid: false)
+      # A blank line after the back server: the `loop {}` line is CPU_LIMIT_BURN + 8.
+      gateway_with(<<~RUBY, "#{CPU_LIMIT_BURN}#{back}\n", server: 'workers: 1, cpu_limit: 1', ports: [@back])
+        location "/loop" do
+          loop {}
         end
-
-        server listen: "127.0.0.1:#{@port}", workers: 1, cpu_limit: 1 do
-          location "/pid" do Gateway.pid.to_s end
-          location "/loop" do
-            loop {}
-          end
-          location "/while" do
-            x = 0
-            while true; x += 1; end
-          end
-          location "/each" do
-            (1..Float::INFINITY).each { |i| [1, 2, 3].each { |j| [j, i].map { |k| k + 1 } } }
-          end
-          location "/finite" do
-            burn(0.5)
-            "finite"
-          end
-          location "/rescue_std" do
-            begin
-              loop {}
-            rescue => e
-              "swallowed \#{e.class}"
-            end
-          end
-          location "/rescue_all" do
-            begin
-              loop {}
-            rescue Exception
-              loop {}
-            end
-          end
-          location "/bursts" do
-            burn(0.6)
-            Async.sleep 0.05
-            burn(0.6)
-            "two bursts"
-          end
-          location "/sleep" do
-            Async.sleep 1.5
-            "slept"
-          end
-          location "/blocking" do
-            HttpRequest.new(timeout: 5).get("http://127.0.0.1:#{@back}/slow")["body"]
-          end
-          location "/partial" do
-            Nginx.rputs "partial"
-            loop {}
-          end
-          location "/own", cpu_limit: 0.3 do
-            loop {}
-          end
-          location "/near", cpu_limit: 0.1 do
-            burn(0.07)
-            "near"
-          end
-          location "/more", cpu_limit: 3 do
-            burn(1.5)
-            "more"
-          end
-          location "/unlimited", cpu_limit: nil do
-            burn(1.5)
-            "unlimited"
-          end
-          location "/" do "fine" end
+        location "/while" do
+          x = 0
+          while true; x += 1; end
         end
+        location "/each" do
+          (1..Float::INFINITY).each { |i| [1, 2, 3].each { |j| [j, i].map { |k| k + 1 } } }
+        end
+        location "/finite" do
+          burn(0.5)
+          "finite"
+        end
+        location "/rescue_std" do
+          begin
+            loop {}
+          rescue => e
+            "swallowed \#{e.class}"
+          end
+        end
+        location "/rescue_all" do
+          begin
+            loop {}
+          rescue Exception
+            loop {}
+          end
+        end
+        location "/bursts" do
+          burn(0.6)
+          Async.sleep 0.05
+          burn(0.6)
+          "two bursts"
+        end
+        location "/sleep" do
+          Async.sleep 1.5
+          "slept"
+        end
+        location "/blocking" do
+          HttpRequest.new(timeout: 5).get("http://127.0.0.1:#{@back}/slow")["body"]
+        end
+        location "/partial" do
+          Nginx.rputs "partial"
+          loop {}
+        end
+        location "/own", cpu_limit: 0.3 do
+          loop {}
+        end
+        location "/near", cpu_limit: 0.1 do
+          burn(0.07)
+          "near"
+        end
+        location "/more", cpu_limit: 3 do
+          burn(1.5)
+          "more"
+        end
+        location "/unlimited", cpu_limit: nil do
+          burn(1.5)
+          "unlimited"
+        end
+        location "/" do "fine" end
       RUBY
     end
 

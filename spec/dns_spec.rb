@@ -262,17 +262,7 @@ RSpec.describe 'DNS resolution (resolver)' do
   # system resolver), then the locations (plus /pid, /fast, /status).
   def dns_gateway(resolver_line, locations, prelude: '', env: {})
     raise 'every DNS config names its resolver' unless resolver_line =~ /\Aresolver "127\.0\.0\.1:\d+"/
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port], env: env)
-      #{resolver_line}
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-        location "/status", status: true
-        #{locations}
-      end
-    RUBY
+    gateway_with(locations, "#{resolver_line}\n#{prelude}", env: env, fast: true, status: true)
   end
 
   # This worker's entry on the status page.

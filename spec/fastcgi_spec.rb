@@ -190,7 +190,8 @@ class FakeFcgi
   end
 end
 
-RSpec.describe 'fastcgi' do
+# Every example's gateway: one worker, bodies up to 8 MB, /fast.
+RSpec.describe 'fastcgi', gateway: { server: 'workers: 1, limits: { max_body: 8_000_000 }', pid: false, fast: true } do
   # As proxy_pass's fake upstream: what a fake responder saw fails the example.
   after(:each) do
     errors = (@fakes || []).flat_map(&:stop)
@@ -202,17 +203,6 @@ RSpec.describe 'fastcgi' do
     f = FakeFcgi.new(**o, &blk)
     (@fakes ||= []) << f
     f
-  end
-
-  def gateway_with(locations, prelude = '')
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1, limits: { max_body: 8_000_000 } do
-        location "/fast" do "fast" end
-        #{locations}
-      end
-    RUBY
   end
 
   # ---------------------------------------------------------------------------

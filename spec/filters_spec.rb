@@ -23,29 +23,27 @@ RSpec.describe 'filters on every response' do
   before(:each) do
     @dead = free_port # nothing listens there: 502
     @slow = TCPServer.new('127.0.0.1', 0) # accepts, never answers: 504
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
+    prelude = <<~RUBY
       upstream "slow", servers: ["127.0.0.1:#{@slow.addr[1]}"], timeout: 0.5
-      server listen: "127.0.0.1:#{@port}", workers: 1, http2: true do
-        location "/pid" do Gateway.pid.to_s end
-        location "/s/", alias: "#{docroot}/",
-                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
-                 body_filter: ->(body, req) { "[" + body.upcase + "]" }
-        location "/h/", alias: "#{docroot}/",
-                 header_filter: ->(req) { req.headers_out["X-Head-Only"] = "yes" }
-        location "/slowhead/", alias: "#{docroot}/",
-                 header_filter: ->(req) { Async.sleep(0.1); req.headers_out["X-Slept"] = "yes" }
-        location "/boom/", alias: "#{docroot}/",
-                 header_filter: ->(req) { Async.sleep(0.05); raise "filter broke" }
-        location "/dead", proxy_pass: "http://127.0.0.1:#{@dead}",
-                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
-                 body_filter: ->(body, req) { "filtered: " + body }
-        location "/slow", proxy_pass: "http://slow",
-                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
-        location "/denied", access: ->(req) { Nginx.return 403 },
-                 root: "#{docroot}",
-                 header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
-      end
+    RUBY
+    gateway_with(<<~RUBY, prelude, server: 'workers: 1, http2: true')
+      location "/s/", alias: "#{docroot}/",
+               header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
+               body_filter: ->(body, req) { "[" + body.upcase + "]" }
+      location "/h/", alias: "#{docroot}/",
+               header_filter: ->(req) { req.headers_out["X-Head-Only"] = "yes" }
+      location "/slowhead/", alias: "#{docroot}/",
+               header_filter: ->(req) { Async.sleep(0.1); req.headers_out["X-Slept"] = "yes" }
+      location "/boom/", alias: "#{docroot}/",
+               header_filter: ->(req) { Async.sleep(0.05); raise "filter broke" }
+      location "/dead", proxy_pass: "http://127.0.0.1:#{@dead}",
+               header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s },
+               body_filter: ->(body, req) { "filtered: " + body }
+      location "/slow", proxy_pass: "http://slow",
+               header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
+      location "/denied", access: ->(req) { Nginx.return 403 },
+               root: "#{docroot}",
+               header_filter: ->(req) { req.headers_out["X-Filtered"] = req.status.to_s }
     RUBY
   end
 

@@ -14,7 +14,8 @@ require 'socket'
 require 'tmpdir'
 require_relative 'spec_helper'
 
-RSpec.describe 'gRPC (HTTP/2 upstreams)' do
+# gateway_with: an h2c-capable single-worker server.
+RSpec.describe 'gRPC (HTTP/2 upstreams)', gateway: { server: 'http2: true, workers: 1' } do
   PY_GRPC = File.exist?('/usr/bin/python3') ? '/usr/bin/python3' : 'python3' # Debian's, with python3-grpcio
   GRPC_SUPPORT = File.join(__dir__, 'support')
 
@@ -77,17 +78,6 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     JSON.parse(line)
   end
 
-  def gateway(locations, prelude: '')
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        #{locations}
-      end
-    RUBY
-  end
-
   def plain_get(path, port: @port)
     TCPSocket.open('127.0.0.1', port) do |s|
       s.write("GET #{path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
@@ -103,7 +93,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
   describe 'calls through grpc_pass on an h2c listener' do
     before(:each) do
       @up, @up_pid = start_upstream
-      gateway(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{@up}", max_body: 16 * 1024 * 1024))
+      gateway_with(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{@up}", max_body: 16 * 1024 * 1024))
     end
 
     it 'passes a unary call, its metadata both ways and its trailers' do
@@ -163,7 +153,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   it "opens another upstream connection when one is full (the server's SETTINGS_MAX_CONCURRENT_STREAMS)" do
     @up, = start_upstream(max_streams: 10)
-    gateway(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
+    gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
     r = call('concurrent_slow')
     expect(r['ok']).to eq(100)
     expect(r['peers']).to be_between(10, 12) # 100 calls at once, 10 per connection (+ the first, before SETTINGS)
@@ -171,7 +161,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   it 'answers UNAVAILABLE (HTTP 200, grpc-status 14) when the upstream is down; 502 for non-gRPC requests' do
     down = free_port
-    gateway(%(location "/", grpc_pass: "127.0.0.1:#{down}"))
+    gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{down}"))
     expect(call('unary')).to eq('code' => 'UNAVAILABLE', 'details' => 'connection refused')
     File.binwrite("#{spec_dir}/empty.grpc", "\0\0\0\0\0") # one empty message
     out, = Open3.capture2e('curl', '-sS', '--http2-prior-knowledge', '-D', '-', '-o', '/dev/null',
@@ -186,7 +176,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
   it 'answers DEADLINE_EXCEEDED itself within grpc-timeout when the upstream ignores the deadline' do
     up = free_port
     _, out = start_hostile_on(up, 'ignore_deadline')
-    gateway(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{up}")) # not "/": the readiness probe would hang too
+    gateway_with(%(location "/gwtest.Echo/", grpc_pass: "127.0.0.1:#{up}")) # not "/": the readiness probe would hang too
     File.binwrite("#{spec_dir}/empty.grpc", "\0\0\0\0\0")
     (head, err, st), secs = timed do
       Open3.capture3('curl', '-sS', '--max-time', '10', '--http2-prior-knowledge', '-D', '-', '-o', '/dev/null',
@@ -204,8 +194,8 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   it 'answers DEADLINE_EXCEEDED (grpc-status 4) when the upstream times out' do
     @up, = start_upstream
-    gateway(%(location "/", proxy_pass: "h2c://slow"),
-            prelude: %(upstream :slow, servers: ["h2c://127.0.0.1:#{@up}"], timeout: 0.3))
+    gateway_with(%(location "/", proxy_pass: "h2c://slow"),
+                 %(upstream :slow, servers: ["h2c://127.0.0.1:#{@up}"], timeout: 0.3))
     out, = Open3.capture2e('timeout', '20', PY_GRPC, '-c', <<~PY)
       import sys; sys.path.insert(0, #{@stubs.inspect})
       import grpc, grpc_echo_pb2 as pb, grpc_echo_pb2_grpc as pbg
@@ -240,7 +230,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   it 'lets a script route by /package.Service/Method and set metadata both ways' do
     @up, = start_upstream
-    gateway(<<~RUBY)
+    gateway_with(<<~RUBY)
       location "/gwtest.Echo/", header_filter: ->(req) { req.headers_out["x-edge"] = "edge-1" } do |req|
         if req.uri == "/gwtest.Echo/Unary"
           req.headers["x-req"] = "from-script" unless req.headers["x-req"]
@@ -258,7 +248,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
   describe 'hostile upstreams' do
     it 'answers UNAVAILABLE to a protocol error from the upstream, without crashing' do
       port, = start_hostile('bad_frame')
-      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
       2.times { expect(call('unary')['code']).to eq('UNAVAILABLE') }
       expect_alive
       expect(@gw.log).to include('invalid upstream response')
@@ -266,14 +256,14 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'answers UNAVAILABLE to an upstream that does not speak HTTP/2' do
       port, = start_hostile('garbage')
-      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
       expect(call('unary')['code']).to eq('UNAVAILABLE')
       expect_alive
     end
 
     it 'retries a stream the upstream refused with GOAWAY on a new connection' do
       port, _, out = start_hostile('goaway')
-      gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+      gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
       expect(call('unary')).to include('text' => 'retried')
       lines = []
       lines << out.gets.chomp while out.wait_readable(0.5) && lines.size < 2
@@ -283,7 +273,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
   it "passes an HTTP/2 client's request trailers on after its streamed body" do
     port, = start_hostile('echo')
-    gateway(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
+    gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{port}"))
     out, = Open3.capture2e('timeout', '20', PY_GRPC, '-c', <<~PY)
       import socket, h2.connection, h2.config, h2.events
       s = socket.create_connection(("127.0.0.1", #{@port}))
@@ -342,14 +332,14 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     it 'answers 502 to a non-gRPC request when the h2c upstream is down' do
       @gw.stop
       down = free_port
-      gateway(%(location "/", proxy_pass: "h2c://127.0.0.1:#{down}"))
+      gateway_with(%(location "/", proxy_pass: "h2c://127.0.0.1:#{down}"))
       expect(curl('--http2-prior-knowledge', '-o', '/dev/null', '-w', '%{http_code}', "http://127.0.0.1:#{@port}/x")).to eq('502')
     end
   end
 
   it 'ends a chunked HTTP/1.1 response with the trailers when the client sent TE: trailers' do
     @up, = start_upstream
-    gateway(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
+    gateway_with(%(location "/", grpc_pass: "127.0.0.1:#{@up}"))
     msg = "\x0a\x02hi".b # Msg{text: "hi"}
     frame = "\0".b + [msg.bytesize].pack('N') + msg
     ask = lambda do |te|
@@ -403,7 +393,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'passes unary and bidi calls to a TLS gRPC server (grpc_pass "grpcs://", tls_ca:)' do
       @up, = start_upstream(cert: "#{@dir}/server")
-      gateway(<<~RUBY)
+      gateway_with(<<~RUBY)
         location "/status", status: true
         location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"
       RUBY
@@ -416,7 +406,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'passes calls from a script: req.proxy_pass("h2://...") with the location\'s tls_ca:' do
       @up, = start_upstream(cert: "#{@dir}/server")
-      gateway(<<~RUBY)
+      gateway_with(<<~RUBY)
         location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
           req.proxy_pass("h2://127.0.0.1:#{@up}")
         end
@@ -428,7 +418,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     it 'never lets calls with other TLS settings share a connection' do
       @up, = start_upstream(cert: "#{@dir}/server")
       # the same server twice: a group with its own settings, and the location's tls_ca:
-      gateway(<<~RUBY, prelude: %(upstream :lax, servers: ["h2://127.0.0.1:#{@up}"], tls_verify: false))
+      gateway_with(<<~RUBY, %(upstream :lax, servers: ["h2://127.0.0.1:#{@up}"], tls_verify: false))
         location "/gwtest.Echo/", tls_ca: "#{@dir}/ca.pem" do |req|
           req.proxy_pass(req.headers["x-req"] == "m1" ? "h2://127.0.0.1:#{@up}" : "h2://lax")
         end
@@ -439,7 +429,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'resumes the TLS session on the next connection to the server' do
       @up, = start_upstream(max_streams: 10, cert: "#{@dir}/server")
-      gateway(<<~RUBY)
+      gateway_with(<<~RUBY)
         location "/status", status: true
         location "/", proxy_pass: "h2://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"
       RUBY
@@ -455,7 +445,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'refuses a server the default (system) CAs do not know: UNAVAILABLE, 502, and a log line' do
       @up, = start_upstream(cert: "#{@dir}/server")
-      gateway(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}"))
+      gateway_with(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}"))
       expect(call('unary')).to eq('code' => 'UNAVAILABLE', 'details' => 'upstream TLS handshake failed')
       expect(plain_get('/plain')).to start_with('HTTP/1.1 502')
       expect(@gw.log).to match(/h2 upstream 127\.0\.0\.1@127\.0\.0\.1:#{@up}: TLS handshake failed: certificate verify failed/)
@@ -464,18 +454,18 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
 
     it 'accepts any certificate with tls_verify: false' do
       @up, = start_upstream(cert: "#{@dir}/wrong")
-      gateway(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_verify: false))
+      gateway_with(%(location "/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_verify: false))
       expect(call('unary')['text']).to eq('hi|http')
     end
 
     it 'checks the name: a certificate for another name fails; tls_server_name: names the one to check' do
       @up, = start_upstream(cert: "#{@dir}/wrong")
-      gateway(%(location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"))
+      gateway_with(%(location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{@up}", tls_ca: "#{@dir}/ca.pem"))
       expect(call('unary')['code']).to eq('UNAVAILABLE')
       expect(@gw.log).to match(/TLS handshake failed: certificate verify failed: IP address mismatch/)
       # an h2:// group whose tls_server_name: other.example is what is checked (and sent as SNI)
-      gateway(%(location "/gwtest.Echo/", grpc_pass: "named"),
-              prelude: %(upstream :named, servers: ["h2://127.0.0.1:#{@up}"], tls_ca: "#{@dir}/ca.pem", tls_server_name: "other.example"))
+      gateway_with(%(location "/gwtest.Echo/", grpc_pass: "named"),
+                   %(upstream :named, servers: ["h2://127.0.0.1:#{@up}"], tls_ca: "#{@dir}/ca.pem", tls_server_name: "other.example"))
       expect(call('unary')['text']).to eq('hi|http')
       expect(@gw.log).not_to include('TLS handshake failed')
     end
@@ -487,7 +477,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
           location "/" do "http/1.1 only" end
         end
       RUBY
-      gateway(<<~RUBY)
+      gateway_with(<<~RUBY)
         location "/gwtest.Echo/", grpc_pass: "grpcs://127.0.0.1:#{back}", tls_ca: "#{@dir}/ca.pem"
         location "/plain", proxy_pass: "h2://127.0.0.1:#{back}", tls_ca: "#{@dir}/ca.pem"
       RUBY
@@ -500,8 +490,8 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
     it 'answers DEADLINE_EXCEEDED / 504 when the handshake does not finish within connect_timeout' do
       silent = TCPServer.new('127.0.0.1', 0) # accepts (the kernel does) and never answers
       port = silent.addr[1]
-      gateway(%(location "/", proxy_pass: "h2://hang"),
-              prelude: %(upstream :hang, servers: ["h2://127.0.0.1:#{port}"], connect_timeout: 0.5, tls_verify: false))
+      gateway_with(%(location "/", proxy_pass: "h2://hang"),
+                   %(upstream :hang, servers: ["h2://127.0.0.1:#{port}"], connect_timeout: 0.5, tls_verify: false))
       t0 = GatewaySpec.now
       expect(call('unary')).to eq('code' => 'DEADLINE_EXCEEDED', 'details' => 'upstream TLS handshake timed out')
       expect(GatewaySpec.now - t0).to be < slack(5)
@@ -519,7 +509,7 @@ RSpec.describe 'gRPC (HTTP/2 upstreams)' do
           location "/big" do |req| "0123456789abcdef" * 65_536 end
         end
       RUBY
-      gateway(%(location "/", proxy_pass: "h2://localhost:#{back}", tls_ca: "#{@dir}/ca.pem"))
+      gateway_with(%(location "/", proxy_pass: "h2://localhost:#{back}", tls_ca: "#{@dir}/ca.pem"))
       File.binwrite("#{@dir}/body.bin", 'abcd' + ('x' * 300_000))
       out, st = Open3.capture2e('curl', '-sS', '--http2-prior-knowledge', '--data-binary', "@#{@dir}/body.bin",
                                 "http://127.0.0.1:#{@port}/echo")

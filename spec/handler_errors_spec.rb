@@ -4,31 +4,27 @@ require_relative 'spec_helper'
 
 RSpec.describe 'handler errors' do
   before(:each) do
-    @port = free_port
-    @gw = start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
-      server listen: "127.0.0.1:PORT" do
-        location "/pid" do Gateway.pid.to_s end
-        location "/boom" do
-          raise "boom-from-handler"
-        end
-        location "/crlf" do
-          [200, {"x-bad" => "a\r\nInjected: yes"}, ["body"]]
-        end
-        location "/lf" do
-          [200, {"x-bad" => "a\nInjected: yes"}, ["body"]]
-        end
-        location "/nul" do
-          [200, {"x-bad" => "a\0b"}, ["body"]]
-        end
-        location "/badname" do
-          [200, {"x-bad\r\nInjected" => "yes"}, ["body"]]
-        end
-        location "/partial" do
-          Nginx.rputs "partial"
-          raise "late-failure"
-        end
-        location "/" do "fine" end
+    gateway_with(<<~'RUBY', server: '')
+      location "/boom" do
+        raise "boom-from-handler"
       end
+      location "/crlf" do
+        [200, {"x-bad" => "a\r\nInjected: yes"}, ["body"]]
+      end
+      location "/lf" do
+        [200, {"x-bad" => "a\nInjected: yes"}, ["body"]]
+      end
+      location "/nul" do
+        [200, {"x-bad" => "a\0b"}, ["body"]]
+      end
+      location "/badname" do
+        [200, {"x-bad\r\nInjected" => "yes"}, ["body"]]
+      end
+      location "/partial" do
+        Nginx.rputs "partial"
+        raise "late-failure"
+      end
+      location "/" do "fine" end
     RUBY
   end
 

@@ -6,24 +6,22 @@ require_relative 'spec_helper'
 
 RSpec.describe 'a handler that takes no argument' do
   before(:each) do
-    @port = free_port
-    @gw = start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
+    prelude = <<~'RUBY'
       module Peek
         # in a frame of its own: nothing of the object stays in the handler's registers
         def self.path = Gateway::Request.current.path
       end
-      server listen: "127.0.0.1:PORT", http2: true do
-        location "/pid" do Gateway.pid.to_s end
-        location "/current" do
-          first = Peek.path
-          Async.sleep(0.01)
-          GC.start
-          junk = Array.new(2000) { |i| "junk#{i}" } # fills what the GC freed
-          "#{first} #{Gateway::Request.current.path} #{junk.size}"
-        end
-        location "/raise" do raise "no-arg-boom" end
-        location "/rack" do [201, {"x-a" => "1"}, ["made"]] end
+    RUBY
+    gateway_with(<<~'RUBY', prelude, server: 'http2: true')
+      location "/current" do
+        first = Peek.path
+        Async.sleep(0.01)
+        GC.start
+        junk = Array.new(2000) { |i| "junk#{i}" } # fills what the GC freed
+        "#{first} #{Gateway::Request.current.path} #{junk.size}"
       end
+      location "/raise" do raise "no-arg-boom" end
+      location "/rack" do [201, {"x-a" => "1"}, ["made"]] end
     RUBY
   end
 

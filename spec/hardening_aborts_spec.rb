@@ -25,17 +25,8 @@ RSpec.describe 'hardening: 2000 aborts' do
   after(:each) { @silent&.close }
 
   def start_abort_gateway(prelude: '', locations: '')
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: @port, env: rss_env)
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/status", status: true
-        location "/probe" do "probe" end
-        #{locations}
-      end
-    RUBY
-    @worker = worker_pid(@port)
+    gateway_with(%(location "/probe" do "probe" end\n#{locations}), prelude, status: true, rss: true)
+    @worker = worker_pid
   end
 
   def my_status

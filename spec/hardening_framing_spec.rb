@@ -235,17 +235,13 @@ RSpec.describe 'hardening: request framing' do
   # stopped and checked in after(:all)).
   before(:all) do
     @up = RawRecordingUpstream.new
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: @port)
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/echo" do |req| "echo:" + req.body end
-        location "/hdr" do |req| [req.headers["x-a"], req.headers["content-length"]].inspect end
-        location "/up/", proxy_pass: "http://127.0.0.1:#{@up.port}"
-        location "/upbuf/", proxy_pass: "http://127.0.0.1:#{@up.port}/up/", request_buffering: true
-        location "/host" do |req| "host \#{req.headers["host"]} \#{req.target}" end
-        location "/" do |req| "served \#{req.target}" end
-      end
+    gateway_with(<<~RUBY)
+      location "/echo" do |req| "echo:" + req.body end
+      location "/hdr" do |req| [req.headers["x-a"], req.headers["content-length"]].inspect end
+      location "/up/", proxy_pass: "http://127.0.0.1:#{@up.port}"
+      location "/upbuf/", proxy_pass: "http://127.0.0.1:#{@up.port}/up/", request_buffering: true
+      location "/host" do |req| "host \#{req.headers["host"]} \#{req.target}" end
+      location "/" do |req| "served \#{req.target}" end
     RUBY
     gateways.delete(@gw)
     @shared_dir = @spec_dir

@@ -21,18 +21,13 @@ RSpec.describe 'hardening: resources' do
   end
 
   def start_res_gateway(upstream_port: nil, env: {})
-    @port = free_port
     up = upstream_port ? %(location "/stream", proxy_pass: "http://127.0.0.1:#{upstream_port}") : ''
-    @gw = start_gateway(<<~RUBY, ports: @port, env: env)
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/status", status: true
-        location "/probe" do "probe" end
-        location "/big" do "x" * (8 * 1024 * 1024) end
-        #{up}
-      end
+    gateway_with(<<~RUBY, env: env, status: true)
+      location "/probe" do "probe" end
+      location "/big" do "x" * (8 * 1024 * 1024) end
+      #{up}
     RUBY
-    @worker = worker_pid(@port)
+    @worker = worker_pid
   end
 
   def my_status

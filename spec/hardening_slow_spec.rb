@@ -11,19 +11,13 @@ RSpec.describe 'hardening: slow clients' do
   HARDENING_PROBE_BOUND = 0.5 # seconds (x GATEWAY_SPEC_SLACK) a probe request may take during an attack
 
   def start_slow_gateway(limits)
-    @port = free_port
     lim = limits.map { |k, v| "#{k}: #{v}" }.join(', ')
-    @gw = start_gateway(<<~RUBY, ports: @port)
-      error_log :stderr, level: :info
-      server listen: "127.0.0.1:#{@port}", workers: 1, limits: { #{lim} } do
-        location "/pid" do Gateway.pid.to_s end
-        location "/status", status: true
-        location "/probe" do "probe" end
-        location "/big" do "x" * (8 * 1024 * 1024) end
-        location "/" do |req| "\#{req.path}:\#{req.body.size}" end
-      end
+    gateway_with(<<~RUBY, 'error_log :stderr, level: :info', server: "workers: 1, limits: { #{lim} }", status: true)
+      location "/probe" do "probe" end
+      location "/big" do "x" * (8 * 1024 * 1024) end
+      location "/" do |req| "\#{req.path}:\#{req.body.size}" end
     RUBY
-    @worker = worker_pid(@port)
+    @worker = worker_pid
   end
 
   # Seconds one GET /probe on a fresh connection takes (fails unless it is a 200 "probe").

@@ -44,17 +44,12 @@ RSpec.describe 'HTTP/2 large downloads' do
   before(:each) do
     @port = free_port
     @tls_port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port, @tls_port], env: rss_env)
-      server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
-        location "/px/", proxy_pass: "http://127.0.0.1:#{@port}/" # back to this server, over HTTP/1.1
-        location "/", root: #{@public.inspect}
-        location "/pid" do Gateway.pid.to_s end
-      end
-      server listen: "127.0.0.1:#{@tls_port}", workers: 1, tls: { cert: #{File.join(@dir, 'site.pem').inspect}, key: #{File.join(@dir, 'site.key').inspect} } do
-        location "/", root: #{@public.inspect}
-        location "/pid" do Gateway.pid.to_s end
-      end
-    RUBY
+    root = %(location "/", root: #{@public.inspect})
+    tls = "workers: 1, tls: { cert: #{File.join(@dir, 'site.pem').inspect}, key: #{File.join(@dir, 'site.key').inspect} }"
+    px = %(location "/px/", proxy_pass: "http://127.0.0.1:#{@port}/") # back to this server, over HTTP/1.1
+    @gw = start_gateway(config_with("#{px}\n#{root}", port: @port, server: 'http2: true, workers: 1') +
+                        config_with(root, port: @tls_port, server: tls),
+                        ports: [@port, @tls_port], env: rss_env)
   end
 
   # curl's output streamed through SHA-256 while the worker's RSS is sampled:

@@ -171,13 +171,9 @@ RSpec.describe 'access_log' do
     port = free_port
     vars = %w[time_local time_iso8601 msec pid request request_uri server_port request_time upstream_addr
               upstream_status upstream_response_time upstream_reused]
-    gw = start_gateway(<<~RUBY, ports: port)
-      access_log "access.log", format: #{vars.map { |v| "$#{v}" }.join('|').inspect}
-      server listen: "127.0.0.1:#{port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/u"
-      end
-    RUBY
+    gw = start_gateway(config_with(%(location "/p", proxy_pass: "http://127.0.0.1:#{up.port}/u"),
+                                   %(access_log "access.log", format: #{vars.map { |v| "$#{v}" }.join('|').inspect}),
+                                   port: port), ports: port)
     worker = worker_pid(port)
     lines = (1..2).map do |i|
       before = Time.now

@@ -4,21 +4,18 @@ require_relative 'spec_helper'
 
 RSpec.describe 'master and workers' do
   def config(port, body: 'v1', workers: 1)
-    <<~RUBY
-      server listen: "127.0.0.1:#{port}", workers: #{workers} do
-        location "/pid" do Gateway.pid.to_s end
-        location "/spin" do
-          t = Time.now
-          while Time.now - t < 0.02; end
-          Gateway.pid.to_s
-        end
-        location "/busy" do
-          t = Time.now
-          while Time.now - t < 1.0; end
-          "busy done"
-        end
-        location "/" do #{body.inspect} end
+    config_with(<<~RUBY, port: port, server: "workers: #{workers}")
+      location "/spin" do
+        t = Time.now
+        while Time.now - t < 0.02; end
+        Gateway.pid.to_s
       end
+      location "/busy" do
+        t = Time.now
+        while Time.now - t < 1.0; end
+        "busy done"
+      end
+      location "/" do #{body.inspect} end
     RUBY
   end
 

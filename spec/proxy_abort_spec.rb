@@ -35,18 +35,15 @@ RSpec.describe 'proxy_pass with clients that abort' do
         end
       end
     end
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
+    prelude = <<~RUBY
       error_log :stderr, level: :info
       upstream :slow, servers: ["127.0.0.1:#{@up.port}"], max_fails: 0
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-        location "/slow", proxy_pass: "http://127.0.0.1:#{@up.port}/"
-        location "/slow_group", proxy_pass: "http://slow/"
-        location "/slow_script" do |req|
-          req.proxy_pass "http://slow/"
-        end
+    RUBY
+    gateway_with(<<~RUBY, prelude, fast: true)
+      location "/slow", proxy_pass: "http://127.0.0.1:#{@up.port}/"
+      location "/slow_group", proxy_pass: "http://slow/"
+      location "/slow_script" do |req|
+        req.proxy_pass "http://slow/"
       end
     RUBY
   end

@@ -8,6 +8,7 @@
 # scripted fakes that answer with their own name.
 require_relative 'spec_helper'
 
+# gateway_with(locations, groups): a single-worker server after the groups.
 RSpec.describe 'upstream groups' do
   # A keep-alive fake upstream that answers every request with `name` and
   # counts them in @hits[name].
@@ -24,18 +25,6 @@ RSpec.describe 'upstream groups' do
 
   def hits
     @hits_lock.synchronize { @hits.dup }
-  end
-
-  # A single-worker gateway with `locations`, after the `groups` text.
-  def gateway_with(groups, locations)
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      #{groups}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        #{locations}
-      end
-    RUBY
   end
 
   # The name of the upstream that answered GET path (asserting a 200).
@@ -59,8 +48,8 @@ RSpec.describe 'upstream groups' do
       a = named_upstream('a')
       b = named_upstream('b')
       c = named_upstream('c')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}", "127.0.0.1:#{c.port}"]),
-                   %(location "/rr", proxy_pass: "http://g/"))
+      gateway_with(%(location "/rr", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}", "127.0.0.1:#{c.port}"]))
       names = 30.times.map { served_by('/rr/x') }
       expect(tally(names)).to eq('a' => 10, 'b' => 10, 'c' => 10)
     end
@@ -68,24 +57,24 @@ RSpec.describe 'upstream groups' do
     it 'takes turns: no server answers twice in a row' do
       a = named_upstream('a')
       b = named_upstream('b')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}"]),
-                   %(location "/rr", proxy_pass: "http://g/"))
+      gateway_with(%(location "/rr", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}"]))
       names = 10.times.map { served_by('/rr') }
       expect(names.each_cons(2).none? { |x, y| x == y }).to be(true), names.inspect
     end
 
     it 'maps the location prefix onto the group URL path ("/rr/a?q" -> "/base/a?q")' do
       a = named_upstream('a')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{a.port}"]),
-                   %(location "/rr", proxy_pass: "http://g/base"))
+      gateway_with(%(location "/rr", proxy_pass: "http://g/base"),
+                   %(upstream :g, servers: ["127.0.0.1:#{a.port}"]))
       expect(http_get(@port, '/rr/a?q=1').body).to eq('a /base/a?q=1')
     end
 
     it 'weights {address:, weight: 2} split 30 requests 20/10 (smooth weighted round robin)' do
       a = named_upstream('a')
       b = named_upstream('b')
-      gateway_with(%(upstream :g, servers: [{ address: "127.0.0.1:#{a.port}", weight: 2 }, "127.0.0.1:#{b.port}"]),
-                   %(location "/w", proxy_pass: "http://g/"))
+      gateway_with(%(location "/w", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: [{ address: "127.0.0.1:#{a.port}", weight: 2 }, "127.0.0.1:#{b.port}"]))
       names = 30.times.map { served_by('/w') }
       expect(tally(names)).to eq('a' => 20, 'b' => 10)
       # smooth: the heavy server never serves three in a row
@@ -106,8 +95,8 @@ RSpec.describe 'upstream groups' do
         end
       end
       fast = named_upstream('fast')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{slow.port}", "127.0.0.1:#{fast.port}"], balance: :least_conn),
-                   %(location "/lc", proxy_pass: "http://g/"))
+      gateway_with(%(location "/lc", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{slow.port}", "127.0.0.1:#{fast.port}"], balance: :least_conn))
       # Park at least one request on the slow server (ties may go either way).
       parked = []
       4.times do |i|
@@ -128,8 +117,8 @@ RSpec.describe 'upstream groups' do
     it 'spreads sequential requests when nothing is in flight (every server is used)' do
       a = named_upstream('a')
       b = named_upstream('b')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}"], balance: :least_conn),
-                   %(location "/lc", proxy_pass: "http://g/"))
+      gateway_with(%(location "/lc", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}"], balance: :least_conn))
       10.times { served_by('/lc') }
       expect(hits.values.sum).to eq(10)
     end
@@ -141,8 +130,8 @@ RSpec.describe 'upstream groups' do
       a = named_upstream('a')
       b = named_upstream('b')
       c = named_upstream('c')
-      gateway_with(%(upstream :h, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}", "127.0.0.1:#{c.port}"], balance: :hash),
-                   %(location "/h" do |req| req.proxy_pass "http://h/", hash_key: req.query end))
+      gateway_with(%(location "/h" do |req| req.proxy_pass "http://h/", hash_key: req.query end),
+                   %(upstream :h, servers: ["127.0.0.1:#{a.port}", "127.0.0.1:#{b.port}", "127.0.0.1:#{c.port}"], balance: :hash))
     end
 
     it 'sends the same key to the same server across 20 requests' do
@@ -171,8 +160,8 @@ RSpec.describe 'upstream groups' do
     it 'a refusing server: every request still succeeds (retried on the next server), marked down once' do
       dead = free_port
       live = named_upstream('live')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], fail_timeout: 10),
-                   %(location "/g", proxy_pass: "http://g/"))
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], fail_timeout: 10))
       names = 10.times.map { served_by('/g') }
       expect(names).to all(eq('live'))
       expect(@gw.log).to include("127.0.0.1:#{dead}")
@@ -182,8 +171,8 @@ RSpec.describe 'upstream groups' do
     it 'during fail_timeout the dead server is not tried; after it, it is tried again' do
       dead = free_port
       live = named_upstream('live')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], fail_timeout: 1),
-                   %(location "/g", proxy_pass: "http://g/"))
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], fail_timeout: 1))
       served_by('/g') until marked_down_count == 1 || (@tries = (@tries || 0) + 1) > 4
       expect(marked_down_count).to eq(1)
       t0 = GatewaySpec.now
@@ -204,8 +193,8 @@ RSpec.describe 'upstream groups' do
     it 'all servers down -> 502, and the log says "no live upstreams"' do
       d1 = free_port
       d2 = free_port
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{d1}", "127.0.0.1:#{d2}"], fail_timeout: 10),
-                   %(location "/g", proxy_pass: "http://g/"))
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{d1}", "127.0.0.1:#{d2}"], fail_timeout: 10))
       3.times { expect(http_get(@port, '/g').status).to eq(502) }
       expect(@gw.log).to include('no live upstreams')
     end
@@ -213,8 +202,8 @@ RSpec.describe 'upstream groups' do
     it 'max_fails: 0 never marks a server down (the refusing one keeps being tried)' do
       dead = free_port
       live = named_upstream('live')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], max_fails: 0),
-                   %(location "/g", proxy_pass: "http://g/"))
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], max_fails: 0))
       names = 10.times.map { served_by('/g') }
       expect(names).to all(eq('live'))
       expect(@gw.log).not_to include('marked down')
@@ -224,8 +213,8 @@ RSpec.describe 'upstream groups' do
     it 'max_fails: 3 marks a server down only after the third failure' do
       dead = free_port
       live = named_upstream('live')
-      gateway_with(%(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], max_fails: 3),
-                   %(location "/g", proxy_pass: "http://g/"))
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{dead}", "127.0.0.1:#{live.port}"], max_fails: 3))
       names = 12.times.map { served_by('/g') }
       expect(names).to all(eq('live'))
       expect(@gw.log.scan(/connection refused, trying/).size).to eq(3)
@@ -245,8 +234,8 @@ RSpec.describe 'upstream groups' do
           peer.respond(200, {}, "ok #{req.target}")
         end
       end
-      gateway_with(%(upstream :one, servers: ["127.0.0.1:#{up.port}"], timeout: 0.3, fail_timeout: 10),
-                   %(location "/one/", proxy_pass: "http://one/"))
+      gateway_with(%(location "/one/", proxy_pass: "http://one/"),
+                   %(upstream :one, servers: ["127.0.0.1:#{up.port}"], timeout: 0.3, fail_timeout: 10))
       expect(http_get(@port, '/one/a').status).to eq(504)
       r = http_get(@port, '/one/b')
       expect([r.status, r.body]).to eq([200, 'ok /b'])

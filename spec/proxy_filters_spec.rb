@@ -17,32 +17,27 @@ RSpec.describe 'proxy_pass header_filter' do
         end
       end
     end
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      error_log :stderr, level: :info
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/plain", proxy_pass: "http://127.0.0.1:#{@up.port}",
-                 header_filter: ->(req) {
-                   req.headers_out["X-Filtered"] = req.headers_out["X-Up"] + "!"
-                   req.status = 203 if req.status == 200
-                 }
-        location "/big", proxy_pass: "http://127.0.0.1:#{@up.port}",
-                 header_filter: ->(req) { req.headers_out["X-Filtered"] = "big" }
-        location "/slow", proxy_pass: "http://127.0.0.1:#{@up.port}",
-                 header_filter: ->(req) { Async.sleep(1.0); req.headers_out["X-Slept"] = "1.0" }
-        location "/raise", proxy_pass: "http://127.0.0.1:#{@up.port}",
-                 header_filter: ->(req) { raise "header filter broke" }
-        location "/both", proxy_pass: "http://127.0.0.1:#{@up.port}",
-                 header_filter: ->(req) { req.headers_out["X-Head"] = "1" },
-                 body_filter: ->(body, req) { body.upcase }
-        location "/sub" do
-          r = Async::HTTP.sub_request("/plain/x")
-          "\#{r.status}|\#{r.headers["x-filtered"]}|\#{r.body}"
-        end
+    gateway_with(<<~RUBY, 'error_log :stderr, level: :info')
+      location "/plain", proxy_pass: "http://127.0.0.1:#{@up.port}",
+               header_filter: ->(req) {
+                 req.headers_out["X-Filtered"] = req.headers_out["X-Up"] + "!"
+                 req.status = 203 if req.status == 200
+               }
+      location "/big", proxy_pass: "http://127.0.0.1:#{@up.port}",
+               header_filter: ->(req) { req.headers_out["X-Filtered"] = "big" }
+      location "/slow", proxy_pass: "http://127.0.0.1:#{@up.port}",
+               header_filter: ->(req) { Async.sleep(1.0); req.headers_out["X-Slept"] = "1.0" }
+      location "/raise", proxy_pass: "http://127.0.0.1:#{@up.port}",
+               header_filter: ->(req) { raise "header filter broke" }
+      location "/both", proxy_pass: "http://127.0.0.1:#{@up.port}",
+               header_filter: ->(req) { req.headers_out["X-Head"] = "1" },
+               body_filter: ->(body, req) { body.upcase }
+      location "/sub" do
+        r = Async::HTTP.sub_request("/plain/x")
+        "\#{r.status}|\#{r.headers["x-filtered"]}|\#{r.body}"
       end
     RUBY
-    @worker = http_get(@port, '/pid').body.to_i
+    @worker = worker_pid
   end
 
   it 'changes the status and adds a header before the head goes out' do
@@ -79,7 +74,7 @@ RSpec.describe 'proxy_pass header_filter' do
     r = http_get(@port, '/raise/a')
     expect(r.status).to eq(500)
     poll('the error in the log') { @gw.log.include?('header filter broke') }
-    expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+    expect(worker_pid).to eq(@worker)
   end
 
   it 'runs before the body_filter when both are set (buffered)' do

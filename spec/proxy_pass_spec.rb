@@ -10,7 +10,9 @@
 # are scripted fakes inside the example.
 require_relative 'spec_helper'
 
-RSpec.describe 'proxy_pass' do
+# gateway_with: a single-worker server with /pid and /fast, which every
+# example may use.
+RSpec.describe 'proxy_pass', gateway: { fast: true } do
   # A fake unix-socket upstream (the harness only has TCP ones): answers
   # every request on a connection with `respond.(peer, req)`.
   class ProxyUnixFake
@@ -51,21 +53,6 @@ RSpec.describe 'proxy_pass' do
   after(:each) do
     errs = (@unix_fakes || []).flat_map(&:stop)
     expect(errs).to be_empty
-  end
-
-  # Starts a single-worker gateway whose server holds `locations` (with the
-  # /pid and /fast locations every example may use); `prelude` goes before
-  # the server block (upstream groups).
-  def gateway_with(locations, prelude = '')
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-        #{locations}
-      end
-    RUBY
   end
 
   # A keep-alive fake upstream that records every request it reads in

@@ -111,7 +111,8 @@ RSpec.describe 'PROXY protocol on listeners' do
       location "/up", proxy_pass: "http://127.0.0.1:#{@up.port}"
       location "/ngx" do |req| c = Nginx::Connection.new; "ngx=\#{c.remote_ip}:\#{c.remote_port} var=\#{Nginx::Var.new.remote_addr}" end
     RUBY
-    @gw = start_gateway(<<~RUBY, ports: [@st], ready: false)
+    # ready: false: the PROXY-protocol ports take no plain request (start_gateway waits until each accepts).
+    @gw = start_gateway(<<~RUBY, ports: [@st, @pp, @tls, @h2c, @only10], ready: false)
       access_log "#{@access}", format: '$remote_addr|$proxy_protocol_addr|$realip_remote_addr|$request|$status|$http2'
       server listen: "127.0.0.1:#{@pp}", proxy_protocol: true, limits: { header_timeout: 1 } do
         #{body}
@@ -129,7 +130,6 @@ RSpec.describe 'PROXY protocol on listeners' do
         location "/status", status: true
       end
     RUBY
-    [@pp, @tls, @h2c, @only10].each { |p| poll("port #{p}") { port_open?(p) } }
   end
 
   it 'v1 over HTTP/1.1: the carried address is req.remote_addr, $remote_addr, $proxy_protocol_addr and what X-Forwarded-For appends' do

@@ -18,26 +18,14 @@ RSpec.describe 'req.proxy_pass from a handler' do
     end
   end
 
-  def gateway_with(locations, prelude = '')
-    @port = free_port
-    # Names resolve against a closed loopback port (tests never query the
-    # machine's own DNS server): an unknown name fails at once.
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      resolver "127.0.0.1:#{free_port}", timeout: 0.2, tries: 1
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/fast" do "fast" end
-        #{locations}
-      end
-    RUBY
-  end
 
   describe 'in a handler' do
     before(:each) do
       @stable = named_upstream('stable')
       @canary = named_upstream('canary')
-      gateway_with(<<~RUBY)
+      # Names resolve against a closed loopback port (tests never query the
+      # machine's own DNS server): an unknown name fails at once.
+      gateway_with(<<~RUBY, %(resolver "127.0.0.1:#{free_port}", timeout: 0.2, tries: 1))
         location "/api/" do |req|
           if req.headers["x-canary"] == "1"
             req.proxy_pass "http://127.0.0.1:#{@canary.port}"

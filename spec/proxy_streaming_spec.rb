@@ -60,14 +60,8 @@ RSpec.describe 'streaming proxy_pass responses' do
   end
 
   def gateway_for(up)
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port], env: rss_env)
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/big", proxy_pass: "http://127.0.0.1:#{up.port}/"
-      end
-    RUBY
-    @worker = http_get(@port, '/pid').body.to_i
+    gateway_with(%(location "/big", proxy_pass: "http://127.0.0.1:#{up.port}/"), rss: true)
+    @worker = worker_pid
   end
 
   # Reads the whole response on a raw socket; returns [head, body bytes, closed?].
@@ -140,7 +134,7 @@ RSpec.describe 'streaming proxy_pass responses' do
     expect(@up.written).to be < 64 * MIB
     expect(rss_kib(@worker) - before).to be < 16 * 1024
     sock.close
-    expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+    expect(worker_pid).to eq(@worker)
   end
 
   it 'an upstream that dies mid-body: the client sees the body end early and the connection close' do

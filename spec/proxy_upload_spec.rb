@@ -93,20 +93,15 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
   after(:each) { @up&.stop }
 
   def gateway_for(up, limits: '{}', location: '')
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port], env: rss_env)
-      error_log :stderr, level: :info
-      server listen: "127.0.0.1:#{@port}", workers: 1, limits: #{limits} do
-        location "/pid" do Gateway.pid.to_s end
-        location "/up", proxy_pass: "http://127.0.0.1:#{up.port}/in", max_body: 1 << 40#{location}
-        location "/small", proxy_pass: "http://127.0.0.1:#{up.port}/in"
-        location "/buffered", proxy_pass: "http://127.0.0.1:#{up.port}/in", request_buffering: true
-        location "/script" do |req| req.body.bytesize.to_s end
-        location "/filtered", proxy_pass: "http://127.0.0.1:#{up.port}/in", max_body: 1 << 30,
-                 header_filter: ->(req) { Async.sleep(0.05); req.headers_out["X-Filtered"] = "yes" }
-      end
+    gateway_with(<<~RUBY, 'error_log :stderr, level: :info', server: "workers: 1, limits: #{limits}", rss: true)
+      location "/up", proxy_pass: "http://127.0.0.1:#{up.port}/in", max_body: 1 << 40#{location}
+      location "/small", proxy_pass: "http://127.0.0.1:#{up.port}/in"
+      location "/buffered", proxy_pass: "http://127.0.0.1:#{up.port}/in", request_buffering: true
+      location "/script" do |req| req.body.bytesize.to_s end
+      location "/filtered", proxy_pass: "http://127.0.0.1:#{up.port}/in", max_body: 1 << 30,
+               header_filter: ->(req) { Async.sleep(0.05); req.headers_out["X-Filtered"] = "yes" }
     RUBY
-    @worker = http_get(@port, '/pid').body.to_i
+    @worker = worker_pid
   end
 
   # Sends `total` bytes of a repeating pattern after `head` (chunked: in
@@ -188,7 +183,7 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
     end
     expect(sent).to be < 64 * MiB
     expect(rss_kib(@worker) - before).to be < 16 * 1024
-    expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+    expect(worker_pid).to eq(@worker)
   end
 
   it 'an upstream that answers before reading the body: the client gets that answer, then the connection closes' do
@@ -200,7 +195,7 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
     res = response_of(sock)
     expect([res.status, res.body]).to eq([413, 'early'])
     expect(res['connection']).to eq('close')
-    expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+    expect(worker_pid).to eq(@worker)
   end
 
   it 'a client that leaves mid-upload: the upstream connection is closed too and the worker goes on' do
@@ -215,7 +210,7 @@ RSpec.describe 'streaming request bodies through proxy_pass' do
     expect(seen).not_to be_nil
     expect(seen.complete).to be(false)
     poll('the 499 in the log') { @gw.log =~ /client closed the connection while POST \/up/ }
-    expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+    expect(worker_pid).to eq(@worker)
   end
 
   it 'a Content-Length over the location max_body is refused with 413 before the upstream hears of it' do

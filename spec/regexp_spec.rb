@@ -6,48 +6,44 @@ require_relative 'spec_helper'
 RSpec.describe 'Regexp' do
   context 'in handlers' do
     before(:each) do
-      @port = free_port
-      @gw = start_gateway(<<~'RUBY'.sub('PORT', @port.to_s), ports: @port)
-        server listen: "127.0.0.1:PORT" do
-          location "/pid" do Gateway.pid.to_s end
-          location "/literal" do |req|
-            if req.path =~ %r{\A/literal/?(\w*)\z}
-              "matched:#{$1}:#{$~[0]}"
-            else
-              "no"
-            end
+      gateway_with(<<~'RUBY', server: '')
+        location "/literal" do |req|
+          if req.path =~ %r{\A/literal/?(\w*)\z}
+            "matched:#{$1}:#{$~[0]}"
+          else
+            "no"
           end
-          location "/case/" do |req|
-            case req.path
-            when %r{/case/(\d+)\z}i then "number #{$1}"
-            when /\/case\/([a-z]+)\z/ then "word #{$1}"
-            else "other"
-            end
+        end
+        location "/case/" do |req|
+          case req.path
+          when %r{/case/(\d+)\z}i then "number #{$1}"
+          when /\/case\/([a-z]+)\z/ then "word #{$1}"
+          else "other"
           end
-          location "/gsub" do |req|
-            req.query.gsub(/([a-z]+)=(\d+)/) { "#{$2}=#{$1.upcase}" }
-          end
-          location "/named" do |req|
-            m = /(?<user>\w+)@(?<host>[\w.]+)/.match(req.query)
-            "#{m[:user]} at #{m['host']}"
-          end
-          location "/catastrophic" do
-            /(a+)+$/ =~ ("a" * 40) + "b"
-            "not reached"
-          end
-          location "/bad-pattern" do |req|
-            Regexp.new("(unclosed" + req.query)
-            "not reached"
-          end
-          location "/wait" do |req|
-            m = /(\w+)/.match(req.query)  # $~ and $1 are global: keep the MatchData across a wait
-            Async.sleep 0.2
-            "after wait: #{m[1]}"
-          end
-          location "/match-other" do |req|
-            /(\w+)/ =~ req.query
-            "other: #{$1}"
-          end
+        end
+        location "/gsub" do |req|
+          req.query.gsub(/([a-z]+)=(\d+)/) { "#{$2}=#{$1.upcase}" }
+        end
+        location "/named" do |req|
+          m = /(?<user>\w+)@(?<host>[\w.]+)/.match(req.query)
+          "#{m[:user]} at #{m['host']}"
+        end
+        location "/catastrophic" do
+          /(a+)+$/ =~ ("a" * 40) + "b"
+          "not reached"
+        end
+        location "/bad-pattern" do |req|
+          Regexp.new("(unclosed" + req.query)
+          "not reached"
+        end
+        location "/wait" do |req|
+          m = /(\w+)/.match(req.query)  # $~ and $1 are global: keep the MatchData across a wait
+          Async.sleep 0.2
+          "after wait: #{m[1]}"
+        end
+        location "/match-other" do |req|
+          /(\w+)/ =~ req.query
+          "other: #{$1}"
         end
       RUBY
     end

@@ -4,26 +4,21 @@ require_relative 'spec_helper'
 
 RSpec.describe 'script faults' do
   before(:each) do
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      vm_memory_limit 64 * 1024 * 1024
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/huge" do "x" * 200_000_000 end
-        location "/deep" do
-          def deep(n) deep(n + 1) end
-          deep(0)
-        end
-        location "/crlf" do |req|
-          req.headers_out["x-bad"] = "a\\r\\nSet-Cookie: evil=1"
-          "never sent"
-        end
-        location "/nul" do |req| [200, { "x-bad" => "a\\0b" }, ["never sent"]] end
-        location "/badname" do |req| [200, { "bad name" => "v" }, ["never sent"]] end
-        location "/rack" do [200, "not a hash"] end
+    gateway_with(<<~RUBY, 'vm_memory_limit 64 * 1024 * 1024')
+      location "/huge" do "x" * 200_000_000 end
+      location "/deep" do
+        def deep(n) deep(n + 1) end
+        deep(0)
       end
+      location "/crlf" do |req|
+        req.headers_out["x-bad"] = "a\\r\\nSet-Cookie: evil=1"
+        "never sent"
+      end
+      location "/nul" do |req| [200, { "x-bad" => "a\\0b" }, ["never sent"]] end
+      location "/badname" do |req| [200, { "bad name" => "v" }, ["never sent"]] end
+      location "/rack" do [200, "not a hash"] end
     RUBY
-    @pid = http_get(@port, '/pid').body
+    @pid = worker_pid
   end
 
   def expect_500_and_alive(path, log_pattern)
@@ -31,7 +26,7 @@ RSpec.describe 'script faults' do
     expect(r.status).to eq(500)
     expect(r.body).not_to include('never sent')
     poll("the log to mention #{log_pattern.inspect}") { @gw.log =~ log_pattern }
-    expect(http_get(@port, '/pid').body).to eq(@pid)
+    expect(worker_pid).to eq(@pid)
   end
 
   it 'an allocation past vm_memory_limit is a 500 (NoMemoryError), the worker serves on' do

@@ -10,59 +10,55 @@ RSpec.describe 'Gateway::SharedDict' do
   # hold: a /hold location that stalls on the lock, through the test-only
   # GatewayTest (tools/testhooks), which only build/gateway-test has.
   def config(size: '1m', workers: 2, boot: 0, hold: false)
-    <<~RUBY
-      shared_dict :d, size: "#{size}"
-      server listen: "127.0.0.1:#{@port}", workers: #{workers},
-             init_worker: -> { #{boot}.times { Gateway::SharedDict[:d].incr("boot") } } do
-        location "/api" do
-          d = Gateway::SharedDict[:d]
-          out = []
-          out << d.set("s", "str") << d.get("s") << d.get("none")
-          d.set("i", 41); d.set("f", 1.5); d.set("t", true); d.set("fa", false); d.set("n", nil)
-          out << d.get("i") << d.get("f") << d.get("t") << d.get("fa") << d.get("n")
-          out << d.add("s", "x") << d.add("new", "y") << d.get("new")
-          out << d.incr("i") << d.incr("i", 10) << d.incr("c", 1, init: 100) << d.incr("f", 1)
-          begin
-            d.incr("s")
-          rescue TypeError => e
-            out << "TypeError"
-          end
-          out << d.delete("new") << d.delete("new") << d.ttl("s") << d.ttl("absent")
-          d.set("e", 1, ttl: 30)
-          out << (d.ttl("e") > 29 && d.ttl("e") <= 30)
-          out << d.keys.sort << d.keys(2).size
-          out << (d.size > 900_000) << (d.free_space < d.size) << Gateway::SharedDict[:nope].inspect
-          begin
-            d.set("x", Object.new)
-          rescue TypeError
-            out << "TypeError"
-          end
-          d.flush_all
-          out << d.keys << (d.free_space == d.size)
-          out.inspect
+    server = %(workers: #{workers}, init_worker: -> { #{boot}.times { Gateway::SharedDict[:d].incr("boot") } })
+    config_with(<<~RUBY, %(shared_dict :d, size: "#{size}"), port: @port, server: server)
+      location "/api" do
+        d = Gateway::SharedDict[:d]
+        out = []
+        out << d.set("s", "str") << d.get("s") << d.get("none")
+        d.set("i", 41); d.set("f", 1.5); d.set("t", true); d.set("fa", false); d.set("n", nil)
+        out << d.get("i") << d.get("f") << d.get("t") << d.get("fa") << d.get("n")
+        out << d.add("s", "x") << d.add("new", "y") << d.get("new")
+        out << d.incr("i") << d.incr("i", 10) << d.incr("c", 1, init: 100) << d.incr("f", 1)
+        begin
+          d.incr("s")
+        rescue TypeError => e
+          out << "TypeError"
         end
-        location "/set" do |req| k, v, ttl = req.query.split(","); Gateway::SharedDict[:d].set(k, v, ttl: ttl && ttl.to_f); "ok" end
-        location "/get" do |req| Gateway::SharedDict[:d].get(req.query).inspect end
-        location "/incr" do |req| [200, { "x-pid" => Gateway.pid.to_s }, [Gateway::SharedDict[:d].incr("hits").to_s]] end
-        location "/fill" do |req|
-          d = Gateway::SharedDict[:d]
-          v = "v" * 200
-          (0...req.query.to_i).each { |i| d.set("k\#{i}", v) }
-          "\#{d.count} \#{d.stats[:evictions]}"
+        out << d.delete("new") << d.delete("new") << d.ttl("s") << d.ttl("absent")
+        d.set("e", 1, ttl: 30)
+        out << (d.ttl("e") > 29 && d.ttl("e") <= 30)
+        out << d.keys.sort << d.keys(2).size
+        out << (d.size > 900_000) << (d.free_space < d.size) << Gateway::SharedDict[:nope].inspect
+        begin
+          d.set("x", Object.new)
+        rescue TypeError
+          out << "TypeError"
         end
-        #{hold ? <<~HOLD : ''}
-        location "/hold" do
-          Gateway.log(:warn, "holding the lock: pid \#{Gateway.pid}")
-          GatewayTest.hold_shdict_lock("d", 30_000)
-          "released"
-        end
-        HOLD
-        location "/hooks" do
-          [Object.const_defined?(:GatewayTest), Gateway::SharedDict[:d].respond_to?(:_gw_hold_lock)].inspect
-        end
-        location "/stats" do Gateway::SharedDict[:d].stats[:recoveries].to_s end
-        location "/pid" do Gateway.pid.to_s end
+        d.flush_all
+        out << d.keys << (d.free_space == d.size)
+        out.inspect
       end
+      location "/set" do |req| k, v, ttl = req.query.split(","); Gateway::SharedDict[:d].set(k, v, ttl: ttl && ttl.to_f); "ok" end
+      location "/get" do |req| Gateway::SharedDict[:d].get(req.query).inspect end
+      location "/incr" do |req| [200, { "x-pid" => Gateway.pid.to_s }, [Gateway::SharedDict[:d].incr("hits").to_s]] end
+      location "/fill" do |req|
+        d = Gateway::SharedDict[:d]
+        v = "v" * 200
+        (0...req.query.to_i).each { |i| d.set("k\#{i}", v) }
+        "\#{d.count} \#{d.stats[:evictions]}"
+      end
+      #{hold ? <<~HOLD : ''}
+      location "/hold" do
+        Gateway.log(:warn, "holding the lock: pid \#{Gateway.pid}")
+        GatewayTest.hold_shdict_lock("d", 30_000)
+        "released"
+      end
+      HOLD
+      location "/hooks" do
+        [Object.const_defined?(:GatewayTest), Gateway::SharedDict[:d].respond_to?(:_gw_hold_lock)].inspect
+      end
+      location "/stats" do Gateway::SharedDict[:d].stats[:recoveries].to_s end
     RUBY
   end
 
@@ -150,9 +146,9 @@ RSpec.describe 'Gateway::SharedDict' do
   it 'survives a worker restart' do
     start(workers: 1)
     get('/set?w,1')
-    pid = get('/pid').body.to_i
+    pid = worker_pid
     Process.kill('KILL', pid)
-    GatewaySpec.poll('a new worker') { (get('/pid').body.to_i rescue 0).then { |p| p != 0 && p != pid } }
+    GatewaySpec.poll('a new worker') { (worker_pid rescue 0).then { |p| p != 0 && p != pid } }
     expect(get('/get?w').body).to eq('"1"')
   end
 

@@ -829,8 +829,45 @@ module GatewaySpec
       seconds * SLACK
     end
 
-    # Pid of the worker that served a location returning Gateway.pid.to_s.
-    def worker_pid(port, path = '/pid')
+    # The probe every config_with server carries: GET /pid answers the pid
+    # of the worker that served it (read by worker_pid).
+    PID_LOCATION = 'location "/pid" do Gateway.pid.to_s end'
+    # A scripted location that answers at once (the worker is not blocked).
+    FAST_LOCATION = 'location "/fast" do "fast" end'
+    STATUS_LOCATION = 'location "/status", status: true'
+
+    # The one configuration builder: `prelude` (resolver, upstream groups,
+    # logs...), then a server on 127.0.0.1:`port` holding the /pid probe
+    # (unless `pid: false`), /fast (`fast: true`), the status page
+    # (`status: true`) and `locations`. `server`: the server's options after
+    # listen:, as Ruby source ("workers: 1, http2: true"). No blank lines:
+    # with no prelude the server is line 1 (specs match FILE:LINE).
+    def config_with(locations, prelude = '', port:, server: 'workers: 1', pid: true, fast: false, status: false)
+      opts = server.to_s.empty? ? '' : ", #{server}"
+      [prelude, %(server listen: "127.0.0.1:#{port}"#{opts} do), (PID_LOCATION if pid),
+       (FAST_LOCATION if fast), (STATUS_LOCATION if status), locations, 'end']
+        .map { |part| part.to_s.chomp }.reject(&:empty?).join("\n") + "\n"
+    end
+
+    # config_with on a fresh port (or `port:`, for a config that names its
+    # own port), started: sets @port and @gw (returned).
+    # A spec states its usual options once, as metadata
+    # (`RSpec.describe 'x', gateway: { fast: true, rss: true }`); the
+    # arguments win. `ports`: more ports the prelude listens on; `env`: as
+    # start_gateway; `rss: true` adds rss_env (a spec that measures memory).
+    def gateway_with(locations, prelude = '', **opts)
+      defaults = (self.class.respond_to?(:metadata) && self.class.metadata[:gateway]) || {}
+      opts = defaults.merge(opts)
+      ports = Array(opts.delete(:ports))
+      env = opts.delete(:env) || {}
+      env = rss_env.merge(env) if opts.delete(:rss)
+      @port = opts.delete(:port) || free_port
+      @gw = start_gateway(config_with(locations, prelude, port: @port, **opts), ports: [@port, *ports], env: env)
+    end
+
+    # The one readiness probe: the pid of the worker that served GET /pid
+    # on `port` (raises unless it answered 200 with a pid).
+    def worker_pid(port = @port, path = '/pid')
       r = http_get(port, path)
       raise "#{path} answered #{r.inspect}" unless r.status == 200 && r.body =~ /\A\d+\z/
       r.body.to_i

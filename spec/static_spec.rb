@@ -40,15 +40,11 @@ RSpec.describe 'static files' do
 
   def static_gateway(opts = '', extra: '', env: {})
     docroot
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: @port, env: env)
-      server listen: "127.0.0.1:#{@port}" do
-        location "/", root: "public"#{opts.empty? ? '' : ", #{opts}"}
-        location "/pid" do Gateway.pid.to_s end
-        #{extra}
-      end
+    gateway_with(<<~RUBY, server: '', env: env)
+      location "/", root: "public"#{opts.empty? ? '' : ", #{opts}"}
+      #{extra}
     RUBY
-    @worker = worker_pid(@port)
+    @worker = worker_pid
   end
 
   def get(path, headers = {})
@@ -251,7 +247,7 @@ RSpec.describe 'static files' do
       expect(GatewaySpec.now - t0).to be < 2 * GatewaySpec::SLACK
       expect(get('/sock').status).to eq(403) # unreadable: open() fails (ENXIO)
       expect(get('/a.txt').body).to eq("hello\n")
-      expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+      expect(worker_pid).to eq(@worker)
     end
 
     it 'no request path leaves the root, no symlink is followed, FIFOs, devices and sockets get 403 (openat2)' do
@@ -409,7 +405,7 @@ RSpec.describe 'static files' do
       expect(head).to match(/^Content-Length: #{64 * FILE_MIB}\r?$/i)
       expect(count).to be < 64 * FILE_MIB
       expect(closed).to be(true)
-      expect(http_get(@port, '/pid').body.to_i).to eq(@worker)
+      expect(worker_pid).to eq(@worker)
       expect(@gw.log).to match(/ended \d+ bytes early/)
     end
 

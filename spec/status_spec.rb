@@ -29,50 +29,38 @@ RSpec.describe 'status page and Gateway.stats' do
   def status_gateway(second: true, prelude: '', locations: '')
     @port = free_port
     @port_b = free_port if second
-    b = second ? <<~RUBY : ''
-      server listen: "127.0.0.1:#{@port_b}", workers: 2 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/hello" do "hello-b" end
-        location "/status", status: true
+    b = second ? config_with('location "/hello" do "hello-b" end', port: @port_b, server: 'workers: 2', status: true) : ''
+    a = config_with(<<~RUBY, %(resolver "127.0.0.1:#{free_port}", timeout: 0.2, tries: 1\n#{prelude}), port: @port, status: true)
+      location "/hello" do "hello" end
+      location "/sleep" do
+        Async.sleep 1
+        "slept"
       end
-    RUBY
-    @gw = start_gateway(<<~RUBY, ports: [@port, @port_b].compact)
-      resolver "127.0.0.1:#{free_port}", timeout: 0.2, tries: 1
-      #{prelude}
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/hello" do "hello" end
-        location "/status", status: true
-        location "/sleep" do
-          Async.sleep 1
-          "slept"
-        end
-        location "/sub" do
-          Async::HTTP.sub_request("/hello").body + "!"
-        end
-        location "/sub_status" do
-          r = Async::HTTP.sub_request("/status")
-          "\#{r.status} \#{r.headers['content-type']} \#{r.body}"
-        end
-        location "/stats" do
-          s = Gateway.stats
-          mine = s.find { |h| h[:pid] == Gateway.pid }
-          [s.class.to_s,
-           s.size.to_s,
-           s.all? { |h| h.is_a?(Hash) }.to_s,
-           s.map { |h| h[:pid] }.sort.join(","),
-           s.map { |h| "\#{h[:port]}/\#{h[:index]}" }.sort.join(","),
-           mine.keys.all? { |k| k.is_a?(Symbol) }.to_s,
-           mine.values.all? { |v| v.is_a?(Integer) }.to_s,
-           mine[:requests].to_s,
-           mine[:responses_2xx].to_s,
-           mine[:timers_pending].to_s,
-           mine.keys.map(&:to_s).sort.join(",")].join("\\n")
-        end
-        #{locations}
+      location "/sub" do
+        Async::HTTP.sub_request("/hello").body + "!"
       end
-      #{b}
+      location "/sub_status" do
+        r = Async::HTTP.sub_request("/status")
+        "\#{r.status} \#{r.headers['content-type']} \#{r.body}"
+      end
+      location "/stats" do
+        s = Gateway.stats
+        mine = s.find { |h| h[:pid] == Gateway.pid }
+        [s.class.to_s,
+         s.size.to_s,
+         s.all? { |h| h.is_a?(Hash) }.to_s,
+         s.map { |h| h[:pid] }.sort.join(","),
+         s.map { |h| "\#{h[:port]}/\#{h[:index]}" }.sort.join(","),
+         mine.keys.all? { |k| k.is_a?(Symbol) }.to_s,
+         mine.values.all? { |v| v.is_a?(Integer) }.to_s,
+         mine[:requests].to_s,
+         mine[:responses_2xx].to_s,
+         mine[:timers_pending].to_s,
+         mine.keys.map(&:to_s).sort.join(",")].join("\\n")
+      end
+      #{locations}
     RUBY
+    @gw = start_gateway(a + b, ports: [@port, @port_b].compact)
   end
 
   def status_json(port = @port)

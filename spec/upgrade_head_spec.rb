@@ -37,15 +37,11 @@ RSpec.describe 'Upgrade heads written by the protocol' do
 
   def start
     start_upstream
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/chat", websocket_protocols: ["chat", "superchat"], websocket: ->(ws, req) {
-          ws.receive
-        }
-        location "/ws", proxy_pass: "http://127.0.0.1:#{@up.port}"
-      end
+    gateway_with(<<~RUBY, server: 'http2: true, workers: 1')
+      location "/chat", websocket_protocols: ["chat", "superchat"], websocket: ->(ws, req) {
+        ws.receive
+      }
+      location "/ws", proxy_pass: "http://127.0.0.1:#{@up.port}"
     RUBY
   end
 

@@ -36,8 +36,6 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
     @port = free_port
     @tls_port = free_port
     locations = <<~RUBY
-      location "/pid" do Gateway.pid.to_s end
-      location "/status", status: true
       location "/ws", proxy_pass: "http://127.0.0.1:#{@up}"
       location "/echo", websocket: ->(ws, req) {
         while (m = ws.receive)
@@ -47,14 +45,10 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
       location "/plain" do "not a websocket" end
       #{extra}
     RUBY
-    @gw = start_gateway(<<~RUBY, ports: [@port, @tls_port], env: rss_env)
-      server listen: "127.0.0.1:#{@port}", http2: true, workers: 1 do
-        #{locations}
-      end
-      server listen: "127.0.0.1:#{@tls_port}", workers: 1, tls: { cert: "#{@cert}", key: "#{key}" } do
-        #{locations}
-      end
-    RUBY
+    tls = %(workers: 1, tls: { cert: "#{@cert}", key: "#{key}" })
+    @gw = start_gateway(config_with(locations, port: @port, server: 'http2: true, workers: 1', status: true) +
+                        config_with(locations, port: @tls_port, server: tls, status: true),
+                        ports: [@port, @tls_port], env: rss_env)
   end
 
   def h2ws(mode, path, arg = nil, tls: false, timeout: 60)
@@ -142,7 +136,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
 
   it "tears the upstream down when the client resets the stream (the connection goes on)" do
     start
-    pid = http_get(@port, '/pid').body.to_i
+    pid = worker_pid
     fds = open_fds(pid)
     # the client keeps its connection 2 s after the reset: the tunnel must go meanwhile
     Open3.popen2e(WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'), @port.to_s, 'reset', '/ws', '2') do |_i, io, wait|
@@ -162,7 +156,7 @@ RSpec.describe 'WebSockets over HTTP/2 (RFC 8441)' do
 
   it 'keeps memory bounded when the client opens no window (32 MiB pushed by the upstream)' do
     start
-    pid = http_get(@port, '/pid').body.to_i
+    pid = worker_pid
     h2ws('echo', '/ws') # warm up
     # the client reads nothing for 3 s while the upstream floods
     out, growth = slow_reader_rss_growth(pid, [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'h2_ws_client.py'),

@@ -11,23 +11,13 @@ require 'open3'
 require_relative 'spec_helper'
 require_relative 'websocket_helper'
 
-RSpec.describe 'WebSocket proxying' do
+# gateway_with: one worker, /pid and /status; memory measured (rss_env).
+RSpec.describe 'WebSocket proxying', gateway: { status: true, rss: true } do
   include WebSocketHelper
 
   before(:all) { require_python_modules('websockets') }
 
   after(:each) { stop_echoes }
-
-  def gateway_with(locations)
-    @port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port], env: rss_env)
-      server listen: "127.0.0.1:#{@port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/status", status: true
-        #{locations}
-      end
-    RUBY
-  end
 
   # Runs ws_client.py MODE against path; returns its output (stdout+stderr).
   def ws_client(path, mode, arg = nil, timeout: 60)
@@ -36,10 +26,6 @@ RSpec.describe 'WebSocket proxying' do
 
   def my_status
     own_status(@port)
-  end
-
-  def worker_pid
-    http_get(@port, '/pid').body.to_i
   end
 
   alias_method :expect_torn_down, :expect_tunnels_torn_down

@@ -29,9 +29,8 @@ RSpec.describe 'WebSocket handlers in Ruby' do
     end
   end
 
+  # With /pid and /status (config_with).
   WS_SCRIPT_LOCATIONS = <<~'RUBY'
-    location "/pid" do Gateway.pid.to_s end
-    location "/status", status: true
     location "/count" do $sent.to_i.to_s end
     location "/echo", websocket: ->(ws, req) {
       while (m = ws.receive)
@@ -82,18 +81,12 @@ RSpec.describe 'WebSocket handlers in Ruby' do
   RUBY
 
   def start(tls: false)
-    @port = free_port
-    tls_opt = ''
+    server = +'workers: 1'
     if tls
       @cert, key = make_cert
-      tls_opt = %(, tls: { cert: "#{@cert}", key: "#{key}" })
+      server << %(, tls: { cert: "#{@cert}", key: "#{key}" })
     end
-    @gw = start_gateway(<<~RUBY, ports: [@port])
-      server listen: "127.0.0.1:#{@port}", workers: 1#{tls_opt} do
-        #{WS_SCRIPT_LOCATIONS}
-        #{@extra}
-      end
-    RUBY
+    gateway_with("#{WS_SCRIPT_LOCATIONS}\n#{@extra}", server: server, status: true)
   end
 
   def make_cert

@@ -42,19 +42,13 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
     start_echo('0', @cert, @key)
   end
 
-  def gateway_with(locations, tls: false)
-    @port = free_port
-    tls_opt = tls ? %(, tls: { cert: "#{@cert}", key: "#{@key}" }) : ''
+  # The tunnels under test on @port (a TLS listener when `tls`), after a
+  # plain single-worker server on @plain_port with /pid and /status.
+  def wss_gateway(locations, tls: false)
     @plain_port = free_port
-    @gw = start_gateway(<<~RUBY, ports: [@port, @plain_port], env: rss_env)
-      server listen: "127.0.0.1:#{@plain_port}", workers: 1 do
-        location "/pid" do Gateway.pid.to_s end
-        location "/status", status: true
-      end
-      server listen: "127.0.0.1:#{@port}"#{tls_opt} do
-        #{locations}
-      end
-    RUBY
+    gateway_with(locations, config_with('', port: @plain_port, status: true),
+                 ports: [@plain_port], rss: true, pid: false,
+                 server: tls ? %(tls: { cert: "#{@cert}", key: "#{@key}" }) : '')
   end
 
   def ws_client(path, mode, arg = nil, scheme: 'ws', timeout: 60)
@@ -65,18 +59,14 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
     own_status(@plain_port)
   end
 
-  def worker_pid
-    http_get(@plain_port, '/pid').body.to_i
-  end
-
   alias_method :expect_torn_down, :expect_tunnels_torn_down
 
   before(:each) { make_certs }
 
   it 'echoes text, binary and a 1 MiB message through a verified wss:// upstream' do
     up = start_wss_echo
-    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
-    pid = worker_pid
+    wss_gateway(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
+    pid = worker_pid(@plain_port)
     expect(ws_client('/ws', 'echo')).to include('ok echo')
     expect_torn_down
     fds = open_fds(pid)
@@ -88,7 +78,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
 
   it 'answers 502 when the upstream certificate does not verify (no tls_ca:)' do
     up = start_wss_echo
-    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}"))
+    wss_gateway(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}"))
     expect(ws_client('/ws', 'handshake')).to include('status 502')
     expect_torn_down
     poll('the reason in the log', timeout: 5) { @gw.log.match?(/certificate verify failed/) }
@@ -96,7 +86,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
 
   it 'passes an upstream group of https:// servers' do
     up = start_wss_echo
-    gateway_with(<<~RUBY)
+    wss_gateway(<<~RUBY)
       upstream :wss, servers: ["https://127.0.0.1:#{up}"], tls_ca: "#{@ca}"
       location "/ws", proxy_pass: "http://wss"
     RUBY
@@ -106,7 +96,7 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
 
   it 'joins a wss:// client (TLS listener) to a wss:// upstream' do
     up = start_wss_echo
-    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"), tls: true)
+    wss_gateway(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"), tls: true)
     expect(ws_client('/ws', 'echo', scheme: 'wss')).to include('ok echo')
     expect(ws_client('/ws', 'close_server', scheme: 'wss')).to include('ok close_server 1000')
     expect_torn_down
@@ -114,8 +104,8 @@ RSpec.describe 'WebSocket proxying to a wss:// upstream' do
 
   it 'keeps memory bounded when the client reads slowly (32 MiB pushed over TLS)' do
     up = start_wss_echo
-    gateway_with(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
-    pid = worker_pid
+    wss_gateway(%(location "/ws", proxy_pass: "https://127.0.0.1:#{up}", tls_ca: "#{@ca}"))
+    pid = worker_pid(@plain_port)
     ws_client('/ws', 'echo') # warm up
     out, growth = slow_reader_rss_growth(pid, [WebSocketHelper::PY, File.join(WebSocketHelper::SUPPORT, 'ws_client.py'),
                                                "ws://127.0.0.1:#{@port}/ws", 'slow', (32 << 20).to_s],

@@ -5,13 +5,7 @@ require 'json'
 
 RSpec.describe 'workers: :auto, cpu_affinity: :auto, reuseport' do
   def config(port, opts)
-    <<~RUBY
-      server listen: "127.0.0.1:#{port}", #{opts} do
-        location "/status", status: true
-        location "/pid" do Gateway.pid.to_s end
-        location "/" do "ok" end
-      end
-    RUBY
+    config_with('location "/" do "ok" end', port: port, server: opts, status: true)
   end
 
 
