@@ -25,19 +25,9 @@ module ProxyProtocolHelpers
     V2_SIG + [cmd, fam, addrs.bytesize + tlvs.bytesize].pack('CCn') + addrs + tlvs
   end
 
-  # A self-signed EC certificate for localhost, made with Ruby's OpenSSL: [cert, key] paths.
+  # self_signed_localhost written into dir: [cert, key] paths.
   def self_signed(dir)
-    key = OpenSSL::PKey::EC.generate('prime256v1')
-    cert = OpenSSL::X509::Certificate.new
-    cert.version = 2
-    cert.serial = 1
-    cert.subject = cert.issuer = OpenSSL::X509::Name.parse('/CN=localhost')
-    cert.public_key = key
-    cert.not_before = Time.now - 60
-    cert.not_after = Time.now + 86_400
-    ef = OpenSSL::X509::ExtensionFactory.new(cert, cert)
-    cert.add_extension(ef.create_extension('subjectAltName', 'DNS:localhost'))
-    cert.sign(key, OpenSSL::Digest.new('SHA256'))
+    cert, key = self_signed_localhost
     File.write(File.join(dir, 'pp.pem'), cert.to_pem)
     File.write(File.join(dir, 'pp.key'), key.to_pem)
     %w[pp.pem pp.key]

@@ -70,18 +70,8 @@ RSpec.describe 'send_proxy_protocol' do
   end
 
   def tls_context
-    key = OpenSSL::PKey::EC.generate('prime256v1')
-    cert = OpenSSL::X509::Certificate.new
-    cert.version = 2
-    cert.serial = 1
-    cert.subject = cert.issuer = OpenSSL::X509::Name.parse('/CN=localhost')
-    cert.public_key = key
-    cert.not_before = Time.now - 60
-    cert.not_after = Time.now + 86_400
-    cert.sign(key, OpenSSL::Digest.new('SHA256'))
     ctx = OpenSSL::SSL::SSLContext.new
-    ctx.cert = cert
-    ctx.key = key
+    ctx.cert, ctx.key = self_signed_localhost
     ctx
   end
 

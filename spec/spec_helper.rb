@@ -867,6 +867,24 @@ module GatewaySpec
 
     # The one readiness probe: the pid of the worker that served GET /pid
     # on `port` (raises unless it answered 200 with a pid).
+    # A self-signed EC certificate for localhost (subjectAltName DNS:localhost),
+    # made with Ruby's OpenSSL: [certificate, key] objects.
+    def self_signed_localhost
+      require 'openssl'
+      key = OpenSSL::PKey::EC.generate('prime256v1')
+      cert = OpenSSL::X509::Certificate.new
+      cert.version = 2
+      cert.serial = 1
+      cert.subject = cert.issuer = OpenSSL::X509::Name.parse('/CN=localhost')
+      cert.public_key = key
+      cert.not_before = Time.now - 60
+      cert.not_after = Time.now + 86_400
+      ef = OpenSSL::X509::ExtensionFactory.new(cert, cert)
+      cert.add_extension(ef.create_extension('subjectAltName', 'DNS:localhost'))
+      cert.sign(key, OpenSSL::Digest.new('SHA256'))
+      [cert, key]
+    end
+
     def worker_pid(port = @port, path = '/pid')
       r = http_get(port, path)
       raise "#{path} answered #{r.inspect}" unless r.status == 200 && r.body =~ /\A\d+\z/
