@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "str.h"
@@ -148,7 +149,24 @@ size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_contex
   return evbuffer_get_length(out) - before;
 }
 
-size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive)
+/* The last piece of a response: with fd >= 0 and nothing queued before it,
+ * straight to the socket (one write(2), no copy into out); what the socket
+ * does not take (or any error, which the next flush of out meets again) is
+ * appended to out. */
+static void put_last(struct evbuffer *out, int fd, const char *p, size_t n)
+{
+  if (fd >= 0 && evbuffer_get_length(out) == 0) {
+    ssize_t sent = write(fd, p, n);
+    if (sent > 0) {
+      p += sent;
+      n -= (size_t)sent;
+    }
+  }
+  if (n > 0) evbuffer_add(out, p, n);
+}
+
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, int fd,
+                         size_t *total)
 {
   size_t before = evbuffer_get_length(out);
   head_t head;
@@ -161,15 +179,19 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *
                                                           : (long long)body_len;
   put_head(&head, req, w, keepalive, length);
   size_t head_size = evbuffer_get_length(out) - before + head.len; /* head.buf may have been flushed to out */
+  *total = head_size;
   if (bodyless || req->head) {
-    evbuffer_add(out, head.buf, head.len);
+    put_last(out, fd, head.buf, head.len);
     if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);
-  } else if (req->inline_body) {
+    return head_size;
+  }
+  *total += body_len;
+  if (req->inline_body) {
     put(&head, req->inline_body, body_len);
-    evbuffer_add(out, head.buf, head.len);
+    put_last(out, fd, head.buf, head.len);
   } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
     evbuffer_remove(req->resp_body, head.buf + head.len, body_len);
-    evbuffer_add(out, head.buf, head.len + body_len);
+    put_last(out, fd, head.buf, head.len + body_len);
   } else {
     evbuffer_add(out, head.buf, head.len);
     evbuffer_add_buffer(out, req->resp_body);
