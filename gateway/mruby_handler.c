@@ -9,9 +9,10 @@
  * from inside another fiber), always from the root context, and through a
  * Ruby proc (Gateway::RESUME), not mrb_fiber_resume(): see there why. A
  * fiber that parks with nothing pending (a bare Fiber.yield) fails its
- * request instead of hanging it. While a fiber is parked its only GC root is
- * one slot of the worker's `roots` array, taken at start and given back at
- * finish or abort.
+ * request instead of hanging it. While a fiber runs, the GC arena of the C
+ * code that resumed it keeps it alive; while it is parked its only GC root is
+ * one slot of the worker's `roots` array, taken when it parks (most
+ * handlers never do) and given back at finish or abort.
  *
  * What a request holds of Ruby (its fiber's root slot, its Gateway::Request
  * object, a req.proxy_pass URL) lives in a script_t, the request's
@@ -100,7 +101,8 @@ typedef struct script_s {
   mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
                                cleared when the request ends */
   int req_slot;             /* slot in `roots` holding rb_req made on demand; -1: none */
-  int root_slot;            /* slot in `roots` holding the running fiber; -1: none */
+  mrb_value fiber;          /* the fiber running the code, or nil */
+  int root_slot;            /* slot in `roots` holding it while parked; -1: none */
   int failed;               /* the code raised; the response is 500 */
   run_kind_t kind;          /* what the fiber runs */
   gw_filter_done_cb done;   /* a filter's continuation, and its argument */
@@ -206,11 +208,6 @@ static void give_slot(int slot)
   rt.free_slots[rt.nfree++] = slot;
 }
 
-static mrb_value fiber_of(const script_t *s)
-{
-  return mrb_ary_ref(rt.mrb, rt.roots, s->root_slot);
-}
-
 /* A fiber left parked for good (an abort, or not kept for reuse). mruby's GC
  * counts objects, not the stacks their contexts malloc'd, so thousands of
  * them can pile up before it runs: collect them now and then. */
@@ -222,14 +219,21 @@ static void count_dropped(void)
   }
 }
 
-/* Unroots the request's fiber (if it has one). */
+/* Roots the request's fiber: the C frames that kept it alive while it ran
+ * are about to return. */
+static void keep_fiber(script_t *s)
+{
+  if (s->root_slot < 0) s->root_slot = gw_mrb_root(s->fiber);
+}
+
+/* Lets go of the request's fiber (if it has one), and unroots it. */
 static void drop_fiber(script_t *s)
 {
-  if (s->root_slot >= 0) {
-    if (mrb_test(mrb_fiber_alive_p(rt.mrb, fiber_of(s)))) count_dropped();
-    give_slot(s->root_slot);
-    s->root_slot = -1;
-  }
+  if (mrb_nil_p(s->fiber)) return;
+  if (mrb_test(mrb_fiber_alive_p(rt.mrb, s->fiber))) count_dropped();
+  if (s->root_slot >= 0) give_slot(s->root_slot);
+  s->root_slot = -1;
+  s->fiber = mrb_nil_value();
 }
 
 static fiber_kind_t fiber_kind(run_kind_t kind)
@@ -242,7 +246,7 @@ static fiber_kind_t fiber_kind(run_kind_t kind)
  * would keep that memory for good. */
 static void recycle_fiber(script_t *s)
 {
-  mrb_value fiber = fiber_of(s);
+  mrb_value fiber = s->fiber;
   const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber))->cxt;
   mrb_value pool = rt.idle_fibers[fiber_kind(s->kind)];
   if (RARRAY_LEN(pool) < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
@@ -251,8 +255,9 @@ static void recycle_fiber(script_t *s)
   } else {
     count_dropped();
   }
-  give_slot(s->root_slot);
+  if (s->root_slot >= 0) give_slot(s->root_slot);
   s->root_slot = -1;
+  s->fiber = mrb_nil_value();
 }
 
 /* The request ended: drop its ties to Ruby. */
@@ -290,6 +295,7 @@ static script_t *script_of(gw_request_t *req)
   s->super.release = script_release;
   s->req = req;
   s->rb_req = mrb_nil_value();
+  s->fiber = mrb_nil_value();
   s->root_slot = s->req_slot = -1;
   req->handler_state = &s->super;
   return s;
@@ -402,7 +408,7 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
 {
   gw_request_t *req = s->req;
   mrb_state *mrb = rt.mrb;
-  mrb_value fiber = fiber_of(s);
+  mrb_value fiber = s->fiber;
   resume_args_t a = {rt.resumers[argc], argc + 1, {fiber, argv[0], argc > 1 ? argv[1] : mrb_nil_value()}};
   mrb_bool raised = FALSE;
   rt.current = req;
@@ -459,8 +465,10 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
       snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->waiting_for);
       gw_trace_event(req, ev);
     }
+    keep_fiber(s);
     return; /* parked: a pending operation will resume it */
   }
+  if (!mrb_nil_p(s->fiber)) keep_fiber(s); /* failed: kept until the request lets it go */
   complete(s, result);
 }
 
@@ -508,7 +516,7 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int 
     mrb->exc = NULL;
     complete(s, mrb_nil_value());
   } else {
-    s->root_slot = gw_mrb_root(fiber);
+    s->fiber = fiber; /* kept alive by this arena (mrb_gc_protect, or made in it) until it parks */
     mrb_value argv[2] = {code, rbreq};
     run(s, with_req ? 2 : 1, argv);
   }
@@ -777,8 +785,8 @@ static int in_request_fiber(mrb_state *mrb)
 {
   gw_request_t *req = rt.current;
   const script_t *s = req ? (const script_t *)req->handler_state : NULL;
-  if (s == NULL || s->root_slot < 0) return 0;
-  return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
+  if (s == NULL || mrb_nil_p(s->fiber)) return 0;
+  return ((struct RFiber *)mrb_ptr(s->fiber))->cxt == mrb->c;
 }
 
 void gw_mruby_no_wait(const char *what) { rt.no_wait = what; }
