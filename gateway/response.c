@@ -72,17 +72,20 @@ static void put_uint(head_t *h, size_t v)
   put(h, first, (size_t)(tmp + sizeof(tmp) - first));
 }
 
+#define HEAD_200 "HTTP/1.1 200 OK\r\nServer: gateway\r\n"
+
+/* HEAD_200 and the Date line: how most heads start, remade once a second. */
+static struct {
+  char text[sizeof(HEAD_200) - 1 + sizeof(((gw_context_t *)0)->date)];
+  size_t len;
+  time_t at;
+} head_200;
+
 /* Status line and headers into head; `length` is the Content-Length to
  * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
 static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepalive, long long length)
 {
   int status = req->status ? req->status : 200;
-  PUT_LIT(head, "HTTP/1.1 ");
-  put_uint(head, (size_t)status);
-  PUT_LIT(head, " ");
-  const char *reason = gw_http_reason(status);
-  put(head, reason, strlen(reason));
-  PUT_LIT(head, "\r\n");
   /* nginx's order: its own fields, then those the handler or upstream set
    * (a Server set there replaces "gateway" and comes with them). */
   int has_server = 0;
@@ -90,9 +93,26 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
     const gw_header_t *h = &req->resp_headers.items[i];
     has_server = h->name_len == 6 && strcasecmp(h->name, "server") == 0;
   }
-  if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
   const char *date = date_line(w);
-  put(head, date, strlen(date));
+  if (status == 200 && !has_server) {
+    if (head_200.at != w->date_time || head_200.len == 0) {
+      size_t n = strlen(date);
+      memcpy(head_200.text, HEAD_200, sizeof(HEAD_200) - 1);
+      memcpy(head_200.text + sizeof(HEAD_200) - 1, date, n);
+      head_200.len = sizeof(HEAD_200) - 1 + n;
+      head_200.at = w->date_time;
+    }
+    put(head, head_200.text, head_200.len);
+  } else {
+    PUT_LIT(head, "HTTP/1.1 ");
+    put_uint(head, (size_t)status);
+    PUT_LIT(head, " ");
+    const char *reason = gw_http_reason(status);
+    put(head, reason, strlen(reason));
+    PUT_LIT(head, "\r\n");
+    if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
+    put(head, date, strlen(date));
+  }
   if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   if (length == GW_LENGTH_CHUNKED) {
     PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
