@@ -588,13 +588,16 @@ end
 module Nginx
   # ngx_mruby's non-blocking calls. Nginx::Async.sleep takes milliseconds.
   module Async
+    INTEGER = ::Integer
+    EXCEPTION = ::Exception
+
+    # (`C === x`: is_a? without its argument parsing, once per request.)
     def self.sleep(ms)
-      unless ms.is_a?(Integer) && ms > 0
+      unless INTEGER === ms && ms > 0
         raise ArgumentError, "Nginx::Async.sleep: milliseconds must be an Integer > 0, got #{ms.inspect}"
       end
-      async = ::Async
-      async._gw_sleep(ms / 1000.0) # Async.sleep without its Numeric check
-      async._await
+      v = ::Async._gw_sleep(ms / 1000.0) # Async.sleep without its Numeric check: arms, parks
+      raise v if EXCEPTION === v
       nil
     end
 
@@ -603,8 +606,10 @@ module Nginx
       # or a Hash sent URL-encoded. A path no location matches answers 404
       # with an empty body, and the request's own status becomes 404 unless
       # its handler sets one or writes output (as in ngx_mruby).
+      HASH = ::Hash
+
       def self.sub_request(path, args = nil)
-        args = Nginx::Utils.encode_parameters(args) if args.is_a?(Hash)
+        args = Nginx::Utils.encode_parameters(args) if HASH === args
         path = "#{path}#{path.include?('?') ? '&' : '?'}#{args}" if args && !args.to_s.empty?
         http = ::Async::HTTP
         if path.start_with?("/") && !Nginx._gw_location?(path)
