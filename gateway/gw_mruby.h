@@ -51,6 +51,11 @@ int gw_mrb_is_request_fiber(mrb_value v);
 mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req);
 /* The request behind a Gateway::Request object; raises if it has finished. */
 gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj);
+/* A value kept for req (GC-rooted) until it ends: Async::HTTP.last_response
+ * (nil: none yet). Kept in C, so a handler that never asks for its
+ * Gateway::Request does not make one for it. Raises when out of memory. */
+void gw_mrb_set_last_response(mrb_state *mrb, gw_request_t *req, mrb_value v);
+mrb_value gw_mrb_last_response(gw_request_t *req);
 
 /* The event loop of this worker (NULL in the master / at config time). */
 struct event_base *gw_mrb_event_base(void);

@@ -101,6 +101,7 @@ typedef struct script_s {
   mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
                                cleared when the request ends */
   int req_slot;             /* slot in `roots` holding rb_req made on demand; -1: none */
+  int last_slot;            /* slot in `roots` holding its last_response; -1: none */
   mrb_value fiber;          /* the fiber running the code, or nil */
   int root_slot;            /* slot in `roots` holding it while parked; -1: none */
   int failed;               /* the code raised; the response is 500 */
@@ -266,6 +267,7 @@ static void script_release(gw_req_state_t *state)
   script_t *s = (script_t *)state;
   if (!mrb_nil_p(s->rb_req)) DATA_PTR(s->rb_req) = NULL;
   if (s->req_slot >= 0) give_slot(s->req_slot);
+  if (s->last_slot >= 0) give_slot(s->last_slot);
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
@@ -296,7 +298,7 @@ static script_t *script_of(gw_request_t *req)
   s->req = req;
   s->rb_req = mrb_nil_value();
   s->fiber = mrb_nil_value();
-  s->root_slot = s->req_slot = -1;
+  s->root_slot = s->req_slot = s->last_slot = -1;
   req->handler_state = &s->super;
   return s;
 }
@@ -827,6 +829,20 @@ mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req)
     s->req_slot = gw_mrb_root(s->rb_req);
   }
   return s->rb_req;
+}
+
+void gw_mrb_set_last_response(mrb_state *mrb, gw_request_t *req, mrb_value v)
+{
+  script_t *s = script_of(req);
+  if (s == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  if (s->last_slot < 0) s->last_slot = gw_mrb_root(v);
+  else mrb_ary_set(mrb, rt.roots, s->last_slot, v);
+}
+
+mrb_value gw_mrb_last_response(gw_request_t *req)
+{
+  const script_t *s = (const script_t *)req->handler_state;
+  return s && s->last_slot >= 0 ? gw_mrb_rooted(s->last_slot) : mrb_nil_value();
 }
 
 gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj)

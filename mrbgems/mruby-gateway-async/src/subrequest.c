@@ -34,7 +34,7 @@ typedef struct {
 /* Looked up once at gem init (one VM per process; workers inherit it). */
 static struct {
   struct RClass *response, *task;
-  mrb_sym iv_result, iv_done, iv_last_response, iv_status, iv_body, iv_headers, iv_raw;
+  mrb_sym iv_result, iv_done, iv_status, iv_body, iv_headers, iv_raw;
 } k;
 
 /* Ownership stays with the C side: the Task's pointer is cleared when the
@@ -221,21 +221,19 @@ static mrb_value task_join(mrb_state *mrb, mrb_value self)
   return mrb_fiber_yield(mrb, 0, NULL);
 }
 
-/* Async::HTTP._gw_set_last_response(res) -> res, kept on the current request. */
+/* Async::HTTP._gw_set_last_response(res) -> res, kept for the current request. */
 static mrb_value http_set_last(mrb_state *mrb, mrb_value self)
 {
   mrb_value res = mrb_get_arg1(mrb);
   (void)self;
-  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
-  mrb_iv_set(mrb, req, k.iv_last_response, res);
+  gw_mrb_set_last_response(mrb, gw_mrb_current_request(mrb), res);
   return res;
 }
 
 static mrb_value http_last(mrb_state *mrb, mrb_value self)
 {
   (void)self;
-  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
-  return mrb_iv_get(mrb, req, k.iv_last_response);
+  return gw_mrb_last_response(gw_mrb_current_request(mrb));
 }
 
 void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
@@ -249,7 +247,6 @@ void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
   k.task = task;
   k.iv_result = mrb_intern_lit(mrb, "@result");
   k.iv_done = mrb_intern_lit(mrb, "@done");
-  k.iv_last_response = mrb_intern_lit(mrb, "@__last_response");
   k.iv_status = mrb_intern_lit(mrb, "@status");
   k.iv_body = mrb_intern_lit(mrb, "@body");
   k.iv_headers = mrb_intern_lit(mrb, "@headers");

@@ -612,7 +612,7 @@ module Nginx
         args = Nginx::Utils.encode_parameters(args) if HASH === args
         path = "#{path}#{path.include?('?') ? '&' : '?'}#{args}" if args && !args.to_s.empty?
         http = ::Async::HTTP
-        if path.start_with?("/") && !Nginx._gw_location?(path)
+        if Nginx._gw_no_location?(path)
           req = Gateway::Request.current
           req._default_status = 404
           res = ::Async::HTTP::Response.allocate
