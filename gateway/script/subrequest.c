@@ -22,6 +22,11 @@
 /* Internal sub-requests nest at most this deep (nginx allows 50). */
 #define GW_MAX_SUBREQUEST_DEPTH 16
 
+/* Finished sub-requests and child requests kept for the next ones, as a
+ * keep-alive connection keeps its request: their buffers, header storage
+ * and target are reused instead of allocated and freed each time. */
+#define SPARE_MAX 64
+
 struct gw_subreq_s {
   gw_request_t *parent;
   gw_request_t *child;        /* internal target: the child request; else NULL */
@@ -36,7 +41,43 @@ struct gw_subreq_s {
   gw_headers_t headers;
   struct evbuffer *body;
   gw_err_t err;               /* GW_OK, or why it failed */
+  gw_subreq_t *next_spare;
 };
+
+static const gw_protocol_t child_protocol;
+
+static gw_subreq_t *spare_subreqs;
+static int nspare_subreqs;
+static gw_request_t *spare_children[SPARE_MAX]; /* recycled (gw_request_recycle) */
+static int nspare_children;
+
+/* A child request for s, spare or new, its target and fields still to set. */
+static gw_request_t *take_child(gw_subreq_t *s)
+{
+  gw_request_t *parent = s->parent;
+  if (nspare_children > 0) {
+    gw_request_t *c = spare_children[--nspare_children];
+    c->ctx = parent->ctx;
+    c->server = parent->server;
+    c->proto_ctx = s;
+    return c;
+  }
+  gw_request_t *c = malloc(sizeof(*c));
+  if (c != NULL) gw_request_init(c, parent->ctx, parent->server, &child_protocol, s);
+  return c;
+}
+
+/* A child that completed: kept for the next sub-request, or freed. */
+static void give_child(gw_request_t *c)
+{
+  if (nspare_children < SPARE_MAX && !c->running) {
+    gw_request_recycle(c);
+    spare_children[nspare_children++] = c;
+    return;
+  }
+  gw_request_dispose(c);
+  free(c);
+}
 
 static void subreq_free(gw_subreq_t *s)
 {
@@ -44,10 +85,18 @@ static void subreq_free(gw_subreq_t *s)
   event_del(&s->step_ev);
   event_del(&s->timeout_ev);
   if (s->client) gw_exchange_cancel(s->client);
-  if (s->child) {
+  if (s->child) { /* cancelled before it completed */
     if (s->child->running) gw_request_abort(s->child);
     gw_request_dispose(s->child);
     free(s->child);
+  }
+  if (nspare_subreqs < SPARE_MAX && s->body) { /* kept, emptied */
+    gw_headers_clear(&s->headers);
+    evbuffer_drain(s->body, evbuffer_get_length(s->body));
+    s->next_spare = spare_subreqs;
+    spare_subreqs = s;
+    nspare_subreqs++;
+    return;
   }
   gw_headers_dispose(&s->headers);
   if (s->body) evbuffer_free(s->body);
@@ -66,8 +115,7 @@ static void on_deliver(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   if (s->child) { /* its response was moved into s; nothing of it is needed */
-    gw_request_dispose(s->child);
-    free(s->child);
+    give_child(s->child);
     s->child = NULL;
   }
   s->cb(s->status, &s->headers, s->body, s->err, s->arg);
@@ -137,24 +185,20 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
 {
   gw_request_t *parent = s->parent;
-  gw_request_t *c = malloc(sizeof(*c));
+  gw_request_t *c = take_child(s);
   if (c == NULL) return NULL;
-  gw_request_init(c, parent->ctx, parent->server, &child_protocol, s);
   c->parent = parent;
   c->depth = parent->depth + 1;
   c->method = p->method;
   c->method_id = -1;
   c->head = strcmp(p->method, "HEAD") == 0;
   c->http_minor = 1;
-  c->target_len = strlen(p->target);
-  c->target_cap = c->target_len + 1;
-  c->target = strdup(p->target);
-  if (c->target == NULL) {
+  if (gw_request_set_target(c, p->target, strlen(p->target)) != 0) {
     gw_request_dispose(c);
     free(c);
     return NULL;
   }
-  gw_request_split_target(c);
+  c->target_changed = 0; /* its first target, not a rewrite */
   c->remote_addr = parent->remote_addr; /* the parent outlives its sub-requests */
   c->remote_port = parent->remote_port;
   c->proxy_protocol_addr = parent->proxy_protocol_addr;
@@ -173,15 +217,26 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
 gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t *p, gw_subreq_done_cb cb, void *arg)
 {
   gw_context_t *w = parent->ctx;
-  gw_subreq_t *s = calloc(1, sizeof(*s));
-  if (s == NULL) return NULL;
+  gw_subreq_t *s = spare_subreqs;
+  if (s != NULL) { /* its header storage and body buffer kept */
+    spare_subreqs = s->next_spare;
+    nspare_subreqs--;
+    gw_headers_t headers = s->headers;
+    struct evbuffer *body = s->body;
+    memset(s, 0, sizeof(*s));
+    s->headers = headers;
+    s->body = body;
+  } else {
+    s = calloc(1, sizeof(*s));
+    if (s == NULL) return NULL;
+    gw_headers_init(&s->headers);
+    s->body = evbuffer_new();
+  }
   gw_stats_self->subrequests++;
   gw_stats_self->subrequests_in_flight++;
   s->parent = parent;
   s->cb = cb;
   s->arg = arg;
-  gw_headers_init(&s->headers);
-  s->body = evbuffer_new();
   evtimer_assign(&s->timeout_ev, w->base, on_timeout, s);
   event_assign(&s->step_ev, w->base, -1, 0, on_start_child, s);
 
