@@ -606,13 +606,18 @@ module Nginx
       # or a Hash sent URL-encoded. A path no location matches answers 404
       # with an empty body, and the request's own status becomes 404 unless
       # its handler sets one or writes output (as in ngx_mruby).
+      # Once per request: constants found in this first scope, natives
+      # called on self (_gw_no_location?, last_response: src/nginx.c), and
+      # Task#join's native called without its Ruby frame.
       HASH = ::Hash
+      ASYNC_HTTP = ::Async::HTTP
+      EXCEPTION = ::Exception
 
       def self.sub_request(path, args = nil)
         args = Nginx::Utils.encode_parameters(args) if HASH === args
         path = "#{path}#{path.include?('?') ? '&' : '?'}#{args}" if args && !args.to_s.empty?
-        http = ::Async::HTTP
-        if Nginx._gw_no_location?(path)
+        http = ASYNC_HTTP
+        if _gw_no_location?(path)
           req = Gateway::Request.current
           req._default_status = 404
           res = ::Async::HTTP::Response.allocate
@@ -622,12 +627,10 @@ module Nginx
           http._gw_set_last_response(res)
           return nil
         end
-        http._gw_set_last_response(http._gw_start(path, http::GET, nil, nil, nil).join)
+        r = http._gw_start(path, http::GET, nil, nil, nil)._gw_join # Task#join
+        raise r if EXCEPTION === r
+        http._gw_set_last_response(r)
         nil
-      end
-
-      def self.last_response
-        ::Async::HTTP.last_response
       end
     end
   end
