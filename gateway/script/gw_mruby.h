@@ -165,6 +165,8 @@ void gw_mrb_fail(gw_request_t *req);
 
 /* Output of a handler. Raise ArgumentError on bad input. */
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);
+/* The same for len bytes at p (no Ruby string made for them). */
+void gw_mrb_write_bytes(gw_request_t *req, const char *p, size_t len);
 void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status);
 void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value);
 

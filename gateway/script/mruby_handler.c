@@ -964,7 +964,12 @@ mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str)
 {
   str = mrb_obj_as_string(mrb, str);
-  evbuffer_add(req->resp_body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+  gw_mrb_write_bytes(req, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+}
+
+void gw_mrb_write_bytes(gw_request_t *req, const char *p, size_t len)
+{
+  evbuffer_add(req->resp_body, p, len);
   req->has_output = 1;
 }
 

@@ -135,7 +135,11 @@ static void on_child_finish(gw_request_t *child)
 {
   gw_subreq_t *s = child->proto_ctx;
   s->status = child->status ? child->status : 200;
-  gw_headers_copy(&s->headers, &child->resp_headers);
+  /* The fields move, not copied: s's empty list (its storage kept for reuse)
+   * goes to the child, which is emptied before it is used again. */
+  gw_headers_t empty = s->headers;
+  s->headers = child->resp_headers;
+  child->resp_headers = empty;
   if (child->text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
   if (child->inline_body)
     evbuffer_add(s->body, child->inline_body, child->inline_len);

@@ -37,7 +37,7 @@ static mrb_value nginx_echo(mrb_state *mrb, mrb_value self)
   (void)self;
   gw_request_t *req = gw_mrb_current_request(mrb);
   gw_mrb_write(mrb, req, s);
-  gw_mrb_write(mrb, req, mrb_str_new_lit(mrb, "\n"));
+  gw_mrb_write_bytes(req, "\n", 1);
   return mrb_nil_value();
 }
 
