@@ -150,7 +150,10 @@ static int commit_header(gw_conn_t *c)
   if (a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
   if (a->hname_len == 14 && strncasecmp(a->hname, "content-length", 14) == 0) a->ncontent_length++;
   if (a->hname_len == 17 && strncasecmp(a->hname, "transfer-encoding", 17) == 0) a->ntransfer_encoding++;
-  if (a->hname_len == 4 && strncasecmp(a->hname, "host", 4) == 0) a->nhost++;
+  if (a->hname_len == 4 && strncasecmp(a->hname, "host", 4) == 0) {
+    a->nhost++;
+    a->host_index = a->req.headers.count; /* where it is about to be added */
+  }
   /* llhttp accepts CR, LF and NUL in a value; nothing upstream should ever
    * see them. The copy is NUL-terminated: strcspn stops at the first of the
    * three, before its end if the value holds one. */
@@ -270,7 +273,7 @@ static int on_headers_complete(llhttp_t *p)
   if (a->ntransfer_encoding > 0 && (r->http_minor == 0 || a->ncontent_length > 0)) return reject(c, 400);
   /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
   if (a->nhost > 1 || (r->http_minor == 1 && a->nhost == 0)) return reject(c, 400);
-  const gw_header_t *host = a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
+  const gw_header_t *host = a->nhost ? &r->headers.items[a->host_index] : NULL; /* the one Host */
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
   if (absolute_to_origin_form(r) < 0) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else

@@ -383,7 +383,7 @@ static void complete(script_t *s, mrb_value result)
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
      * GC) before the protocol has written it out. */
     if (req->status == 0) req->status = 200;
-    req->text_plain = gw_headers_find(&req->resp_headers, "content-type") == NULL;
+    req->text_plain = req->resp_headers.count == 0 || gw_headers_find(&req->resp_headers, "content-type") == NULL;
     req->inline_body = RSTRING_PTR(result);
     req->inline_len = (size_t)RSTRING_LEN(result);
   } else if (!req->has_output && mrb_array_p(result)) {
