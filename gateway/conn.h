@@ -18,7 +18,7 @@ typedef enum {
   GW_CONN_HEAD,        /* reading a request head: header timer */
   GW_CONN_BODY,        /* reading a body: body timer */
   GW_CONN_BUSY,        /* a request is being handled; reading paused once buffered,
-                          except for the rest of a body it streams (req.body_streaming) */
+                          except for the rest of a body it streams (req.in.body_streaming) */
   GW_CONN_CLOSING      /* final response queued: flush, half-close, drain, close */
 } gw_conn_state_t;
 

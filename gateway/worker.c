@@ -122,8 +122,8 @@ static void on_stall_query(int sig)
   char *out = gw_stats_self->stalled_on;
   size_t n = 0, room = sizeof(gw_stats_self->stalled_on) - 1;
   const gw_request_t *req = gw_mrb_current_request_or_null();
-  const char *parts[3] = {req ? req->method : "no request (the loop itself)", req ? " " : "", req ? req->target : ""};
-  size_t lens[3] = {0, req ? 1 : 0, req ? req->target_len : 0};
+  const char *parts[3] = {req ? req->in.method : "no request (the loop itself)", req ? " " : "", req ? req->in.target : ""};
+  size_t lens[3] = {0, req ? 1 : 0, req ? req->in.target_len : 0};
   for (const char *m = parts[0]; *m; m++) lens[0]++;
   for (int i = 0; i < 3; i++)
     for (size_t j = 0; j < lens[i] && n < room; j++) out[n++] = parts[i][j];
