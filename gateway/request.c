@@ -3,6 +3,7 @@
  * stream and abort paths, which go to the protocol through req->proto; and
  * trace mode, which logs that life (trace.h). */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,54 @@
 #include "timeline.h"
 #include "trace.h"
 
-/* Each group's fields in a fresh request (request.h), the rest 0 or NULL. */
-static const gw_request_client_t fresh_client = {.fd = -1};
-static const gw_request_in_t fresh_in = {.method = "GET", .http_major = 1};
-static const gw_request_resp_t fresh_resp = {.head_length = -1};
-static const gw_request_filter_t fresh_filter = {.fd = -1};
+/* -- each group's fresh fields (request.h): those after what it keeps are
+ * zeroed (a constant size: a few stores), then the few not 0 are set -- */
+
+#define ZERO_FROM(g, type, first) \
+  memset((char *)(g) + offsetof(type, first), 0, sizeof(type) - offsetof(type, first))
+
+static void fresh_client(gw_request_client_t *c)
+{
+  memset(c, 0, offsetof(gw_request_client_t, real_ip_addr));
+  c->real_ip_addr[0] = '\0';
+  c->fd = -1;
+}
+
+static void fresh_in(gw_request_in_t *in)
+{
+  ZERO_FROM(in, gw_request_in_t, method);
+  in->method = "GET";
+  in->http_major = 1;
+}
+
+static void fresh_handler(gw_request_handler_t *h)
+{
+  ZERO_FROM(h, gw_request_handler_t, reroutes);
+}
+
+static void fresh_upstream(gw_request_upstream_t *u)
+{
+  memset(u, 0, offsetof(gw_request_upstream_t, addr));
+  u->addr[0] = '\0';
+}
+
+static void fresh_resp(gw_request_resp_t *resp)
+{
+  ZERO_FROM(resp, gw_request_resp_t, status);
+  resp->head_length = -1;
+}
+
+static void fresh_filter(gw_request_filter_t *f)
+{
+  memset(f, 0, sizeof(*f));
+  f->fd = -1;
+}
+
+static void fresh_trace(gw_request_trace_t *t)
+{
+  memset(t, 0, offsetof(gw_request_trace_t, waiting_for));
+  t->waiting_for[0] = '\0';
+}
 
 /* A fresh request's fields, its header lists empty, no buffers yet. */
 static void init_fields(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
@@ -34,10 +78,10 @@ static void init_fields(gw_request_t *req, gw_context_t *ctx, const gw_server_t 
   req->proto = proto;
   req->proto_ctx = proto_ctx;
   req->pending.next = req->pending.prev = &req->pending;
-  req->client = fresh_client;
-  req->in = fresh_in;
-  req->resp = fresh_resp;
-  req->filter = fresh_filter;
+  fresh_client(&req->client);
+  fresh_in(&req->in);
+  fresh_resp(&req->resp);
+  fresh_filter(&req->filter);
 }
 
 void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
@@ -71,7 +115,7 @@ static void drain(struct evbuffer *b)
 }
 
 /* -- gw_request_reset, one step per group: each empties the buffers its
- * group owns and keeps them, and gives every other field its fresh value -- */
+ * group owns and keeps them, and freshens every other field -- */
 
 /* The connection stays; only what real_ip changed is put back, so the next
  * request on it is checked afresh. */
@@ -86,51 +130,35 @@ static void reset_client(gw_request_client_t *c)
 
 static void reset_in(gw_request_t *req)
 {
-  gw_request_in_t *in = &req->in, fresh = fresh_in;
-  gw_headers_clear(&in->headers);
+  gw_headers_clear(&req->in.headers);
   drop_trailers(req);
-  drain(in->body);
-  fresh.target = in->target;
-  fresh.target_cap = in->target_cap;
-  fresh.headers = in->headers;
-  fresh.body = in->body;
-  *in = fresh;
-}
-
-/* The handler's state and `running` are not a reset's: finish and abort
- * end them (a log phase may still run when its connection resets). */
-static void reset_handler(gw_request_handler_t *h)
-{
-  gw_request_handler_t fresh = {.state = h->state, .running = h->running};
-  *h = fresh;
+  drain(req->in.body);
+  fresh_in(&req->in);
 }
 
 static void reset_resp(gw_request_t *req)
 {
-  gw_request_resp_t *resp = &req->resp, fresh = fresh_resp;
   stage_free(req);
-  gw_headers_clear(&resp->headers);
-  drain(resp->body);
-  fresh.headers = resp->headers;
-  fresh.body = resp->body;
-  *resp = fresh;
+  gw_headers_clear(&req->resp.headers);
+  drain(req->resp.body);
+  fresh_resp(&req->resp);
 }
 
 static void reset_filter(gw_request_t *req)
 {
   drop_out(req);
-  req->filter = fresh_filter;
+  fresh_filter(&req->filter);
 }
 
 void gw_request_reset(gw_request_t *req)
 {
   reset_client(&req->client);
   reset_in(req);
-  reset_handler(&req->handler);
-  req->upstream = (gw_request_upstream_t){0};
+  fresh_handler(&req->handler);
+  fresh_upstream(&req->upstream);
   reset_resp(req);
   reset_filter(req);
-  req->trace = (gw_request_trace_t){0};
+  fresh_trace(&req->trace);
 }
 
 /* The handler's state for this request goes (the request ended). */
@@ -161,18 +189,10 @@ void gw_request_recycle(gw_request_t *req)
 {
   if (req->handler.running) gw_request_abort(req);
   release_state(req);
-  gw_request_reset(req); /* empties what is kept below */
-  gw_headers_t headers = req->in.headers, resp_headers = req->resp.headers;
-  struct evbuffer *body = req->in.body, *resp_body = req->resp.body;
-  char *target = req->in.target;
-  size_t target_cap = req->in.target_cap;
-  init_fields(req, req->ctx, req->server, req->proto, req->proto_ctx);
-  req->in.headers = headers;
-  req->resp.headers = resp_headers;
-  req->in.body = body;
-  req->resp.body = resp_body;
-  req->in.target = target;
-  req->in.target_cap = target_cap;
+  gw_request_reset(req); /* every group as gw_request_init leaves it but the connection's */
+  fresh_client(&req->client);
+  req->handler.running = 0;
+  req->pending.next = req->pending.prev = &req->pending;
 }
 
 void gw_request_pending_add(gw_request_t *req, gw_pending_t *p, void (*cancel)(gw_pending_t *))

@@ -2,9 +2,11 @@
  * between two interfaces:
  *
  *  - the protocol side (gw_protocol_t), implemented by whoever received the
- *    request: an HTTP/1.1 connection (conn.c), a sub-request's parent
- *    (subrequest.c); it sends the response whole or streamed and feeds a
- *    request body that streams in;
+ *    request: an HTTP/1.1 connection (conn.c), an HTTP/2 stream (h2.c), a
+ *    sub-request's parent (subrequest.c), or the worker itself for a
+ *    script's task (mruby_handler.c) or WebSocket session (ws_handler.c),
+ *    which take the response whole; it sends the response whole or streamed
+ *    and feeds a request body that streams in;
  *  - the handler side (handler.h): the location's handler object answers it.
  *
  * request.c knows neither side's kinds. Everything a request waits on
@@ -119,8 +121,10 @@ typedef struct gw_req_state_s {
 
 /* gw_request_t's fields come in groups, one per owner (docs/DESIGN.md,
  * "The request"): who sets a group also knows when it is stale, and
- * gw_request_reset() clears each group in one step (gw_request_init()'s
- * values; the buffers a group owns are emptied and kept). */
+ * gw_request_reset() freshens each group in one step. What a group keeps
+ * across a reset (its buffers, emptied; the handler's state) comes first,
+ * the fields a reset zeroes follow (request.c sets the few whose fresh
+ * value is not 0), a text buffer last (a reset empties it). */
 
 /* The client connection, as its protocol (or a sub-request's parent) sets
  * it when the request gets the connection: the same for every request on
@@ -131,38 +135,42 @@ typedef struct {
   const struct gw_tls_info_s *tls;
   const char *remote_addr;  /* the client's address as text: its protocol's (or parent's) */
   int remote_port;          /* the client's port (0: unknown), for FastCGI's REMOTE_PORT */
+  int fd;                   /* the client connection's socket (a sub-request: its parent's),
+                               for getsockname/getpeername only; -1: none */
   /* Behind a balancer (docs/fleet.md): the address a PROXY protocol header
    * carried (NULL: none), and the socket peer's when remote_addr is not it
    * (NULL: remote_addr is the peer). */
   const char *proxy_protocol_addr;
   const char *balancer_addr;
-  int fd;                   /* the client connection's socket (a sub-request: its parent's),
-                               for getsockname/getpeername only; -1: none */
-  /* real_ip (gw_request_start): the address found in the header, which
-   * remote_addr then points at, and what remote_addr, remote_port and
-   * balancer_addr were before (gw_request_reset puts them back). */
-  char real_ip_addr[64];
+  /* real_ip (gw_request_start): what remote_addr, remote_port and
+   * balancer_addr were before it changed them (gw_request_reset puts them
+   * back), and the address found in the header, which remote_addr then
+   * points at. */
   int real_ip_set;
-  const char *before_real_ip_addr, *before_real_ip_balancer;
   int before_real_ip_port;
+  const char *before_real_ip_addr, *before_real_ip_balancer;
+  char real_ip_addr[64];
 } gw_request_client_t;
 
 /* The request as received: set by its protocol (HTTP/1.1 conn.c, HTTP/2
  * h2.c) or a sub-request's parent (subrequest.c), read by everyone. */
 typedef struct {
-  const char *method;       /* static name ("GET"), never freed */
-  int method_id;            /* llhttp_method_t */
+  /* kept by a reset, emptied: */
   char *target;             /* owned, NUL-terminated request-target; buffer reused */
-  size_t target_len, target_cap;
+  size_t target_cap;
+  gw_headers_t headers;     /* owned */
+  struct evbuffer *body;    /* owned request body (streamed: what arrived and was not taken yet) */
+  /* fresh for each request: */
+  const char *method;       /* static name ("GET"), never freed */
+  size_t target_len;
   size_t path_len;          /* target[0, path_len) is the path; then "?query" */
+  int method_id;            /* llhttp_method_t */
   int http_minor;           /* 0 or 1 (HTTP/1.x) */
   int http_major;           /* 1, or 2 (an HTTP/2 stream: then http_minor is 0) */
   int32_t stream_id;        /* an HTTP/2 stream's id (access log, trace); 0 for HTTP/1.x */
   int websocket_connect;    /* HTTP/2: an extended CONNECT with :protocol websocket (RFC 8441) */
   int keepalive;            /* the client allows another request on this connection */
   int head;                 /* HEAD: no response body */
-  gw_headers_t headers;     /* owned */
-  struct evbuffer *body;    /* owned request body (streamed: what arrived and was not taken yet) */
   /* A body streamed to proxy_pass: the request starts once its head is read
    * and the body keeps arriving into `body` while it runs. */
   int body_streaming;       /* more of the body is to come from the client */
@@ -176,13 +184,14 @@ typedef struct {
 /* Routing and the running handler: set by request.c (location, running)
  * and by the location's handler (its state, its callbacks). */
 typedef struct {
-  const gw_location_t *location;
-  /* Owned by its handler: released at finish/abort, not by a reset (a log
-   * phase may still hold it); or NULL. */
-  gw_req_state_t *state;
-  int running;              /* between start and finish (kept by a reset, as state) */
+  /* kept by a reset: finish and abort end them (a log phase may still run
+   * when its connection resets): */
+  gw_req_state_t *state;    /* owned by its handler: released at finish/abort; or NULL */
+  int running;              /* between start and finish */
+  /* fresh for each request: */
   int reroutes;             /* times a rewrite changed the target and it was routed again */
   int target_changed;       /* gw_request_set_target() since routing */
+  const gw_location_t *location;
   /* Set by the consumer of a streamed request body: `in.body` grew, or the
    * body ended (in.body_streaming 0). */
   void (*on_body_more)(gw_request_t *req);
@@ -198,24 +207,26 @@ typedef struct {
   int status;
   int reused;               /* the upstream connection came from the pool */
   double ms;
-  char addr[320];
+  char addr[320];           /* last: a reset zeroes the fields before it and empties it */
 } gw_request_upstream_t;
 
 /* The response: set by the handler (or an error page), sent by request.c
  * through the stage and the protocol. */
 typedef struct {
+  /* kept by a reset, emptied: */
+  gw_headers_t headers;     /* owned, validated when set */
+  struct evbuffer *body;    /* owned */
+  /* fresh for each request: */
   int status;               /* 0: not set yet */
   int default_status;       /* the status when a script handler sets none and writes
                                nothing (ngx_mruby: a failed sub-request's); 0: 200 */
-  gw_headers_t headers;     /* owned, validated when set */
   size_t headers_kept;      /* its first fields were set before the content (a phase, the
                                handler before proxy_pass): a head that replaces the
                                response keeps them (gw_request_head_replace) */
-  struct evbuffer *body;    /* owned */
-  int has_output;           /* a script wrote output */
   const char *inline_body;  /* when set, the body instead of body: borrowed
                                from a handler's String result until proto->send returns */
   size_t inline_len;
+  int has_output;           /* a script wrote output */
   int text_plain;           /* send Content-Type: text/plain; charset=utf-8 */
   long long head_length;    /* HEAD: Content-Length to announce (an upstream's); -1: the body's */
   int streaming;            /* its head is sent; the body follows in pieces */
@@ -245,9 +256,9 @@ typedef struct {
 typedef struct {
   unsigned long id;
   double start_ms;
-  char waiting_for[96];     /* what the parked fiber waits for */
   struct evbuffer *out;     /* recording its events (gw_trace_record): borrowed, or NULL */
   double t0;                /* ... since then (ms) */
+  char waiting_for[96];     /* what the parked fiber waits for (last: as upstream.addr) */
 } gw_request_trace_t;
 
 struct gw_request_s {
@@ -271,7 +282,8 @@ struct gw_request_s {
 
 void gw_request_init(gw_request_t *req, gw_context_t *ctx, const gw_server_t *server,
                      const gw_protocol_t *proto, void *proto_ctx);
-/* Resets per-request state, keeping buffers for the next request. */
+/* Resets per-request state, keeping buffers for the next request: one step
+ * per group (see the groups above); the client group stays. */
 void gw_request_reset(gw_request_t *req);
 /* Frees everything the request owns (not the struct itself). */
 void gw_request_dispose(gw_request_t *req);
