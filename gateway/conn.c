@@ -492,9 +492,9 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer, c
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
   set_timer(c, c->ctx->server->limits.header_timeout_ms);
-  c->next = ctx->conns;
-  if (ctx->conns) ctx->conns->prev = c;
-  ctx->conns = c;
+  c->next = ctx->http1_conns;
+  if (ctx->http1_conns) ctx->http1_conns->prev = c;
+  ctx->http1_conns = c;
   ctx->nconns++;
   return c;
 }
@@ -503,7 +503,7 @@ static void conn_free(gw_conn_t *c)
 {
   gw_context_t *ctx = c->ctx;
   if (c->prev) c->prev->next = c->next;
-  else ctx->conns = c->next;
+  else ctx->http1_conns = c->next;
   if (c->next) c->next->prev = c->prev;
   ctx->nconns--;
   event_del(&c->timer_ev);

@@ -86,7 +86,7 @@ struct gw_conn_s {
   int remote_port;          /* ... and its port */
   char *balancer_addr;      /* owned: the socket peer's address when a PROXY protocol
                                header named the client (remote_addr); else NULL */
-  gw_conn_t *next, *prev;   /* ctx->conns */
+  gw_conn_t *next, *prev;   /* ctx->http1_conns */
 };
 
 /* Takes ownership of a freshly accepted socket from client; balancer: the
