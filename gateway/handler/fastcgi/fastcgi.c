@@ -26,9 +26,9 @@
 #include "fcgi_record.h"
 #include "fcgi_client.h"
 #include "log.h"
-#include "static_http.h"
 #include "stats.h"
 #include "str.h"
+#include "uri_path.h"
 
 #define SERVER_SOFTWARE "gateway"
 #define MAX_COLLECTED ((size_t)64 * 1024 * 1024) /* a sub-request's body */
@@ -478,7 +478,7 @@ static int split_path(fcgi_op_t *op, const gw_request_t *req, const gw_regex_t *
 {
   size_t cap = req->in.path_len + 2;
   if ((op->uri = malloc(cap)) == NULL) return -1;
-  ssize_t n = gw_static_path_decode(req->in.target, req->in.path_len, op->uri, cap);
+  ssize_t n = gw_uri_path_decode(req->in.target, req->in.path_len, op->uri, cap);
   if (n < 0) return -2;
   op->script_off = 0;
   op->script_len = (size_t)n;

@@ -1,6 +1,6 @@
 /* static.c - serves files: the handler of `root:`/`alias:` locations and
  * req.send_file(). The URI is decoded and normalised once
- * (static_http.c), the file opened beneath the root and cached
+ * (uri_path.c), the file opened beneath the root and cached
  * (filecache.c), and the response built with conditional requests
  * (ETag, Last-Modified -> 304), ranges (206, several as multipart/byteranges;
  * 416), precompressed
@@ -29,6 +29,7 @@
 #include "mime.h"
 #include "static.h"
 #include "static_http.h"
+#include "uri_path.h"
 
 #define SMALL_READ (64 * 1024)          /* read into the response up to this */
 #define PIECE (64 * 1024)               /* streamed reads without stream_file */
@@ -627,7 +628,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     respond(req, 503);
     return;
   }
-  ssize_t len = gw_static_path_decode(p, n, rel, n + 2);
+  ssize_t len = gw_uri_path_decode(p, n, rel, n + 2);
   if (len < 0) {
     gw_log_info("%s %.*s: a path that may not reach the file system", req->in.method, (int)req->in.path_len, req->in.target);
     respond(req, 400);
@@ -744,7 +745,7 @@ void gw_static_send_file(gw_request_t *req, const char *path, size_t n)
     respond(req, 503);
     return;
   }
-  ssize_t len = gw_static_path_clean(path, n, rel, n + 2);
+  ssize_t len = gw_uri_path_clean(path, n, rel, n + 2);
   if (len < 0) {
     gw_log_error("req.send_file(\"%.*s\"): a path with control bytes, a backslash or a \"..\" above the root",
                  (int)n, path);
