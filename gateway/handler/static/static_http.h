@@ -7,7 +7,6 @@
 #define GW_STATIC_HTTP_H
 
 #include <stddef.h>
-#include <sys/types.h>
 #include <time.h>
 
 /* How a Range field applies to a file of `size` bytes. */
