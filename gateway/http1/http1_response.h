@@ -7,7 +7,7 @@
 #include "request.h"
 
 /* Appends status line, headers (Server, Date, Content-Length, Connection as
- * needed) and body to out. Moves the body out of req->resp_body. With fd >=
+ * needed) and body to out. Moves the body out of req->resp.body. With fd >=
  * 0 (a plain socket) and out empty, a response that is one piece (a body up
  * to a few KiB) is written to fd at once, and only what the socket did not
  * take is queued in out. *total: the response's size, head and body. Both
