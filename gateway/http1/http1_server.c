@@ -207,23 +207,21 @@ static int on_header_value_complete(llhttp_t *p)
   return commit_header(c);
 }
 
-/* The bytes of a uri-host [ ":" port ]: letters, digits and
- * "-._~%!$&'()*+,;=:[]", as a table (every request's Host is checked). */
-static const unsigned char host_char[256] = {
-  ['-'] = 1, ['.'] = 1, ['_'] = 1, ['~'] = 1, ['%'] = 1, ['!'] = 1, ['$'] = 1, ['&'] = 1, ['\''] = 1, ['('] = 1,
-  [')'] = 1, ['*'] = 1, ['+'] = 1, [','] = 1, [';'] = 1, ['='] = 1, [':'] = 1, ['['] = 1, [']'] = 1,
-  ['0'] = 1, ['1'] = 1, ['2'] = 1, ['3'] = 1, ['4'] = 1, ['5'] = 1, ['6'] = 1, ['7'] = 1, ['8'] = 1, ['9'] = 1,
-  ['A'] = 1, ['B'] = 1, ['C'] = 1, ['D'] = 1, ['E'] = 1, ['F'] = 1, ['G'] = 1, ['H'] = 1, ['I'] = 1, ['J'] = 1,
-  ['K'] = 1, ['L'] = 1, ['M'] = 1, ['N'] = 1, ['O'] = 1, ['P'] = 1, ['Q'] = 1, ['R'] = 1, ['S'] = 1, ['T'] = 1,
-  ['U'] = 1, ['V'] = 1, ['W'] = 1, ['X'] = 1, ['Y'] = 1, ['Z'] = 1,
-  ['a'] = 1, ['b'] = 1, ['c'] = 1, ['d'] = 1, ['e'] = 1, ['f'] = 1, ['g'] = 1, ['h'] = 1, ['i'] = 1, ['j'] = 1,
-  ['k'] = 1, ['l'] = 1, ['m'] = 1, ['n'] = 1, ['o'] = 1, ['p'] = 1, ['q'] = 1, ['r'] = 1, ['s'] = 1, ['t'] = 1,
-  ['u'] = 1, ['v'] = 1, ['w'] = 1, ['x'] = 1, ['y'] = 1, ['z'] = 1,
-};
+/* The bytes of a uri-host [ ":" port ] (RFC 3986 reg-name or IP literal),
+ * as a table filled on first use: every request's Host is checked. */
+static unsigned char host_char[256];
 
-/* uri-host [ ":" port ] (RFC 3986 reg-name or IP literal), or empty. */
+static void host_char_init(void)
+{
+  for (int ch = 0; ch < 256; ch++)
+    host_char[ch] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+  for (const char *p = "-._~%!$&'()*+,;=:[]"; *p; p++) host_char[(unsigned char)*p] = 1;
+}
+
+/* uri-host [ ":" port ], or empty. */
 static int valid_host(const char *v, size_t len)
 {
+  if (!host_char['a']) host_char_init();
   for (size_t i = 0; i < len; i++)
     if (!host_char[(unsigned char)v[i]]) return 0;
   return 1;
