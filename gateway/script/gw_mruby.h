@@ -127,7 +127,7 @@ int gw_mrb_task_start(mrb_value proc, const char *label);
  * (tls_hook.c) */
 struct gw_tls_hello_s *gw_mrb_tls_hello(void);
 
-/* Called by the fiber runners (Gateway._job_done) when a job is over: the
+/* Called by the fiber runners (Gateway._job_yield) when a job is over: the
  * fiber is then reused for another request rather than discarded. */
 void gw_mrb_job_done(void);
 /* Every primitive that parks the running fiber calls this before it arms
