@@ -13,11 +13,12 @@
  * The reader builds this module's reply objects (bounded array sizes and
  * buffered bytes, so a hostile server cannot make us allocate without limit).
  *
- * A dead server: a failed connect marks the address down for a pause that
- * doubles from 100 ms to 2 s; operations during the pause fail at once
- * (GW_ERR_CONNECT), and the first one after it tries again. An idle pooled
- * connection keeps its read event armed, so a server that closes it (a
- * restart) is noticed and the connection dropped before anyone uses it.
+ * Sockets, connect, sending, and the backoff of a dead server are the data
+ * clients' core (data_conn.h): a failed connect marks the address down for
+ * a pause that doubles from 100 ms to 2 s; operations during the pause fail
+ * at once (GW_ERR_CONNECT), and the first one after it tries again. An idle
+ * pooled connection keeps its read event armed, so a server that closes it
+ * (a restart) is noticed and the connection dropped before anyone uses it.
  *
  * Sentinel ("sentinel:NAME@host:port,..."): the master's address is asked
  * of the sentinels (SENTINEL get-master-addr-by-name, each in turn) before
@@ -36,58 +37,39 @@
  * and sends the call to the named node; -ASK sends it there once, after
  * ASKING. A node that cannot be reached makes the map be asked for again
  * before the call is sent, once more. */
-#include <errno.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <time.h>
-#include <unistd.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
 #include <hiredis/read.h>
 
 #include "addr.h"
+#include "data_conn.h"
 #include "log.h"
 #include "redis.h"
 
-#define BACKOFF_FIRST_MS 100
-#define BACKOFF_MAX_MS 2000
-
-typedef struct conn_s {
-  gw_redis_t *r;
-  struct conn_s *next_idle;
-  int fd;
-  struct event rev, wev;
+typedef struct {
+  gw_dconn_t dc;            /* dc.head: the operation in flight, or NULL: idle */
   redisReader *reader;
-  gw_buf_t out;             /* bytes to write; out_off already written */
-  size_t out_off;
-  int connecting;
   int setup_replies;        /* replies to AUTH / SELECT still to come */
-  gw_redis_op_t *op;        /* in flight, or NULL: idle */
   gw_redis_sub_t *sub;      /* a subscriber's connection (outside the pool) */
   unsigned epoch;           /* the client's epoch (master) it was opened for */
 } conn_t;
 
 struct gw_redis_op_s {
+  gw_dreq_t q;                /* q.conn: the connection it is on */
   gw_redis_t *r;
   gw_redis_op_t *next, *prev; /* in the waiting line */
   int queued, retried;
   gw_redis_op_t *inner;       /* cluster: the call on a node's client */
   int slot, redirects;        /* cluster: the keys' slot (-1: none) */
-  conn_t *conn;
-  struct event timer, later;
-  int has_timer, has_later;
   gw_buf_t cmd;
   size_t nreplies, got;
   gw_redis_reply_t **replies; /* &one for a single command */
   gw_redis_reply_t *one;
-  gw_err_t err;
   gw_redis_done_cb cb;
   void *arg;
 };
@@ -105,18 +87,12 @@ struct gw_redis_sub_s {
 };
 
 struct gw_redis_s {
-  struct event_base *base;
+  gw_dpool_t pool;          /* the address's connections (none for a cluster's client) */
   char *addr;
-  gw_sockaddr_t sa;
-  socklen_t salen;
   int db;
   char *password;
-  int pool, nconns;
-  conn_t *idle;             /* stack of idle connections */
-  gw_redis_op_t *wait_head, *wait_tail;
-  double down_until_ms;     /* connects fail fast until then */
-  int backoff_ms;
-  /* Sentinel only (master_name != NULL): sa is the master's while have_master. */
+  gw_redis_op_t *wait_head, *wait_tail; /* operations waiting for a connection */
+  /* Sentinel only (master_name != NULL): pool.sa is the master's while have_master. */
   char *master_name;
   gw_redis_t **sentinels;   /* a client per sentinel */
   gw_redis_sub_t **switch_subs; /* SUBSCRIBE +switch-master on each */
@@ -272,12 +248,21 @@ int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len)
 
 /* -- connections ---------------------------------------------------------------- */
 
-static void on_read(evutil_socket_t fd, short what, void *arg);
-static void on_write(evutil_socket_t fd, short what, void *arg);
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op);
 static void sub_lost(gw_redis_sub_t *s, gw_err_t err);
 static void lose_master(gw_redis_t *r);
 static int may_fail_over(const gw_redis_op_t *op, int unsent);
+
+static gw_redis_t *client_of(const conn_t *c)
+{
+  return (gw_redis_t *)c->dc.pool;
+}
+
+/* The operation in flight on c, or NULL: idle (or a subscriber's). */
+static gw_redis_op_t *op_of(const conn_t *c)
+{
+  return (gw_redis_op_t *)c->dc.head;
+}
 
 static void free_replies(gw_redis_op_t *op)
 {
@@ -287,8 +272,7 @@ static void free_replies(gw_redis_op_t *op)
 
 static void op_free(gw_redis_op_t *op)
 {
-  if (op->has_timer) event_del(&op->timer);
-  if (op->has_later) event_del(&op->later);
+  gw_dreq_stop(&op->q);
   free_replies(op);
   if (op->replies != &op->one) free(op->replies);
   gw_buf_dispose(&op->cmd);
@@ -306,62 +290,35 @@ static void queue_remove(gw_redis_op_t *op)
   op->queued = 0;
 }
 
+static void conn_dispose(gw_dconn_t *dc)
+{
+  conn_t *c = (conn_t *)dc;
+  if (c->reader) redisReaderFree(c->reader);
+}
+
 /* Closes c (nothing is called back); the next waiter may open a new one. */
 static void conn_close(conn_t *c)
 {
-  gw_redis_t *r = c->r;
-  if (c->op == NULL && c->sub == NULL) { /* idle: take it off the stack */
-    for (conn_t **p = &r->idle; *p; p = &(*p)->next_idle)
-      if (*p == c) {
-        *p = c->next_idle;
-        break;
-      }
-  }
-  if (c->op) c->op->conn = NULL;
+  gw_redis_t *r = client_of(c);
   if (c->sub) c->sub->conn = NULL;
-  event_del(&c->rev);
-  event_del(&c->wev);
-  close(c->fd);
-  redisReaderFree(c->reader);
-  gw_buf_dispose(&c->out);
-  if (c->sub == NULL) r->nconns--;
-  free(c);
-  if (r->wait_head && r->nconns < r->pool && gw_now_ms() >= r->down_until_ms) {
+  gw_dconn_close(&c->dc);
+  if (r->wait_head && r->pool.n < r->pool.max && !gw_dpool_is_down(&r->pool)) {
     gw_redis_op_t *op = r->wait_head;
     queue_remove(op);
     dispatch(r, op);
   }
 }
 
-static void mark_down(gw_redis_t *r)
-{
-  r->backoff_ms = r->backoff_ms ? r->backoff_ms * 2 : BACKOFF_FIRST_MS;
-  if (r->backoff_ms > BACKOFF_MAX_MS) r->backoff_ms = BACKOFF_MAX_MS;
-  r->down_until_ms = gw_now_ms() + r->backoff_ms;
-}
-
 static void op_finish(gw_redis_op_t *op, gw_err_t err)
 {
-  if (op->has_timer) event_del(&op->timer);
+  gw_dreq_stop(&op->q);
   op->cb(err, op->replies, err.kind == GW_OK ? op->got : 0, op->arg);
   op_free(op);
 }
 
-static void on_later(evutil_socket_t fd, short what, void *arg)
+static void op_fail(gw_dreq_t *q, gw_err_t err)
 {
-  gw_redis_op_t *op = arg;
-  (void)fd;
-  (void)what;
-  op->has_later = 0;
-  op_finish(op, op->err);
-}
-
-static void finish_later(gw_redis_op_t *op, gw_err_t err)
-{
-  op->err = err;
-  event_assign(&op->later, op->r->base, -1, 0, on_later, op);
-  op->has_later = 1;
-  event_active(&op->later, EV_TIMEOUT, 0);
+  op_finish((gw_redis_op_t *)q, err);
 }
 
 /* The waiters cannot get a connection while the server is down. */
@@ -370,7 +327,7 @@ static void fail_waiters(gw_redis_t *r, gw_err_t err)
   while (r->wait_head) {
     gw_redis_op_t *op = r->wait_head;
     queue_remove(op);
-    finish_later(op, err);
+    gw_dreq_fail_later(&op->q, err);
   }
 }
 
@@ -379,21 +336,20 @@ static void fail_waiters(gw_redis_t *r, gw_err_t err)
  * over waits for the answer instead. */
 static void conn_lost(conn_t *c, gw_err_t err, int not_run)
 {
-  gw_redis_op_t *op = c->op;
+  gw_redis_op_t *op = op_of(c);
   gw_redis_sub_t *sub = c->sub;
-  int connect_failed = c->connecting;
-  gw_redis_t *r = c->r;
+  int connect_failed = c->dc.connecting;
+  gw_redis_t *r = client_of(c);
   int sentinel = r->master_name != NULL && sub == NULL;
   if (sentinel && c->epoch == r->epoch) lose_master(r);
   if (sentinel && op && may_fail_over(op, not_run)) {
-    c->op = NULL;
-    op->conn = NULL;
+    gw_dreq_detach(&op->q);
     op->retried = 1;
     conn_close(c);
     dispatch(r, op); /* queued until the sentinels answer */
     return;
   }
-  if (connect_failed) mark_down(r);
+  if (connect_failed) gw_dpool_mark_down(&r->pool);
   conn_close(c);
   if (connect_failed) fail_waiters(r, err);
   if (op) op_finish(op, err);
@@ -402,107 +358,66 @@ static void conn_lost(conn_t *c, gw_err_t err, int not_run)
 
 static void conn_fail(conn_t *c, gw_err_t err)
 {
-  conn_lost(c, err, c->connecting);
+  conn_lost(c, err, c->dc.connecting);
 }
 
-/* Writes what c has to send. A send error fails c's operation only from
- * on_write (now_ok): elsewhere we may be inside gw_redis_exec(), which never
- * calls back, so the write event is armed and reports it from the loop. */
-static void flush(conn_t *c, int now_ok)
+/* The core's report: an idle connection the server closed is dropped. */
+static void conn_failed(gw_dconn_t *dc, gw_err_t err)
 {
-  while (c->out_off < c->out.len) {
-    ssize_t n = send(c->fd, c->out.data + c->out_off, c->out.len - c->out_off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      event_add(&c->wev, NULL);
-      return;
-    }
-    if (n < 0 && !now_ok) {
-      event_add(&c->wev, NULL);
-      return;
-    }
-    if (n < 0) {
-      conn_fail(c, gw_err(GW_ERR_RESET, "connection to redis reset"));
-      return;
-    }
-    c->out_off += (size_t)n;
-  }
-  c->out.len = c->out_off = 0;
-  event_del(&c->wev);
+  conn_t *c = (conn_t *)dc;
+  if (op_of(c) == NULL && c->sub == NULL) conn_close(c);
+  else conn_fail(c, err);
 }
 
 static int append_setup(gw_redis_t *r, conn_t *c)
 {
+  gw_buf_t *out = &c->dc.out;
   if (r->password) {
-    if (gw_redis_append_array(&c->out, 2) < 0 || gw_redis_append_bulk(&c->out, "AUTH", 4) < 0 ||
-        gw_redis_append_bulk(&c->out, r->password, strlen(r->password)) < 0)
+    if (gw_redis_append_array(out, 2) < 0 || gw_redis_append_bulk(out, "AUTH", 4) < 0 ||
+        gw_redis_append_bulk(out, r->password, strlen(r->password)) < 0)
       return -1;
     c->setup_replies++;
   }
   if (r->db > 0) {
     char db[16];
     int n = snprintf(db, sizeof(db), "%d", r->db);
-    if (gw_redis_append_array(&c->out, 2) < 0 || gw_redis_append_bulk(&c->out, "SELECT", 6) < 0 ||
-        gw_redis_append_bulk(&c->out, db, (size_t)n) < 0)
+    if (gw_redis_append_array(out, 2) < 0 || gw_redis_append_bulk(out, "SELECT", 6) < 0 ||
+        gw_redis_append_bulk(out, db, (size_t)n) < 0)
       return -1;
     c->setup_replies++;
   }
   return 0;
 }
 
-/* A new connection (connecting), its setup commands queued; NULL with *err. */
+/* A new connection (connecting), its setup commands queued; NULL with *err.
+ * A subscriber's is not one of the pool's. */
 static conn_t *conn_open(gw_redis_t *r, gw_redis_sub_t *sub, gw_err_t *err)
 {
-  conn_t *c = calloc(1, sizeof(*c));
-  if (c == NULL) {
-    *err = gw_err(GW_ERR_NOMEM, "out of memory");
-    return NULL;
-  }
-  c->r = r;
+  conn_t *c = (conn_t *)gw_dconn_open(&r->pool, sizeof(conn_t), sub == NULL, err);
+  if (c == NULL) return NULL;
   c->sub = sub;
   c->epoch = r->epoch;
-  c->fd = socket(r->sa.sa.sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   c->reader = redisReaderCreateWithFunctions(&reply_fns);
-  if (c->fd < 0 || c->reader == NULL || append_setup(r, c) < 0) {
+  if (c->reader == NULL || append_setup(r, c) < 0) {
     *err = gw_err(GW_ERR_CONNECT, "cannot connect to redis");
-    goto fail;
+    c->sub = NULL;
+    gw_dconn_close(&c->dc);
+    return NULL;
   }
-  if (r->sa.sa.sa_family != AF_UNIX) {
-    int one = 1;
-    setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  }
-  event_assign(&c->rev, r->base, c->fd, EV_READ | EV_PERSIST, on_read, c);
-  event_assign(&c->wev, r->base, c->fd, EV_WRITE | EV_PERSIST, on_write, c);
-  if (connect(c->fd, &r->sa.sa, r->salen) == 0 || errno == EINPROGRESS) {
-    c->connecting = 1; /* reads start once connected (on_write) */
-    event_add(&c->wev, NULL);
-    if (sub == NULL) r->nconns++;
-    return c;
-  }
-  *err = errno == ECONNREFUSED || errno == ENOENT ? gw_err(GW_ERR_CONNECT_REFUSED, "connection to redis refused")
-                                                  : gw_err(GW_ERR_CONNECT, "cannot connect to redis");
-  mark_down(r);
-fail:
-  if (c->fd >= 0) close(c->fd);
-  if (c->reader) redisReaderFree(c->reader);
-  gw_buf_dispose(&c->out);
-  free(c);
-  return NULL;
+  return c;
 }
 
 /* op goes out on c. */
 static void start(conn_t *c, gw_redis_op_t *op)
 {
-  c->op = op;
-  op->conn = c;
-  if (gw_buf_append(&c->out, op->cmd.data, op->cmd.len) < 0) {
-    c->op = NULL;
-    op->conn = NULL;
+  gw_dconn_attach(&c->dc, &op->q);
+  if (gw_buf_append(&c->dc.out, op->cmd.data, op->cmd.len) < 0) {
+    gw_dreq_detach(&op->q);
     conn_close(c);
-    finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+    gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
   }
-  if (!c->connecting) flush(c, 0);
+  if (!c->dc.connecting) gw_dconn_flush(&c->dc, 0);
 }
 
 static void enqueue(gw_redis_t *r, gw_redis_op_t *op)
@@ -521,15 +436,12 @@ static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
   if (r->master_name && !r->have_master) {
     enqueue(r, op);
     discover(r);
-  } else if (r->idle) {
-    conn_t *c = r->idle;
-    r->idle = c->next_idle;
-    c->next_idle = NULL;
-    start(c, op);
-  } else if (r->nconns < r->pool) {
+  } else if (r->pool.idle) {
+    start((conn_t *)gw_dpool_idle_pop(&r->pool), op);
+  } else if (r->pool.n < r->pool.max) {
     gw_err_t err;
     conn_t *c = conn_open(r, NULL, &err);
-    if (c == NULL) finish_later(op, err);
+    if (c == NULL) gw_dreq_fail_later(&op->q, err);
     else start(c, op);
   } else {
     enqueue(r, op);
@@ -539,8 +451,7 @@ static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
 /* c answered everything it was sent: back to the pool or the next waiter. */
 static void conn_release(conn_t *c)
 {
-  gw_redis_t *r = c->r;
-  c->op = NULL;
+  gw_redis_t *r = client_of(c);
   if (c->epoch != r->epoch) { /* to a master that is no more */
     conn_close(c);
   } else if (r->wait_head) {
@@ -548,32 +459,14 @@ static void conn_release(conn_t *c)
     queue_remove(op);
     start(c, op);
   } else {
-    c->next_idle = r->idle;
-    r->idle = c;
+    gw_dconn_idle_push(&c->dc);
   }
 }
 
-static void on_write(evutil_socket_t fd, short what, void *arg)
+static void conn_connected(gw_dconn_t *dc)
 {
-  conn_t *c = arg;
-  (void)what;
-  if (c->connecting) {
-    int e = 0;
-    socklen_t len = sizeof(e);
-    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &len) < 0) e = errno;
-    if (e != 0) {
-      conn_fail(c, e == ECONNREFUSED ? gw_err(GW_ERR_CONNECT_REFUSED, "connection to redis refused")
-                                     : gw_err(GW_ERR_CONNECT, "cannot connect to redis"));
-      return;
-    }
-    c->connecting = 0;
-    event_add(&c->rev, NULL);
-    c->r->backoff_ms = 0;
-    if (c->sub) {
-      c->sub->backoff_ms = 0;
-    }
-  }
-  flush(c, 1);
+  conn_t *c = (conn_t *)dc;
+  if (c->sub) c->sub->backoff_ms = 0;
 }
 
 /* One reply for c's subscriber; 0 if c still lives. */
@@ -591,26 +484,17 @@ static int sub_reply(conn_t *c, gw_redis_reply_t *reply)
   return 0;
 }
 
-static void on_read(evutil_socket_t fd, short what, void *arg)
+static void conn_readable(gw_dconn_t *dc)
 {
-  conn_t *c = arg;
-  (void)what;
-  char buf[16384];
-  ssize_t n = recv(fd, buf, sizeof(buf), 0);
-  if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) return;
-  if (c->op == NULL && c->sub == NULL) { /* idle: closed by the server, or a stray byte */
+  conn_t *c = (conn_t *)dc;
+  gw_redis_t *r = client_of(c);
+  if (op_of(c) == NULL && c->sub == NULL) { /* idle: a stray byte */
     conn_close(c);
     return;
   }
-  if (n == 0) {
-    conn_fail(c, gw_err(GW_ERR_CLOSED, "redis closed the connection"));
-    return;
-  }
-  if (n < 0) {
-    conn_fail(c, gw_err(GW_ERR_RESET, "connection to redis reset"));
-    return;
-  }
-  if (gw_redis_reader_feed(c->reader, buf, (size_t)n) < 0) {
+  int fed = gw_redis_reader_feed(c->reader, dc->in.data + dc->in_off, dc->in.len - dc->in_off);
+  dc->in_off = dc->in.len; /* the reader keeps what it has not parsed */
+  if (fed < 0) {
     conn_fail(c, gw_err(GW_ERR_BAD_RESPONSE, "redis sent an invalid reply"));
     return;
   }
@@ -619,7 +503,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     const char *perr;
     int rc = gw_redis_reader_next(c->reader, &reply, &perr);
     if (rc < 0) {
-      gw_log_error("redis %s: invalid reply (%s); connection closed", c->r->addr, perr);
+      gw_log_error("redis %s: invalid reply (%s); connection closed", r->addr, perr);
       conn_fail(c, gw_err(GW_ERR_BAD_RESPONSE, "redis sent an invalid reply"));
       return;
     }
@@ -627,7 +511,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (c->setup_replies > 0) {
       c->setup_replies--;
       int bad = reply->type == REDIS_REPLY_ERROR;
-      if (bad) gw_log_error("redis %s: AUTH or SELECT failed: %s", c->r->addr, reply->str);
+      if (bad) gw_log_error("redis %s: AUTH or SELECT failed: %s", r->addr, reply->str);
       gw_redis_reply_free(reply);
       if (bad) {
         conn_fail(c, gw_err(GW_ERR_CONNECT, "redis refused AUTH or SELECT (see the error log)"));
@@ -639,13 +523,13 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
       if (sub_reply(c, reply) < 0) return;
       continue;
     }
-    gw_redis_op_t *op = c->op;
+    gw_redis_op_t *op = op_of(c);
     if (op == NULL) { /* more replies than commands */
       gw_redis_reply_free(reply);
       conn_close(c);
       return;
     }
-    if (reply->type == REDIS_REPLY_ERROR && c->r->master_name && reply->len >= 8 &&
+    if (reply->type == REDIS_REPLY_ERROR && r->master_name && reply->len >= 8 &&
         memcmp(reply->str, "READONLY", 8) == 0) { /* a replica now: the command did not run */
       gw_redis_reply_free(reply);
       conn_lost(c, gw_err(GW_ERR_CLOSED, "redis master became a replica"), 1);
@@ -655,14 +539,9 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     if (op->got < op->nreplies) continue;
     /* Complete. Bytes beyond its replies were never asked for: drop c. */
     redisReader *rd = c->reader;
-    if (rd->pos < rd->len || rd->ridx >= 0) {
-      c->op = NULL;
-      op->conn = NULL;
-      conn_close(c);
-    } else {
-      op->conn = NULL;
-      conn_release(c);
-    }
+    gw_dreq_detach(&op->q);
+    if (rd->pos < rd->len || rd->ridx >= 0) conn_close(c);
+    else conn_release(c);
     op_finish(op, gw_err_none());
     return; /* c may be in use by someone else now */
   }
@@ -672,22 +551,20 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
 
 static void cluster_start(gw_redis_op_t *op);
 
-static void on_timeout(evutil_socket_t fd, short what, void *arg)
+static void op_timed_out(gw_dreq_t *q)
 {
-  gw_redis_op_t *op = arg;
-  (void)fd;
-  (void)what;
-  op->has_timer = 0;
+  gw_redis_op_t *op = (gw_redis_op_t *)q;
   if (op->queued) queue_remove(op);
-  if (op->conn) conn_close(op->conn); /* its reply would come unasked for */
+  if (q->conn) conn_close((conn_t *)q->conn); /* its reply would come unasked for */
   if (op->inner) gw_redis_cancel(op->inner);
   op->inner = NULL;
-  if (op->has_later) { /* a failure was about to be delivered: the timeout wins */
-    event_del(&op->later);
-    op->has_later = 0;
-  }
   op_finish(op, gw_err(GW_ERR_TIMEOUT, "redis timed out"));
 }
+
+static const gw_dconn_proto_t proto = {
+    "redis", "connection to redis refused", "cannot connect to redis", "redis closed the connection",
+    "connection to redis reset", "redis is down (reconnecting with backoff)",
+    conn_connected, conn_readable, conn_failed, conn_dispose, op_timed_out, op_fail};
 
 gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t nreplies, int timeout_ms,
                              gw_redis_done_cb cb, void *arg)
@@ -703,12 +580,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     free(op);
     return NULL;
   }
-  if (timeout_ms > 0) {
-    evtimer_assign(&op->timer, r->base, on_timeout, op);
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    evtimer_add(&op->timer, &tv);
-    op->has_timer = 1;
-  }
+  gw_dreq_init(&op->q, &r->pool, timeout_ms);
   if (r->nodes) {
     if (gw_buf_append(&op->cmd, cmd, len) < 0) {
       op_free(op);
@@ -717,19 +589,15 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     cluster_start(op);
     return op;
   }
-  if (r->idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
-    conn_t *c = r->idle;
-    r->idle = c->next_idle;
-    c->next_idle = NULL;
-    c->op = op;
-    op->conn = c;
-    if (gw_buf_append(&c->out, cmd, len) < 0) {
-      c->op = NULL;
-      op->conn = NULL;
+  if (r->pool.idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
+    conn_t *c = (conn_t *)gw_dpool_idle_pop(&r->pool);
+    gw_dconn_attach(&c->dc, &op->q);
+    if (gw_buf_append(&c->dc.out, cmd, len) < 0) {
+      gw_dreq_detach(&op->q);
       conn_close(c);
-      finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+      gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
     } else {
-      flush(c, 0);
+      gw_dconn_flush(&c->dc, 0);
     }
     return op;
   }
@@ -737,8 +605,8 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     op_free(op);
     return NULL;
   }
-  if (gw_now_ms() < r->down_until_ms && r->nconns == 0)
-    finish_later(op, gw_err(GW_ERR_CONNECT, "redis is down (reconnecting with backoff)"));
+  if (gw_dpool_is_down(&r->pool) && r->pool.n == 0)
+    gw_dreq_fail_later(&op->q, gw_err(GW_ERR_CONNECT, proto.down));
   else
     dispatch(r, op);
   return op;
@@ -748,7 +616,7 @@ void gw_redis_cancel(gw_redis_op_t *op)
 {
   if (op->inner) gw_redis_cancel(op->inner);
   if (op->queued) queue_remove(op);
-  if (op->conn) conn_close(op->conn); /* an unread reply: never reused */
+  if (op->q.conn) conn_close((conn_t *)op->q.conn); /* an unread reply: never reused */
   op_free(op);
 }
 
@@ -768,7 +636,7 @@ static void sub_connect(gw_redis_sub_t *s)
     return;
   }
   s->conn = c;
-  if (gw_buf_append(&c->out, s->cmd.data, s->cmd.len) < 0) {
+  if (gw_buf_append(&c->dc.out, s->cmd.data, s->cmd.len) < 0) {
     conn_fail(c, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
   }
@@ -785,8 +653,8 @@ static void sub_lost(gw_redis_sub_t *s, gw_err_t err)
 {
   s->conn = NULL;
   s->on_state(err, s->arg);
-  s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : BACKOFF_FIRST_MS;
-  if (s->backoff_ms > BACKOFF_MAX_MS) s->backoff_ms = BACKOFF_MAX_MS;
+  s->backoff_ms = s->backoff_ms ? s->backoff_ms * 2 : GW_DPOOL_BACKOFF_FIRST_MS;
+  if (s->backoff_ms > GW_DPOOL_BACKOFF_MAX_MS) s->backoff_ms = GW_DPOOL_BACKOFF_MAX_MS;
   struct timeval tv = {s->backoff_ms / 1000, (s->backoff_ms % 1000) * 1000};
   evtimer_add(&s->retry, &tv);
 }
@@ -805,7 +673,7 @@ gw_redis_sub_t *gw_redis_subscribe(gw_redis_t *r, const char *cmd, size_t len, g
     free(s);
     return NULL;
   }
-  evtimer_assign(&s->retry, r->base, on_retry, s);
+  evtimer_assign(&s->retry, r->pool.base, on_retry, s);
   event_active(&s->retry, EV_TIMEOUT, 0); /* connect from the loop */
   return s;
 }
@@ -820,7 +688,6 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s)
   if (s->conn) {
     conn_t *c = s->conn;
     c->sub = NULL;
-    c->r->nconns++; /* conn_close counts it out of the pool */
     conn_close(c);
   }
   gw_buf_dispose(&s->cmd);
@@ -866,17 +733,14 @@ static void set_master(gw_redis_t *r, const char *ip, const char *port, const ch
     gw_log_error("redis %s: sentinel named an invalid master address %s", r->addr, addr);
     return;
   }
-  if (len != r->salen || memcmp(&sa, &r->sa, len) != 0) {
-    if (r->salen) gw_log_notice("redis %s: master is now %s (%s)", r->addr, addr, why);
-    r->sa = sa;
-    r->salen = len;
-    r->backoff_ms = 0;
-    r->down_until_ms = 0;
+  if (len != r->pool.salen || memcmp(&sa, &r->pool.sa, len) != 0) {
+    if (r->pool.salen) gw_log_notice("redis %s: master is now %s (%s)", r->addr, addr, why);
+    gw_dpool_set_addr(&r->pool, &sa, len);
     r->epoch++;
-    while (r->idle) conn_close(r->idle);
+    while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
   }
   r->have_master = 1;
-  while (r->wait_head && (r->idle || r->nconns < r->pool)) {
+  while (r->wait_head && (r->pool.idle || r->pool.n < r->pool.max)) {
     gw_redis_op_t *op = r->wait_head;
     queue_remove(op);
     dispatch(r, op);
@@ -890,7 +754,7 @@ static void lose_master(gw_redis_t *r)
   if (!r->have_master) return;
   r->have_master = 0;
   r->epoch++;
-  while (r->idle) conn_close(r->idle);
+  while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
 }
 
 static void on_master_addr(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
@@ -912,7 +776,7 @@ static void on_master_addr(gw_err_t err, gw_redis_reply_t **replies, size_t n, v
     return;
   }
   r->asked = 0;
-  mark_down(r);
+  gw_dpool_mark_down(&r->pool);
   fail_waiters(r, gw_err(GW_ERR_CONNECT, "no redis sentinel named a master"));
 }
 
@@ -977,7 +841,7 @@ static gw_redis_t *sentinel_new(gw_redis_t *r, const char *spec, char *err, size
     const char *comma = strchr(p, ',');
     char *one = strndup(p, comma ? (size_t)(comma - p) : strlen(p));
     gw_redis_params_t sp = {one, 0, NULL, 1};
-    r->sentinels[i] = one ? gw_redis_new(r->base, &sp, err, errlen) : NULL;
+    r->sentinels[i] = one ? gw_redis_new(r->pool.base, &sp, err, errlen) : NULL;
     free(one);
     if (r->sentinels[i] == NULL ||
         (r->switch_subs[i] = gw_redis_subscribe(r->sentinels[i], cmd.data, cmd.len, on_switch_master,
@@ -1073,8 +937,8 @@ static int node_index(gw_redis_t *r, const char *addr)
   if (more == NULL) return -1;
   r->nodes = more;
   char err[200];
-  gw_redis_params_t p = {addr, 0, r->password, r->pool};
-  if ((r->nodes[r->nnodes] = gw_redis_new(r->base, &p, err, sizeof(err))) == NULL) {
+  gw_redis_params_t p = {addr, 0, r->password, r->pool.max};
+  if ((r->nodes[r->nnodes] = gw_redis_new(r->pool.base, &p, err, sizeof(err))) == NULL) {
     gw_log_error("redis %s: node %s: %s", r->addr, addr, err);
     return -1;
   }
@@ -1087,8 +951,7 @@ static void cluster_send(gw_redis_op_t *op, int node, int asking);
 /* Ends a cluster call with n replies of a node's call (the node's client frees them). */
 static void cluster_finish(gw_redis_op_t *op, gw_err_t err, gw_redis_reply_t **replies, size_t n)
 {
-  if (op->has_timer) event_del(&op->timer);
-  op->has_timer = 0;
+  gw_dreq_stop(&op->q);
   op->cb(err, replies, n, op->arg);
   op_free(op);
 }
@@ -1110,7 +973,7 @@ static void cluster_start(gw_redis_op_t *op)
 {
   op->slot = gw_redis_commands_slot(op->cmd.data, op->cmd.len);
   if (op->slot == -2) {
-    finish_later(op, gw_err(GW_ERR_BAD_NAME, "redis cluster: the keys of one call must hash to one slot "
+    gw_dreq_fail_later(&op->q, gw_err(GW_ERR_BAD_NAME, "redis cluster: the keys of one call must hash to one slot "
                                              "(give them a common {hash tag})"));
     return;
   }
@@ -1183,7 +1046,7 @@ static void cluster_send(gw_redis_op_t *op, int node, int asking)
   if (asking) {
     if (gw_buf_append(&b, asking_cmd, sizeof(asking_cmd) - 1) < 0 || gw_buf_append(&b, cmd, len) < 0) {
       gw_buf_dispose(&b);
-      finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+      gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
       return;
     }
     cmd = b.data;
@@ -1192,7 +1055,7 @@ static void cluster_send(gw_redis_op_t *op, int node, int asking)
   }
   op->inner = gw_redis_exec(op->r->nodes[node], cmd, len, op->nreplies + (asking ? 1 : 0), 0, on_node_done, op);
   gw_buf_dispose(&b);
-  if (op->inner == NULL) finish_later(op, gw_err(GW_ERR_NOMEM, "out of memory"));
+  if (op->inner == NULL) gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
 }
 
 /* CLUSTER SLOTS: [[start, end, [ip, port, id...], replicas...], ...] */
@@ -1287,17 +1150,11 @@ gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, ch
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  r->base = base;
   r->password = p->password ? strdup(p->password) : NULL;
-  r->pool = p->pool > 0 ? p->pool : 1;
-  if (strncmp(p->addr, "sentinel:", 9) == 0 || strncmp(p->addr, "cluster:", 8) == 0) {
-    if ((p->addr[0] == 's' ? sentinel_new(r, p->addr + 9, err, errlen) : cluster_new(r, p->addr + 8, err, errlen)) == NULL) {
-      gw_redis_free(r);
-      return NULL;
-    }
-  } else if ((r->salen = gw_addr_parse_fixed(p->addr, &r->sa)) == 0) {
-    snprintf(err, errlen, "redis address must be \"IP:port\", \"localhost:port\" or \"unix:/path\", got \"%s\"",
-             p->addr);
+  int named = strncmp(p->addr, "sentinel:", 9) == 0 || strncmp(p->addr, "cluster:", 8) == 0;
+  if (gw_dpool_init(&r->pool, base, &proto, named ? NULL : p->addr, p->pool, err, errlen) < 0 ||
+      (named && (p->addr[0] == 's' ? sentinel_new(r, p->addr + 9, err, errlen)
+                                   : cluster_new(r, p->addr + 8, err, errlen)) == NULL)) {
     gw_redis_free(r);
     return NULL;
   }
@@ -1309,7 +1166,7 @@ gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, ch
 void gw_redis_free(gw_redis_t *r)
 {
   if (r == NULL) return;
-  while (r->idle) conn_close(r->idle);
+  while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
   if (r->asking) gw_redis_cancel(r->asking);
   for (size_t i = 0; i < r->nsentinels; i++) {
     if (r->switch_subs && r->switch_subs[i]) gw_redis_subscriber_free(r->switch_subs[i]);

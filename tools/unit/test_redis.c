@@ -2,7 +2,7 @@
  * spec gives it (its test vector, keys whose slots redis-server's CLUSTER
  * KEYSLOT reports), {hash tags}, EVAL's keys, keyless commands, and a call
  * whose keys differ in slot.
- * unit: redis buf addr log -lhiredis */
+ * unit: redis data_conn buf addr log -lhiredis */
 #include <string.h>
 
 #include "redis.h"
