@@ -1,7 +1,8 @@
 /* redis.h - a Redis client on the worker's loop: a pool of connections per
  * address, one command batch in flight per connection, replies parsed by
- * hiredis's reader into gw_redis_reply_t trees (redis.c says why the reader
- * and not hiredis's async API).
+ * hiredis's reader into gw_redis_reply_t trees (redis_resp.h; redis.c says
+ * why the reader and not hiredis's async API), on the data clients'
+ * connection core (data_conn.h).
  *
  * Every operation ends exactly once through its callback, from a loop
  * event, never from inside gw_redis_exec(); gw_redis_cancel() stops it with
@@ -14,24 +15,11 @@
 
 #include "buf.h"
 #include "error.h"
+#include "redis_resp.h"
 
 struct event_base;
 typedef struct gw_redis_s gw_redis_t;
 typedef struct gw_redis_op_s gw_redis_op_t;
-
-/* A reply (REDIS_REPLY_* types of hiredis's read.h). */
-typedef struct gw_redis_reply_s {
-  int type;
-  long long integer;                 /* INTEGER */
-  char *str;                         /* STRING, STATUS, ERROR: len bytes + NUL */
-  size_t len;
-  size_t elements;                   /* ARRAY */
-  struct gw_redis_reply_s **element;
-} gw_redis_reply_t;
-
-/* Limits on what a server may send: elements of one array, bytes buffered. */
-#define GW_REDIS_MAX_ELEMENTS (1 << 20)
-#define GW_REDIS_MAX_BUFFERED ((size_t)512 << 20)
 
 typedef struct {
   const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
@@ -73,25 +61,5 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s);
 
 /* The address as given. */
 const char *gw_redis_addr(const gw_redis_t *r);
-
-/* RESP command building: appends "*argc\r\n" then each "$len\r\n...\r\n". */
-int gw_redis_append_array(gw_buf_t *b, size_t argc);
-int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len);
-
-/* Redis Cluster: the hash slot (0..16383) every keyed command of cmd (RESP
- * commands as gw_redis_append_* make them) maps to, -1 when none has a key,
- * -2 when two keys differ in slot. */
-int gw_redis_commands_slot(const char *cmd, size_t len);
-
-/* The reply parser as the client uses it (exposed for the fuzz target): a
- * hiredis reader with this module's objects and limits. */
-void *gw_redis_reader_new(void);
-void gw_redis_reader_free(void *reader);
-/* Feeds bytes; then gw_redis_reader_next() returns 1 with *out (free with
- * gw_redis_reply_free), 0 when more bytes are needed, -1 on a protocol
- * error (message in *err). */
-int gw_redis_reader_feed(void *reader, const char *data, size_t len);
-int gw_redis_reader_next(void *reader, gw_redis_reply_t **out, const char **err);
-void gw_redis_reply_free(gw_redis_reply_t *r);
 
 #endif
