@@ -247,7 +247,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
   gw_dconn_t *c = arg;
   const gw_dconn_proto_t *proto = c->pool->proto;
   (void)what;
-  if (gw_buf_reserve(&c->in, READ_CHUNK) < 0) {
+  if (c->in.cap - c->in.len < READ_CHUNK && gw_buf_reserve(&c->in, READ_CHUNK) < 0) {
     proto->failed(c, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
   }
