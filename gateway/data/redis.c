@@ -268,17 +268,22 @@ static conn_t *conn_open(gw_redis_t *r, gw_redis_sub_t *sub, gw_err_t *err)
   return c;
 }
 
-/* op goes out on c. */
-static void start(conn_t *c, gw_redis_op_t *op)
+/* op (its command cmd) goes out on c. */
+static void send_on(conn_t *c, gw_redis_op_t *op, const char *cmd, size_t len)
 {
   gw_dconn_attach(&c->dc, &op->q);
-  if (gw_buf_append(&c->dc.out, op->cmd.data, op->cmd.len) < 0) {
+  if (gw_buf_append(&c->dc.out, cmd, len) < 0) {
     gw_dreq_detach(&op->q);
     conn_close(c);
     gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
     return;
   }
   if (!c->dc.connecting) gw_dconn_flush(&c->dc, 0);
+}
+
+static void start(conn_t *c, gw_redis_op_t *op)
+{
+  send_on(c, op, op->cmd.data, op->cmd.len);
 }
 
 static void enqueue(gw_redis_t *r, gw_redis_op_t *op)
@@ -450,15 +455,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     return op;
   }
   if (r->pool.idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
-    conn_t *c = (conn_t *)gw_dpool_idle_pop(&r->pool);
-    gw_dconn_attach(&c->dc, &op->q);
-    if (gw_buf_append(&c->dc.out, cmd, len) < 0) {
-      gw_dreq_detach(&op->q);
-      conn_close(c);
-      gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
-    } else {
-      gw_dconn_flush(&c->dc, 0);
-    }
+    send_on((conn_t *)gw_dpool_idle_pop(&r->pool), op, cmd, len);
     return op;
   }
   if (gw_buf_append(&op->cmd, cmd, len) < 0) {
