@@ -28,13 +28,8 @@
  * the old one (its connect failed, or the old master answered -READONLY)
  * or when it only reads; any other write fails to its caller.
  *
- * Cluster ("cluster:host:port,..."): a client per node, and the slot map
- * (CLUSTER SLOTS, asked of the nodes in turn) choosing one for each call
- * by the hash slot of its keys (all keys of one call must share a slot,
- * as Redis requires). A -MOVED answer updates the map, asks for a new one
- * and sends the call to the named node; -ASK sends it there once, after
- * ASKING. A node that cannot be reached makes the map be asked for again
- * before the call is sent, once more. */
+ * Cluster ("cluster:host:port,..."): redis_cluster.c, a client per node of
+ * this file's, routing the calls of a client made by gw_redis_new_router. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,8 +56,6 @@ struct gw_redis_op_s {
   gw_redis_t *r;
   gw_redis_op_t *next, *prev; /* in the waiting line */
   int queued, retried;
-  gw_redis_op_t *inner;       /* cluster: the call on a node's client */
-  int slot, redirects;        /* cluster: the keys' slot (-1: none) */
   gw_buf_t cmd;
   size_t nreplies, got;
   gw_redis_reply_t **replies; /* &one for a single command */
@@ -84,7 +77,9 @@ struct gw_redis_sub_s {
 };
 
 struct gw_redis_s {
-  gw_dpool_t pool;          /* the address's connections (none for a cluster's client) */
+  gw_dpool_t pool;          /* the address's connections (a router's: none) */
+  const gw_redis_router_t *router; /* takes every call (a Cluster's client), or NULL */
+  void *routed;             /* the router's state */
   char *addr;
   int db;
   char *password;
@@ -97,15 +92,8 @@ struct gw_redis_s {
   gw_redis_op_t *asking;    /* SENTINEL get-master-addr-by-name in flight */
   int have_master;
   unsigned epoch;           /* bumped when the master changes */
-  /* Cluster only (nodes != NULL). */
-  gw_redis_t **nodes;       /* a client per node met */
-  size_t nnodes, slots_next, slots_asked;
-  uint16_t *slot_node;      /* GW_REDIS_SLOTS entries: node index + 1, 0: unknown */
-  gw_redis_op_t *asking_slots; /* CLUSTER SLOTS in flight */
-  int have_slots;
 };
 
-#define MAX_REDIRECTS 5
 
 /* -- connections ---------------------------------------------------------------- */
 
@@ -414,15 +402,11 @@ static void conn_readable(gw_dconn_t *dc)
 
 /* -- operations ------------------------------------------------------------------ */
 
-static void cluster_start(gw_redis_op_t *op);
-
 static void op_timed_out(gw_dreq_t *q)
 {
   gw_redis_op_t *op = (gw_redis_op_t *)q;
   if (op->queued) queue_remove(op);
   if (q->conn) conn_close((conn_t *)q->conn); /* its reply would come unasked for */
-  if (op->inner) gw_redis_cancel(op->inner);
-  op->inner = NULL;
   op_finish(op, gw_err(GW_ERR_TIMEOUT, "redis timed out"));
 }
 
@@ -434,26 +418,19 @@ static const gw_dconn_proto_t proto = {
 gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t nreplies, int timeout_ms,
                              gw_redis_done_cb cb, void *arg)
 {
+  if (r->router) return r->router->exec(r->routed, cmd, len, nreplies, timeout_ms, cb, arg);
   gw_redis_op_t *op = calloc(1, sizeof(*op));
   if (op == NULL) return NULL;
   op->r = r;
   op->cb = cb;
   op->arg = arg;
   op->nreplies = nreplies;
-  op->replies = nreplies <= 1 || r->nodes ? &op->one : calloc(nreplies, sizeof(*op->replies));
+  op->replies = nreplies <= 1 ? &op->one : calloc(nreplies, sizeof(*op->replies));
   if (op->replies == NULL) {
     free(op);
     return NULL;
   }
   gw_dreq_init(&op->q, &r->pool, timeout_ms);
-  if (r->nodes) {
-    if (gw_buf_append(&op->cmd, cmd, len) < 0) {
-      op_free(op);
-      return NULL;
-    }
-    cluster_start(op);
-    return op;
-  }
   if (r->pool.idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
     send_on((conn_t *)gw_dpool_idle_pop(&r->pool), op, cmd, len);
     return op;
@@ -471,7 +448,11 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
 
 void gw_redis_cancel(gw_redis_op_t *op)
 {
-  if (op->inner) gw_redis_cancel(op->inner);
+  gw_redis_t *r = (gw_redis_t *)op->q.pool; /* a router's operation begins with a gw_dreq_t too */
+  if (r->router) {
+    r->router->cancel(op);
+    return;
+  }
   if (op->queued) queue_remove(op);
   if (op->q.conn) conn_close((conn_t *)op->q.conn); /* an unread reply: never reused */
   op_free(op);
@@ -519,7 +500,7 @@ static void sub_lost(gw_redis_sub_t *s, gw_err_t err)
 gw_redis_sub_t *gw_redis_subscribe(gw_redis_t *r, const char *cmd, size_t len, gw_redis_message_cb on_message,
                                    gw_redis_state_cb on_state, void *arg)
 {
-  if (r->nodes) r = r->nodes[0]; /* a cluster sends every PUBLISH to every node */
+  if (r->router) r = r->router->subscriber(r->routed);
   gw_redis_sub_t *s = calloc(1, sizeof(*s));
   if (s == NULL) return NULL;
   s->r = r;
@@ -693,222 +674,6 @@ static gw_redis_t *sentinel_new(gw_redis_t *r, const char *spec, char *err, size
   return r;
 }
 
-/* -- cluster ------------------------------------------------------------------------ */
-
-/* The client of the node at addr ("ip:port"), made when first met; -1 when out of memory or a bad address. */
-static int node_index(gw_redis_t *r, const char *addr)
-{
-  for (size_t i = 0; i < r->nnodes; i++)
-    if (strcmp(gw_redis_addr(r->nodes[i]), addr) == 0) return (int)i;
-  if (r->nnodes >= 1000) return -1;
-  gw_redis_t **more = realloc(r->nodes, (r->nnodes + 1) * sizeof(*more));
-  if (more == NULL) return -1;
-  r->nodes = more;
-  char err[200];
-  gw_redis_params_t p = {addr, 0, r->password, r->pool.max};
-  if ((r->nodes[r->nnodes] = gw_redis_new(r->pool.base, &p, err, sizeof(err))) == NULL) {
-    gw_log_error("redis %s: node %s: %s", r->addr, addr, err);
-    return -1;
-  }
-  return (int)r->nnodes++;
-}
-
-static void ask_slots(gw_redis_t *r);
-static void cluster_send(gw_redis_op_t *op, int node, int asking);
-
-/* Ends a cluster call with n replies of a node's call (the node's client frees them). */
-static void cluster_finish(gw_redis_op_t *op, gw_err_t err, gw_redis_reply_t **replies, size_t n)
-{
-  gw_dreq_stop(&op->q);
-  op->cb(err, replies, n, op->arg);
-  op_free(op);
-}
-
-/* Sends op to the node its slot maps to, or waits for the map. */
-static void cluster_dispatch(gw_redis_op_t *op)
-{
-  gw_redis_t *r = op->r;
-  int node = op->slot >= 0 ? (int)r->slot_node[op->slot] - 1 : 0;
-  if (!r->have_slots || node < 0) {
-    enqueue(r, op);
-    ask_slots(r);
-    return;
-  }
-  cluster_send(op, node, 0);
-}
-
-static void cluster_start(gw_redis_op_t *op)
-{
-  op->slot = gw_redis_commands_slot(op->cmd.data, op->cmd.len);
-  if (op->slot == -2) {
-    gw_dreq_fail_later(&op->q, gw_err(GW_ERR_BAD_NAME, "redis cluster: the keys of one call must hash to one slot "
-                                             "(give them a common {hash tag})"));
-    return;
-  }
-  cluster_dispatch(op);
-}
-
-/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": the slot and the address; 0 if reply is neither. */
-static int redirect_of(const gw_redis_reply_t *reply, int *ask, int *slot, char *addr, size_t size)
-{
-  if (reply->type != REDIS_REPLY_ERROR) return 0;
-  char kind[8], where[200];
-  if (sscanf(reply->str, "%7s %d %199s", kind, slot, where) != 3 || *slot < 0 || *slot >= GW_REDIS_SLOTS) return 0;
-  if (strcmp(kind, "MOVED") != 0 && strcmp(kind, "ASK") != 0) return 0;
-  *ask = kind[0] == 'A';
-  if (where[0] == ':') { /* an empty host: the node's own, which we only know as the sender */
-    return 0;
-  }
-  snprintf(addr, size, "%s", where);
-  return 1;
-}
-
-static void on_node_done(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
-{
-  gw_redis_op_t *op = arg;
-  gw_redis_t *r = op->r;
-  int asked = op->redirects < 0; /* ASKING's +OK comes first */
-  op->inner = NULL;
-  if (asked) {
-    op->redirects = -op->redirects;
-    if (n > 0) {
-      replies++;
-      n--;
-    }
-  }
-  if (err.kind != GW_OK) {
-    if (!op->retried && (gw_err_is_connect_failure(err.kind) || err.kind == GW_ERR_CLOSED || err.kind == GW_ERR_RESET) &&
-        (op->slot < 0 || may_fail_over(op, gw_err_is_connect_failure(err.kind)))) {
-      op->retried = 1; /* the node is gone: the map may have moved on */
-      r->have_slots = 0;
-      cluster_dispatch(op);
-      return;
-    }
-    cluster_finish(op, err, replies, 0);
-    return;
-  }
-  for (size_t i = 0; i < n; i++) {
-    int ask, slot;
-    char addr[200];
-    if (!redirect_of(replies[i], &ask, &slot, addr, sizeof(addr))) continue;
-    if (op->redirects >= MAX_REDIRECTS) break;
-    int node = node_index(r, addr);
-    if (node < 0) break;
-    op->redirects++;
-    if (!ask) {
-      r->slot_node[slot] = (uint16_t)(node + 1);
-      ask_slots(r); /* the rest of the map has likely moved too */
-    }
-    cluster_send(op, node, ask);
-    return;
-  }
-  cluster_finish(op, err, replies, n);
-}
-
-static void cluster_send(gw_redis_op_t *op, int node, int asking)
-{
-  static const char asking_cmd[] = "*1\r\n$6\r\nASKING\r\n";
-  gw_buf_t b = {0};
-  const char *cmd = op->cmd.data;
-  size_t len = op->cmd.len;
-  if (asking) {
-    if (gw_buf_append(&b, asking_cmd, sizeof(asking_cmd) - 1) < 0 || gw_buf_append(&b, cmd, len) < 0) {
-      gw_buf_dispose(&b);
-      gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
-      return;
-    }
-    cmd = b.data;
-    len = b.len;
-    op->redirects = -op->redirects; /* marks the ASKING reply to skip */
-  }
-  op->inner = gw_redis_exec(op->r->nodes[node], cmd, len, op->nreplies + (asking ? 1 : 0), 0, on_node_done, op);
-  gw_buf_dispose(&b);
-  if (op->inner == NULL) gw_dreq_fail_later(&op->q, gw_err(GW_ERR_NOMEM, "out of memory"));
-}
-
-/* CLUSTER SLOTS: [[start, end, [ip, port, id...], replicas...], ...] */
-static int read_slots(gw_redis_t *r, const gw_redis_reply_t *a)
-{
-  if (a->type != REDIS_REPLY_ARRAY) return -1;
-  memset(r->slot_node, 0, GW_REDIS_SLOTS * sizeof(*r->slot_node));
-  for (size_t i = 0; i < a->elements; i++) {
-    const gw_redis_reply_t *e = a->element[i];
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 || e->element[0]->type != REDIS_REPLY_INTEGER ||
-        e->element[1]->type != REDIS_REPLY_INTEGER || e->element[2]->type != REDIS_REPLY_ARRAY ||
-        e->element[2]->elements < 2)
-      return -1;
-    long long from = e->element[0]->integer, to = e->element[1]->integer;
-    const gw_redis_reply_t *ip = e->element[2]->element[0], *port = e->element[2]->element[1];
-    if (from < 0 || to >= GW_REDIS_SLOTS || from > to || ip->type != REDIS_REPLY_STRING || ip->len == 0 ||
-        port->type != REDIS_REPLY_INTEGER)
-      return -1;
-    char addr[200];
-    snprintf(addr, sizeof(addr), strchr(ip->str, ':') ? "[%s]:%lld" : "%s:%lld", ip->str, port->integer);
-    int node = node_index(r, addr);
-    if (node < 0) return -1;
-    for (long long s = from; s <= to; s++) r->slot_node[s] = (uint16_t)(node + 1);
-  }
-  return 0;
-}
-
-static void on_slots(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
-{
-  gw_redis_t *r = arg;
-  gw_redis_t *asked = r->nodes[r->slots_next % r->nnodes];
-  r->asking_slots = NULL;
-  if (err.kind == GW_OK && n == 1 && read_slots(r, replies[0]) == 0) {
-    r->have_slots = 1;
-    r->slots_asked = 0;
-    while (r->wait_head) {
-      gw_redis_op_t *op = r->wait_head;
-      queue_remove(op);
-      cluster_dispatch(op);
-      if (!r->have_slots) return; /* a slot still unknown: asked again */
-    }
-    return;
-  }
-  gw_log_error("redis %s: CLUSTER SLOTS from %s: %s", r->addr, gw_redis_addr(asked),
-               err.kind != GW_OK ? err.msg : n == 1 && replies[0]->type == REDIS_REPLY_ERROR ? replies[0]->str : "not a slot map");
-  r->slots_next++;
-  if (++r->slots_asked < r->nnodes) {
-    ask_slots(r);
-    return;
-  }
-  r->slots_asked = 0;
-  fail_waiters(r, gw_err(GW_ERR_CONNECT, "no redis cluster node answered with its slots"));
-}
-
-/* Asks the next node for the slot map (one question at a time). */
-static void ask_slots(gw_redis_t *r)
-{
-  static const char cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
-  if (r->asking_slots) return;
-  r->asking_slots = gw_redis_exec(r->nodes[r->slots_next % r->nnodes], cmd, sizeof(cmd) - 1, 1, 1000, on_slots, r);
-  if (r->asking_slots == NULL) fail_waiters(r, gw_err(GW_ERR_NOMEM, "out of memory"));
-}
-
-static gw_redis_t *cluster_new(gw_redis_t *r, const char *seeds, char *err, size_t errlen)
-{
-  r->slot_node = calloc(GW_REDIS_SLOTS, sizeof(*r->slot_node));
-  if (r->slot_node == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  for (const char *p = seeds; p;) {
-    const char *comma = strchr(p, ',');
-    char *one = strndup(p, comma ? (size_t)(comma - p) : strlen(p));
-    gw_sockaddr_t sa;
-    if (one == NULL || gw_addr_parse_fixed(one, &sa) == 0 || node_index(r, one) < 0) {
-      snprintf(err, errlen, "redis cluster node must be \"IP:port\" or \"localhost:port\", got \"%s\"", one ? one : "");
-      free(one);
-      return NULL;
-    }
-    free(one);
-    p = comma ? comma + 1 : NULL;
-  }
-  return r;
-}
-
 /* -- the client ------------------------------------------------------------------ */
 
 gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, char *err, size_t errlen)
@@ -919,10 +684,9 @@ gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, ch
     return NULL;
   }
   r->password = p->password ? strdup(p->password) : NULL;
-  int named = strncmp(p->addr, "sentinel:", 9) == 0 || strncmp(p->addr, "cluster:", 8) == 0;
-  if (gw_dpool_init(&r->pool, base, &proto, named ? NULL : p->addr, p->pool, err, errlen) < 0 ||
-      (named && (p->addr[0] == 's' ? sentinel_new(r, p->addr + 9, err, errlen)
-                                   : cluster_new(r, p->addr + 8, err, errlen)) == NULL)) {
+  int sentinel = strncmp(p->addr, "sentinel:", 9) == 0;
+  if (gw_dpool_init(&r->pool, base, &proto, sentinel ? NULL : p->addr, p->pool, err, errlen) < 0 ||
+      (sentinel && sentinel_new(r, p->addr + 9, err, errlen) == NULL)) {
     gw_redis_free(r);
     return NULL;
   }
@@ -943,13 +707,29 @@ void gw_redis_free(gw_redis_t *r)
   free(r->switch_subs);
   free(r->sentinels);
   free(r->master_name);
-  if (r->asking_slots) gw_redis_cancel(r->asking_slots);
-  for (size_t i = 0; i < r->nnodes; i++) gw_redis_free(r->nodes[i]);
-  free(r->nodes);
-  free(r->slot_node);
+  if (r->router) r->router->free(r->routed);
   free(r->addr);
   free(r->password);
   free(r);
+}
+
+gw_redis_t *gw_redis_new_router(struct event_base *base, const char *addr, const gw_redis_router_t *router, void *state)
+{
+  char err[8];
+  gw_redis_t *r = calloc(1, sizeof(*r));
+  if (r == NULL || gw_dpool_init(&r->pool, base, router->proto, NULL, 1, err, sizeof(err)) < 0 ||
+      (r->addr = strdup(addr)) == NULL) {
+    free(r);
+    return NULL;
+  }
+  r->router = router;
+  r->routed = state;
+  return r;
+}
+
+gw_dpool_t *gw_redis_pool(gw_redis_t *r)
+{
+  return &r->pool;
 }
 
 const char *gw_redis_addr(const gw_redis_t *r)

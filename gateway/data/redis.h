@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "data_conn.h"
 #include "error.h"
 #include "redis_resp.h"
 
@@ -24,7 +25,8 @@ typedef struct gw_redis_op_s gw_redis_op_t;
 typedef struct {
   const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
                           * "sentinel:NAME@host:port,host:port,...": the master that
-                          * those Redis Sentinels name NAME (redis.c) */
+                          * those Redis Sentinels name NAME (redis.c); a Cluster's:
+                          * redis_cluster.h */
   int db;                /* SELECTed on each new connection when > 0 */
   const char *password;  /* AUTH on each new connection, or NULL */
   int pool;              /* connections at most; more callers wait in line */
@@ -61,5 +63,22 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s);
 
 /* The address as given. */
 const char *gw_redis_addr(const gw_redis_t *r);
+
+/* A client that hands every call to a router (redis_cluster.c) instead of
+ * connections of its own. The router's operations are handed out as
+ * gw_redis_op_t: each begins with a gw_dreq_t of the client's pool
+ * (gw_redis_pool), whose protocol is proto (their timeouts and deferred
+ * failures); gw_redis_cancel and gw_redis_free come back to it. */
+typedef struct {
+  const gw_dconn_proto_t *proto;
+  gw_redis_op_t *(*exec)(void *state, const char *cmd, size_t len, size_t nreplies, int timeout_ms,
+                         gw_redis_done_cb cb, void *arg);
+  void (*cancel)(gw_redis_op_t *op);
+  gw_redis_t *(*subscriber)(void *state); /* the client a subscriber of this one uses */
+  void (*free)(void *state);
+} gw_redis_router_t;
+/* addr: as given (messages); NULL when out of memory. */
+gw_redis_t *gw_redis_new_router(struct event_base *base, const char *addr, const gw_redis_router_t *router, void *state);
+gw_dpool_t *gw_redis_pool(gw_redis_t *r);
 
 #endif

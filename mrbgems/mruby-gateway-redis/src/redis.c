@@ -1,9 +1,10 @@
 /* redis.c - Async::Redis's natives over the core's Redis client
- * (gateway/data/redis.c): the per-worker clients (one pool per address,
- * db and password, shared by every Async::Redis object naming them),
- * command encoding, the pending operation registered on the request, and
- * the replies turned into Ruby objects. Pub/sub messages run their block in
- * a task fiber (gw_mrb_task_start). */
+ * (gateway/data/redis.c; redis_cluster.c for "cluster:" addresses): the
+ * per-worker clients (one pool per address, db and password, shared by
+ * every Async::Redis object naming them), command encoding, the pending
+ * operation registered on the request, and the replies turned into Ruby
+ * objects. Pub/sub messages run their block in a task fiber
+ * (gw_mrb_task_start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,7 @@
 #include "gw_mruby.h"
 #include "log.h"
 #include "redis.h"
+#include "redis_cluster.h"
 
 /* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
@@ -33,7 +35,8 @@ static void *make_client(struct event_base *base, const char *addr, const void *
 {
   const handle_t *h = params;
   gw_redis_params_t p = {addr, h->db, h->password, h->pool};
-  return gw_redis_new(base, &p, err, errlen);
+  return strncmp(addr, "cluster:", 8) == 0 ? gw_redis_cluster_new(base, &p, err, errlen)
+                                           : gw_redis_new(base, &p, err, errlen);
 }
 
 static void destroy_client(void *r)
