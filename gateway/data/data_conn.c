@@ -83,6 +83,41 @@ gw_dconn_t *gw_dpool_least_loaded(gw_dpool_t *p)
   return best;
 }
 
+void gw_dpool_wait(gw_dpool_t *p, gw_dreq_t *q)
+{
+  q->waiting = 1;
+  q->next = NULL;
+  q->prev = p->wait_tail;
+  if (p->wait_tail) p->wait_tail->next = q;
+  else p->wait_head = q;
+  p->wait_tail = q;
+}
+
+void gw_dreq_unwait(gw_dreq_t *q)
+{
+  gw_dpool_t *p = q->pool;
+  if (!q->waiting) return;
+  if (q->prev) q->prev->next = q->next;
+  else p->wait_head = q->next;
+  if (q->next) q->next->prev = q->prev;
+  else p->wait_tail = q->prev;
+  q->next = q->prev = NULL;
+  q->waiting = 0;
+}
+
+gw_dreq_t *gw_dpool_next_waiter(gw_dpool_t *p)
+{
+  gw_dreq_t *q = p->wait_head;
+  if (q) gw_dreq_unwait(q);
+  return q;
+}
+
+void gw_dpool_fail_waiters(gw_dpool_t *p, gw_err_t err)
+{
+  gw_dreq_t *q;
+  while ((q = gw_dpool_next_waiter(p))) gw_dreq_fail_later(q, err);
+}
+
 /* -- connections ------------------------------------------------------------------ */
 
 static void on_read(evutil_socket_t fd, short what, void *arg);

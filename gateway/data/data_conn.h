@@ -3,7 +3,8 @@
  * (gw_dpool_t) of non-blocking connections (gw_dconn_t) with their send and
  * receive buffers, the address's backoff and mark-down, and the requests
  * awaiting a reply on each connection (gw_dreq_t), in the order they were
- * sent, with their timeout and their deferred failure.
+ * sent, with their timeout and their deferred failure, and the line of
+ * those waiting for a connection.
  *
  * The protocol owns the meaning: it embeds gw_dpool_t in its client,
  * gw_dconn_t (first) in its connection and gw_dreq_t in its operation, says
@@ -71,6 +72,7 @@ struct gw_dpool_s {
   int max, n;             /* connections at most; counted ones open */
   gw_dconn_t *conns;      /* every connection, counted or not */
   gw_dconn_t *idle;       /* a stack of idle ones (gw_dconn_idle_push) */
+  gw_dreq_t *wait_head, *wait_tail; /* requests waiting for a connection (or an address) */
   double down_until_ms;   /* connects fail fast until then */
   int backoff_ms;
 };
@@ -96,10 +98,10 @@ struct gw_dconn_s {
 struct gw_dreq_s {
   gw_dpool_t *pool;
   gw_dconn_t *conn;             /* the connection it was sent on, or NULL */
-  gw_dreq_t *next, *prev;
+  gw_dreq_t *next, *prev;      /* in conn's pending list, or in the pool's line */
   uint64_t id;                  /* matched by id (gw_dconn_find), or unused */
   struct event timer, later;
-  unsigned has_timer : 1, has_later : 1;
+  unsigned has_timer : 1, has_later : 1, waiting : 1;
   gw_err_t err;                 /* the deferred failure */
 };
 
@@ -118,6 +120,12 @@ void gw_dpool_set_addr(gw_dpool_t *p, const gw_sockaddr_t *sa, socklen_t salen);
 gw_dconn_t *gw_dpool_idle_pop(gw_dpool_t *p);
 /* The counted connection with the fewest pending requests; NULL: none. */
 gw_dconn_t *gw_dpool_least_loaded(gw_dpool_t *p);
+/* q (on no connection) waits at the end of p's line. */
+void gw_dpool_wait(gw_dpool_t *p, gw_dreq_t *q);
+/* The first waiting request, taken out of the line; NULL: none. */
+gw_dreq_t *gw_dpool_next_waiter(gw_dpool_t *p);
+/* Every waiting request leaves the line and fails with err (gw_dreq_fail_later). */
+void gw_dpool_fail_waiters(gw_dpool_t *p, gw_err_t err);
 
 /* A new connection of size bytes (the protocol's struct, gw_dconn_t first),
  * connecting; counted: one of p's max (else a connection of its own, e.g. a
@@ -147,6 +155,8 @@ gw_dreq_t *gw_dconn_find(const gw_dconn_t *c, uint64_t id);
 void gw_dreq_init(gw_dreq_t *q, gw_dpool_t *p, int timeout_ms);
 /* q no longer awaits a reply on its connection (if any). */
 void gw_dreq_detach(gw_dreq_t *q);
+/* q leaves its pool's line (if it waits there). */
+void gw_dreq_unwait(gw_dreq_t *q);
 /* q's failure err goes to proto->fail from a loop event of its own. */
 void gw_dreq_fail_later(gw_dreq_t *q, gw_err_t err);
 /* q ends: its timer and deferred failure are stopped (call before its end

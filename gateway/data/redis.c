@@ -55,7 +55,7 @@ struct gw_redis_op_s {
   gw_dreq_t q;                /* q.conn: the connection it is on */
   gw_redis_t *r;
   gw_redis_op_t *next, *prev; /* in the waiting line */
-  int queued, retried;
+  int retried;
   gw_buf_t cmd;
   size_t nreplies, got;
   gw_redis_reply_t **replies; /* &one for a single command */
@@ -83,7 +83,6 @@ struct gw_redis_s {
   char *addr;
   int db;
   char *password;
-  gw_redis_op_t *wait_head, *wait_tail; /* operations waiting for a connection */
   /* Sentinel only (master_name != NULL): pool.sa is the master's while have_master. */
   char *master_name;
   gw_redis_t **sentinels;   /* a client per sentinel */
@@ -128,17 +127,6 @@ static void op_free(gw_redis_op_t *op)
   free(op);
 }
 
-static void queue_remove(gw_redis_op_t *op)
-{
-  gw_redis_t *r = op->r;
-  if (op->prev) op->prev->next = op->next;
-  else r->wait_head = op->next;
-  if (op->next) op->next->prev = op->prev;
-  else r->wait_tail = op->prev;
-  op->next = op->prev = NULL;
-  op->queued = 0;
-}
-
 static void conn_dispose(gw_dconn_t *dc)
 {
   conn_t *c = (conn_t *)dc;
@@ -151,11 +139,8 @@ static void conn_close(conn_t *c)
   gw_redis_t *r = client_of(c);
   if (c->sub) c->sub->conn = NULL;
   gw_dconn_close(&c->dc);
-  if (r->wait_head && r->pool.n < r->pool.max && !gw_dpool_is_down(&r->pool)) {
-    gw_redis_op_t *op = r->wait_head;
-    queue_remove(op);
-    dispatch(r, op);
-  }
+  if (r->pool.wait_head && r->pool.n < r->pool.max && !gw_dpool_is_down(&r->pool))
+    dispatch(r, (gw_redis_op_t *)gw_dpool_next_waiter(&r->pool));
 }
 
 static void op_finish(gw_redis_op_t *op, gw_err_t err)
@@ -168,16 +153,6 @@ static void op_finish(gw_redis_op_t *op, gw_err_t err)
 static void op_fail(gw_dreq_t *q, gw_err_t err)
 {
   op_finish((gw_redis_op_t *)q, err);
-}
-
-/* The waiters cannot get a connection while the server is down. */
-static void fail_waiters(gw_redis_t *r, gw_err_t err)
-{
-  while (r->wait_head) {
-    gw_redis_op_t *op = r->wait_head;
-    queue_remove(op);
-    gw_dreq_fail_later(&op->q, err);
-  }
 }
 
 /* c failed: it is closed, and its operation (or subscriber) told. Behind
@@ -200,7 +175,7 @@ static void conn_lost(conn_t *c, gw_err_t err, int not_run)
   }
   if (connect_failed) gw_dpool_mark_down(&r->pool);
   conn_close(c);
-  if (connect_failed) fail_waiters(r, err);
+  if (connect_failed) gw_dpool_fail_waiters(&r->pool, err);
   if (op) op_finish(op, err);
   if (sub) sub_lost(sub, err);
 }
@@ -274,21 +249,12 @@ static void start(conn_t *c, gw_redis_op_t *op)
   send_on(c, op, op->cmd.data, op->cmd.len);
 }
 
-static void enqueue(gw_redis_t *r, gw_redis_op_t *op)
-{
-  op->queued = 1;
-  op->prev = r->wait_tail;
-  if (r->wait_tail) r->wait_tail->next = op;
-  else r->wait_head = op;
-  r->wait_tail = op;
-}
-
 static void discover(gw_redis_t *r);
 
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
 {
   if (r->master_name && !r->have_master) {
-    enqueue(r, op);
+    gw_dpool_wait(&r->pool, &op->q);
     discover(r);
   } else if (r->pool.idle) {
     start((conn_t *)gw_dpool_idle_pop(&r->pool), op);
@@ -298,7 +264,7 @@ static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
     if (c == NULL) gw_dreq_fail_later(&op->q, err);
     else start(c, op);
   } else {
-    enqueue(r, op);
+    gw_dpool_wait(&r->pool, &op->q);
   }
 }
 
@@ -308,10 +274,8 @@ static void conn_release(conn_t *c)
   gw_redis_t *r = client_of(c);
   if (c->epoch != r->epoch) { /* to a master that is no more */
     conn_close(c);
-  } else if (r->wait_head) {
-    gw_redis_op_t *op = r->wait_head;
-    queue_remove(op);
-    start(c, op);
+  } else if (r->pool.wait_head) {
+    start(c, (gw_redis_op_t *)gw_dpool_next_waiter(&r->pool));
   } else {
     gw_dconn_idle_push(&c->dc);
   }
@@ -405,7 +369,7 @@ static void conn_readable(gw_dconn_t *dc)
 static void op_timed_out(gw_dreq_t *q)
 {
   gw_redis_op_t *op = (gw_redis_op_t *)q;
-  if (op->queued) queue_remove(op);
+  gw_dreq_unwait(&op->q);
   if (q->conn) conn_close((conn_t *)q->conn); /* its reply would come unasked for */
   op_finish(op, gw_err(GW_ERR_TIMEOUT, "redis timed out"));
 }
@@ -431,7 +395,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     return NULL;
   }
   gw_dreq_init(&op->q, &r->pool, timeout_ms);
-  if (r->pool.idle && r->wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
+  if (r->pool.idle && r->pool.wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
     send_on((conn_t *)gw_dpool_idle_pop(&r->pool), op, cmd, len);
     return op;
   }
@@ -453,7 +417,7 @@ void gw_redis_cancel(gw_redis_op_t *op)
     r->router->cancel(op);
     return;
   }
-  if (op->queued) queue_remove(op);
+  gw_dreq_unwait(&op->q);
   if (op->q.conn) conn_close((conn_t *)op->q.conn); /* an unread reply: never reused */
   op_free(op);
 }
@@ -558,11 +522,8 @@ static void set_master(gw_redis_t *r, const char *ip, const char *port, const ch
     while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
   }
   r->have_master = 1;
-  while (r->wait_head && (r->pool.idle || r->pool.n < r->pool.max)) {
-    gw_redis_op_t *op = r->wait_head;
-    queue_remove(op);
-    dispatch(r, op);
-  }
+  while (r->pool.wait_head && (r->pool.idle || r->pool.n < r->pool.max))
+    dispatch(r, (gw_redis_op_t *)gw_dpool_next_waiter(&r->pool));
 }
 
 /* The master is asked for again before the next command; connections to
@@ -595,7 +556,7 @@ static void on_master_addr(gw_err_t err, gw_redis_reply_t **replies, size_t n, v
   }
   r->asked = 0;
   gw_dpool_mark_down(&r->pool);
-  fail_waiters(r, gw_err(GW_ERR_CONNECT, "no redis sentinel named a master"));
+  gw_dpool_fail_waiters(&r->pool, gw_err(GW_ERR_CONNECT, "no redis sentinel named a master"));
 }
 
 /* Asks the next sentinel for the master (one question at a time). */
@@ -609,7 +570,7 @@ static void discover(gw_redis_t *r)
     r->asking = gw_redis_exec(r->sentinels[r->ask_next % r->nsentinels], cmd.data, cmd.len, 1, 1000,
                               on_master_addr, r);
   gw_buf_dispose(&cmd);
-  if (r->asking == NULL) fail_waiters(r, gw_err(GW_ERR_NOMEM, "out of memory"));
+  if (r->asking == NULL) gw_dpool_fail_waiters(&r->pool, gw_err(GW_ERR_NOMEM, "out of memory"));
 }
 
 /* "+switch-master NAME old-ip old-port new-ip new-port" */

@@ -8,8 +8,8 @@
  * call is sent, once more (a write only when it cannot have run).
  *
  * The cluster's own gw_redis_t routes its calls here (gw_redis_router_t);
- * a call waits in this module's line while the map is unknown, and its
- * timeout and deferred failure run on that client's pool (data_conn.h). */
+ * a call waits in that client's pool's line while the map is unknown, and
+ * its timeout and deferred failure run on that pool too (data_conn.h). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,8 +30,7 @@ typedef struct cluster_s cluster_t;
 typedef struct call_s {
   gw_dreq_t q;                /* first: q.pool is the cluster client's */
   cluster_t *cl;
-  struct call_s *next, *prev; /* waiting for the map */
-  int queued, retried;
+  int retried;
   int slot, redirects;        /* the keys' slot (-1: none); redirects < 0: ASKING's reply comes first */
   gw_redis_op_t *inner;       /* the call on a node's client */
   gw_buf_t cmd;
@@ -42,14 +41,14 @@ typedef struct call_s {
 
 struct cluster_s {
   gw_redis_t *r;              /* the cluster's client (the one callers hold) */
-  char *password;
-  int pool;
+  char *password;             /* and node_pool: each node's client's */
+  int node_pool;
   gw_redis_t **nodes;         /* a client per node met */
   size_t nnodes, slots_next, slots_asked;
   uint16_t *slot_node;        /* GW_REDIS_SLOTS entries: node index + 1, 0: unknown */
   gw_redis_op_t *asking_slots; /* CLUSTER SLOTS in flight */
   int have_slots;
-  call_t *wait_head, *wait_tail;
+  gw_dpool_t *pool;           /* the cluster client's: its line holds the calls waiting for the map */
 };
 
 static void ask_slots(cluster_t *cl);
@@ -72,40 +71,10 @@ static void finish(call_t *call, gw_err_t err, gw_redis_reply_t **replies, size_
   call_free(call);
 }
 
-static void enqueue(call_t *call)
-{
-  cluster_t *cl = call->cl;
-  call->queued = 1;
-  call->prev = cl->wait_tail;
-  if (cl->wait_tail) cl->wait_tail->next = call;
-  else cl->wait_head = call;
-  cl->wait_tail = call;
-}
-
-static void dequeue(call_t *call)
-{
-  cluster_t *cl = call->cl;
-  if (call->prev) call->prev->next = call->next;
-  else cl->wait_head = call->next;
-  if (call->next) call->next->prev = call->prev;
-  else cl->wait_tail = call->prev;
-  call->next = call->prev = NULL;
-  call->queued = 0;
-}
-
-static void fail_waiters(cluster_t *cl, gw_err_t err)
-{
-  while (cl->wait_head) {
-    call_t *call = cl->wait_head;
-    dequeue(call);
-    gw_dreq_fail_later(&call->q, err);
-  }
-}
-
 static void call_timed_out(gw_dreq_t *q)
 {
   call_t *call = (call_t *)q;
-  if (call->queued) dequeue(call);
+  gw_dreq_unwait(&call->q);
   if (call->inner) gw_redis_cancel(call->inner);
   call->inner = NULL;
   finish(call, gw_err(GW_ERR_TIMEOUT, "redis timed out"), NULL, 0);
@@ -128,8 +97,8 @@ static int node_index(cluster_t *cl, const char *addr)
   if (more == NULL) return -1;
   cl->nodes = more;
   char err[200];
-  gw_redis_params_t p = {addr, 0, cl->password, cl->pool};
-  if ((cl->nodes[cl->nnodes] = gw_redis_new(gw_redis_pool(cl->r)->base, &p, err, sizeof(err))) == NULL) {
+  gw_redis_params_t p = {addr, 0, cl->password, cl->node_pool};
+  if ((cl->nodes[cl->nnodes] = gw_redis_new(cl->pool->base, &p, err, sizeof(err))) == NULL) {
     gw_log_error("redis %s: node %s: %s", gw_redis_addr(cl->r), addr, err);
     return -1;
   }
@@ -142,7 +111,7 @@ static void dispatch(call_t *call)
   cluster_t *cl = call->cl;
   int node = call->slot >= 0 ? (int)cl->slot_node[call->slot] - 1 : 0;
   if (!cl->have_slots || node < 0) {
-    enqueue(call);
+    gw_dpool_wait(cl->pool, &call->q);
     ask_slots(cl);
     return;
   }
@@ -182,10 +151,8 @@ static void on_slots(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *a
   if (err.kind == GW_OK && n == 1 && read_slots(cl, replies[0]) == 0) {
     cl->have_slots = 1;
     cl->slots_asked = 0;
-    while (cl->wait_head) {
-      call_t *call = cl->wait_head;
-      dequeue(call);
-      dispatch(call);
+    while (cl->pool->wait_head) {
+      dispatch((call_t *)gw_dpool_next_waiter(cl->pool));
       if (!cl->have_slots) return; /* a slot still unknown: asked again */
     }
     return;
@@ -198,7 +165,7 @@ static void on_slots(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *a
     return;
   }
   cl->slots_asked = 0;
-  fail_waiters(cl, gw_err(GW_ERR_CONNECT, "no redis cluster node answered with its slots"));
+  gw_dpool_fail_waiters(cl->pool, gw_err(GW_ERR_CONNECT, "no redis cluster node answered with its slots"));
 }
 
 /* Asks the next node for the slot map (one question at a time). */
@@ -207,7 +174,7 @@ static void ask_slots(cluster_t *cl)
   static const char cmd[] = "*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n";
   if (cl->asking_slots) return;
   cl->asking_slots = gw_redis_exec(cl->nodes[cl->slots_next % cl->nnodes], cmd, sizeof(cmd) - 1, 1, 1000, on_slots, cl);
-  if (cl->asking_slots == NULL) fail_waiters(cl, gw_err(GW_ERR_NOMEM, "out of memory"));
+  if (cl->asking_slots == NULL) gw_dpool_fail_waiters(cl->pool, gw_err(GW_ERR_NOMEM, "out of memory"));
 }
 
 /* -- a call on a node ------------------------------------------------------------------ */
@@ -315,7 +282,7 @@ static gw_redis_op_t *cluster_exec(void *state, const char *cmd, size_t len, siz
     free(call);
     return NULL;
   }
-  gw_dreq_init(&call->q, gw_redis_pool(cl->r), timeout_ms);
+  gw_dreq_init(&call->q, cl->pool, timeout_ms);
   call->slot = gw_redis_commands_slot(cmd, len);
   if (call->slot == -2)
     gw_dreq_fail_later(&call->q, gw_err(GW_ERR_BAD_NAME, "redis cluster: the keys of one call must hash to one slot "
@@ -329,7 +296,7 @@ static void cluster_cancel(gw_redis_op_t *op)
 {
   call_t *call = (call_t *)op;
   if (call->inner) gw_redis_cancel(call->inner);
-  if (call->queued) dequeue(call);
+  gw_dreq_unwait(&call->q);
   call_free(call);
 }
 
@@ -363,12 +330,13 @@ gw_redis_t *gw_redis_cluster_new(struct event_base *base, const gw_redis_params_
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  cl->pool = p->pool > 0 ? p->pool : 1;
+  cl->node_pool = p->pool > 0 ? p->pool : 1;
   if ((cl->r = gw_redis_new_router(base, p->addr, &router, cl)) == NULL) {
     cluster_free(cl);
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
+  cl->pool = gw_redis_pool(cl->r);
   const char *seeds = strncmp(p->addr, "cluster:", 8) == 0 ? p->addr + 8 : p->addr;
   for (const char *s = seeds; s;) {
     const char *comma = strchr(s, ',');
