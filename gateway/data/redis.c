@@ -18,15 +18,13 @@
  * pooled connection keeps its read event armed, so a server that closes it
  * (a restart) is noticed and the connection dropped before anyone uses it.
  *
- * Sentinel ("sentinel:NAME@host:port,..."): the master's address is asked
- * of the sentinels (SENTINEL get-master-addr-by-name, each in turn) before
- * the first connect and again whenever the master is lost (a failed or
- * broken connection, a -READONLY answer); a subscription to +switch-master
- * on every sentinel moves the client at once when they promote a replica.
- * Connections to an older master are dropped as they come back. A command
- * is sent again, once, to the new master only when it cannot have run on
- * the old one (its connect failed, or the old master answered -READONLY)
- * or when it only reads; any other write fails to its caller.
+ * A client whose server's address a finder gives (redis_sentinel.c: the
+ * master Redis Sentinels name) asks it before the first connect and again
+ * whenever the server is lost (a failed or broken connection, a -READONLY
+ * answer); connections to an older address are dropped as they come back.
+ * A command is sent again, once, to the new address only when it cannot
+ * have run on the old one (its connect failed, or the old master answered
+ * -READONLY) or when it only reads; any other write fails to its caller.
  *
  * Cluster ("cluster:host:port,..."): redis_cluster.c, a client per node of
  * this file's, routing the calls of a client made by gw_redis_new_router. */
@@ -48,7 +46,7 @@ typedef struct {
   void *reader;             /* gw_redis_reader_new */
   int setup_replies;        /* replies to AUTH / SELECT still to come */
   gw_redis_sub_t *sub;      /* a subscriber's connection (outside the pool) */
-  unsigned epoch;           /* the client's epoch (master) it was opened for */
+  unsigned epoch;           /* the client's epoch (address) it was opened for */
 } conn_t;
 
 struct gw_redis_op_s {
@@ -83,14 +81,11 @@ struct gw_redis_s {
   char *addr;
   int db;
   char *password;
-  /* Sentinel only (master_name != NULL): pool.sa is the master's while have_master. */
-  char *master_name;
-  gw_redis_t **sentinels;   /* a client per sentinel */
-  gw_redis_sub_t **switch_subs; /* SUBSCRIBE +switch-master on each */
-  size_t nsentinels, ask_next, asked;
-  gw_redis_op_t *asking;    /* SENTINEL get-master-addr-by-name in flight */
-  int have_master;
-  unsigned epoch;           /* bumped when the master changes */
+  /* A found address's client only (finder != NULL): pool.sa is the server's while have_addr. */
+  const gw_redis_finder_t *finder;
+  void *found;              /* the finder's state */
+  int have_addr;
+  unsigned epoch;           /* bumped when the address changes or is lost */
 };
 
 
@@ -98,7 +93,7 @@ struct gw_redis_s {
 
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op);
 static void sub_lost(gw_redis_sub_t *s, gw_err_t err);
-static void lose_master(gw_redis_t *r);
+static void lose_addr(gw_redis_t *r);
 static int may_fail_over(const gw_redis_op_t *op, int unsent);
 
 static gw_redis_t *client_of(const conn_t *c)
@@ -155,22 +150,22 @@ static void op_fail(gw_dreq_t *q, gw_err_t err)
   op_finish((gw_redis_op_t *)q, err);
 }
 
-/* c failed: it is closed, and its operation (or subscriber) told. Behind
- * sentinels the master is asked for again, and an operation that may fail
- * over waits for the answer instead. */
+/* c failed: it is closed, and its operation (or subscriber) told. A found
+ * address (Sentinel's master) is asked for again, and an operation that
+ * may fail over waits for the answer instead. */
 static void conn_lost(conn_t *c, gw_err_t err, int not_run)
 {
   gw_redis_op_t *op = op_of(c);
   gw_redis_sub_t *sub = c->sub;
   int connect_failed = c->dc.connecting;
   gw_redis_t *r = client_of(c);
-  int sentinel = r->master_name != NULL && sub == NULL;
-  if (sentinel && c->epoch == r->epoch) lose_master(r);
-  if (sentinel && op && may_fail_over(op, not_run)) {
+  int found = r->finder != NULL && sub == NULL;
+  if (found && c->epoch == r->epoch) lose_addr(r);
+  if (found && op && may_fail_over(op, not_run)) {
     gw_dreq_detach(&op->q);
     op->retried = 1;
     conn_close(c);
-    dispatch(r, op); /* queued until the sentinels answer */
+    dispatch(r, op); /* queued until the finder answers */
     return;
   }
   if (connect_failed) gw_dpool_mark_down(&r->pool);
@@ -249,13 +244,11 @@ static void start(conn_t *c, gw_redis_op_t *op)
   send_on(c, op, op->cmd.data, op->cmd.len);
 }
 
-static void discover(gw_redis_t *r);
-
 static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
 {
-  if (r->master_name && !r->have_master) {
+  if (r->finder && !r->have_addr) {
     gw_dpool_wait(&r->pool, &op->q);
-    discover(r);
+    r->finder->find(r->found);
   } else if (r->pool.idle) {
     start((conn_t *)gw_dpool_idle_pop(&r->pool), op);
   } else if (r->pool.n < r->pool.max) {
@@ -272,7 +265,7 @@ static void dispatch(gw_redis_t *r, gw_redis_op_t *op)
 static void conn_release(conn_t *c)
 {
   gw_redis_t *r = client_of(c);
-  if (c->epoch != r->epoch) { /* to a master that is no more */
+  if (c->epoch != r->epoch) { /* to an address that is no more */
     conn_close(c);
   } else if (r->pool.wait_head) {
     start(c, (gw_redis_op_t *)gw_dpool_next_waiter(&r->pool));
@@ -347,7 +340,7 @@ static void conn_readable(gw_dconn_t *dc)
       conn_close(c);
       return;
     }
-    if (reply->type == REDIS_REPLY_ERROR && r->master_name && reply->len >= 8 &&
+    if (reply->type == REDIS_REPLY_ERROR && r->finder && reply->len >= 8 &&
         memcmp(reply->str, "READONLY", 8) == 0) { /* a replica now: the command did not run */
       gw_redis_reply_free(reply);
       conn_lost(c, gw_err(GW_ERR_CLOSED, "redis master became a replica"), 1);
@@ -395,7 +388,7 @@ gw_redis_op_t *gw_redis_exec(gw_redis_t *r, const char *cmd, size_t len, size_t 
     return NULL;
   }
   gw_dreq_init(&op->q, &r->pool, timeout_ms);
-  if (r->pool.idle && r->pool.wait_head == NULL && r->master_name == NULL) { /* the common case: straight onto an idle connection, no copy */
+  if (r->pool.idle && r->pool.wait_head == NULL && r->finder == NULL) { /* the common case: straight onto an idle connection, no copy */
     send_on((conn_t *)gw_dpool_idle_pop(&r->pool), op, cmd, len);
     return op;
   }
@@ -427,8 +420,8 @@ void gw_redis_cancel(gw_redis_op_t *op)
 static void sub_connect(gw_redis_sub_t *s)
 {
   gw_err_t err;
-  if (s->r->master_name && !s->r->have_master) { /* ask first; try again after a pause */
-    discover(s->r);
+  if (s->r->finder && !s->r->have_addr) { /* ask first; try again after a pause */
+    s->r->finder->find(s->r->found);
     sub_lost(s, gw_err(GW_ERR_CONNECT, "waiting for the sentinels to name the master"));
     return;
   }
@@ -496,7 +489,7 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s)
   free(s);
 }
 
-/* -- sentinel ---------------------------------------------------------------------- */
+/* -- a found address ------------------------------------------------------------ */
 
 /* Once, and one command (a batch may have run in part). */
 static int may_fail_over(const gw_redis_op_t *op, int not_run)
@@ -505,154 +498,67 @@ static int may_fail_over(const gw_redis_op_t *op, int not_run)
          (not_run || gw_redis_commands_read_only(op->cmd.data, op->cmd.len));
 }
 
-static void set_master(gw_redis_t *r, const char *ip, const char *port, const char *why)
+void gw_redis_found(gw_redis_t *r, const gw_sockaddr_t *sa, socklen_t len, const char *addr, const char *why)
 {
-  char addr[128];
-  snprintf(addr, sizeof(addr), strchr(ip, ':') ? "[%s]:%s" : "%s:%s", ip, port);
-  gw_sockaddr_t sa;
-  socklen_t len = gw_addr_parse_fixed(addr, &sa);
-  if (len == 0) {
-    gw_log_error("redis %s: sentinel named an invalid master address %s", r->addr, addr);
-    return;
-  }
-  if (len != r->pool.salen || memcmp(&sa, &r->pool.sa, len) != 0) {
+  if (len != r->pool.salen || memcmp(sa, &r->pool.sa, len) != 0) {
     if (r->pool.salen) gw_log_notice("redis %s: master is now %s (%s)", r->addr, addr, why);
-    gw_dpool_set_addr(&r->pool, &sa, len);
+    gw_dpool_set_addr(&r->pool, sa, len);
     r->epoch++;
     while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
   }
-  r->have_master = 1;
+  r->have_addr = 1;
   while (r->pool.wait_head && (r->pool.idle || r->pool.n < r->pool.max))
     dispatch(r, (gw_redis_op_t *)gw_dpool_next_waiter(&r->pool));
 }
 
-/* The master is asked for again before the next command; connections to
- * the one we had close as they come back. */
-static void lose_master(gw_redis_t *r)
+void gw_redis_not_found(gw_redis_t *r, gw_err_t err)
 {
-  if (!r->have_master) return;
-  r->have_master = 0;
+  gw_dpool_fail_waiters(&r->pool, err);
+}
+
+/* The address is asked for again before the next command; connections to
+ * the one we had close as they come back. */
+static void lose_addr(gw_redis_t *r)
+{
+  if (!r->have_addr) return;
+  r->have_addr = 0;
   r->epoch++;
   while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
 }
 
-static void on_master_addr(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
-{
-  gw_redis_t *r = arg;
-  const gw_redis_reply_t *a = n == 1 ? replies[0] : NULL;
-  r->asking = NULL;
-  if (err.kind == GW_OK && a && a->type == REDIS_REPLY_ARRAY && a->elements == 2 &&
-      a->element[0]->type == REDIS_REPLY_STRING && a->element[1]->type == REDIS_REPLY_STRING) {
-    r->asked = 0;
-    set_master(r, a->element[0]->str, a->element[1]->str, "sentinel");
-    return;
-  }
-  gw_log_error("redis %s: sentinel %s: %s", r->addr, gw_redis_addr(r->sentinels[r->ask_next % r->nsentinels]),
-               err.kind != GW_OK ? err.msg : a && a->type == REDIS_REPLY_ERROR ? a->str : "no master of that name");
-  r->ask_next++;
-  if (++r->asked < r->nsentinels) {
-    discover(r);
-    return;
-  }
-  r->asked = 0;
-  gw_dpool_mark_down(&r->pool);
-  gw_dpool_fail_waiters(&r->pool, gw_err(GW_ERR_CONNECT, "no redis sentinel named a master"));
-}
-
-/* Asks the next sentinel for the master (one question at a time). */
-static void discover(gw_redis_t *r)
-{
-  if (r->asking) return;
-  gw_buf_t cmd = {0};
-  if (gw_redis_append_array(&cmd, 3) == 0 && gw_redis_append_bulk(&cmd, "SENTINEL", 8) == 0 &&
-      gw_redis_append_bulk(&cmd, "get-master-addr-by-name", 23) == 0 &&
-      gw_redis_append_bulk(&cmd, r->master_name, strlen(r->master_name)) == 0)
-    r->asking = gw_redis_exec(r->sentinels[r->ask_next % r->nsentinels], cmd.data, cmd.len, 1, 1000,
-                              on_master_addr, r);
-  gw_buf_dispose(&cmd);
-  if (r->asking == NULL) gw_dpool_fail_waiters(&r->pool, gw_err(GW_ERR_NOMEM, "out of memory"));
-}
-
-/* "+switch-master NAME old-ip old-port new-ip new-port" */
-static void on_switch_master(gw_redis_reply_t *m, void *arg)
-{
-  gw_redis_t *r = arg;
-  if (m->type != REDIS_REPLY_ARRAY || m->elements != 3 || m->element[2]->type != REDIS_REPLY_STRING) return;
-  char name[256], old_ip[64], old_port[8], ip[64], port[8];
-  if (sscanf(m->element[2]->str, "%255s %63s %7s %63s %7s", name, old_ip, old_port, ip, port) == 5 &&
-      strcmp(name, r->master_name) == 0)
-    set_master(r, ip, port, "+switch-master");
-}
-
-static void on_switch_state(gw_err_t err, void *arg)
-{
-  (void)err;
-  (void)arg;
-}
-
-static gw_redis_t *sentinel_new(gw_redis_t *r, const char *spec, char *err, size_t errlen)
-{
-  const char *at = strchr(spec, '@');
-  if (at == NULL || at == spec || at[1] == '\0') {
-    snprintf(err, errlen, "redis sentinel address must be \"sentinel:NAME@host:port,...\", got \"sentinel:%s\"", spec);
-    return NULL;
-  }
-  r->master_name = strndup(spec, (size_t)(at - spec));
-  for (const char *p = at + 1; p; p = strchr(p, ',')) {
-    p += *p == ',';
-    r->nsentinels++;
-  }
-  r->sentinels = calloc(r->nsentinels, sizeof(*r->sentinels));
-  r->switch_subs = calloc(r->nsentinels, sizeof(*r->switch_subs));
-  if (r->master_name == NULL || r->sentinels == NULL || r->switch_subs == NULL) {
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  gw_buf_t cmd = {0};
-  if (gw_redis_append_array(&cmd, 2) < 0 || gw_redis_append_bulk(&cmd, "SUBSCRIBE", 9) < 0 ||
-      gw_redis_append_bulk(&cmd, "+switch-master", 14) < 0) {
-    gw_buf_dispose(&cmd);
-    snprintf(err, errlen, "out of memory");
-    return NULL;
-  }
-  const char *p = at + 1;
-  for (size_t i = 0; i < r->nsentinels; i++) {
-    const char *comma = strchr(p, ',');
-    char *one = strndup(p, comma ? (size_t)(comma - p) : strlen(p));
-    gw_redis_params_t sp = {one, 0, NULL, 1};
-    r->sentinels[i] = one ? gw_redis_new(r->pool.base, &sp, err, errlen) : NULL;
-    free(one);
-    if (r->sentinels[i] == NULL ||
-        (r->switch_subs[i] = gw_redis_subscribe(r->sentinels[i], cmd.data, cmd.len, on_switch_master,
-                                                on_switch_state, r)) == NULL) {
-      if (one == NULL || r->sentinels[i]) snprintf(err, errlen, "out of memory");
-      gw_buf_dispose(&cmd);
-      return NULL;
-    }
-    p = comma ? comma + 1 : NULL;
-  }
-  gw_buf_dispose(&cmd);
-  return r;
-}
-
 /* -- the client ------------------------------------------------------------------ */
 
-gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, char *err, size_t errlen)
+/* A client of p; its address parsed from p->addr unless a finder gives it. */
+static gw_redis_t *client_new(struct event_base *base, const gw_redis_params_t *p, int parse, char *err, size_t errlen)
 {
   gw_redis_t *r = calloc(1, sizeof(*r));
-  if (r == NULL) {
+  if (r == NULL || (r->addr = strdup(p->addr)) == NULL ||
+      (p->password && (r->password = strdup(p->password)) == NULL)) {
+    gw_redis_free(r);
     snprintf(err, errlen, "out of memory");
     return NULL;
   }
-  r->password = p->password ? strdup(p->password) : NULL;
-  int sentinel = strncmp(p->addr, "sentinel:", 9) == 0;
-  if (gw_dpool_init(&r->pool, base, &proto, sentinel ? NULL : p->addr, p->pool, err, errlen) < 0 ||
-      (sentinel && sentinel_new(r, p->addr + 9, err, errlen) == NULL)) {
+  if (gw_dpool_init(&r->pool, base, &proto, parse ? p->addr : NULL, p->pool, err, errlen) < 0) {
     gw_redis_free(r);
     return NULL;
   }
-  r->addr = strdup(p->addr);
   r->db = p->db;
+  return r;
+}
+
+gw_redis_t *gw_redis_new(struct event_base *base, const gw_redis_params_t *p, char *err, size_t errlen)
+{
+  return client_new(base, p, 1, err, errlen);
+}
+
+gw_redis_t *gw_redis_new_found(struct event_base *base, const gw_redis_params_t *p, const gw_redis_finder_t *finder,
+                               void *state, char *err, size_t errlen)
+{
+  gw_redis_t *r = client_new(base, p, 0, err, errlen);
+  if (r) {
+    r->finder = finder;
+    r->found = state;
+  }
   return r;
 }
 
@@ -660,14 +566,7 @@ void gw_redis_free(gw_redis_t *r)
 {
   if (r == NULL) return;
   while (r->pool.idle) conn_close((conn_t *)r->pool.idle);
-  if (r->asking) gw_redis_cancel(r->asking);
-  for (size_t i = 0; i < r->nsentinels; i++) {
-    if (r->switch_subs && r->switch_subs[i]) gw_redis_subscriber_free(r->switch_subs[i]);
-    if (r->sentinels) gw_redis_free(r->sentinels[i]);
-  }
-  free(r->switch_subs);
-  free(r->sentinels);
-  free(r->master_name);
+  if (r->finder) r->finder->free(r->found);
   if (r->router) r->router->free(r->routed);
   free(r->addr);
   free(r->password);

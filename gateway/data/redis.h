@@ -23,9 +23,8 @@ typedef struct gw_redis_s gw_redis_t;
 typedef struct gw_redis_op_s gw_redis_op_t;
 
 typedef struct {
-  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
-                          * "sentinel:NAME@host:port,host:port,...": the master that
-                          * those Redis Sentinels name NAME (redis.c); a Cluster's:
+  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path";
+                          * behind Sentinel: redis_sentinel.h; a Cluster's:
                           * redis_cluster.h */
   int db;                /* SELECTed on each new connection when > 0 */
   const char *password;  /* AUTH on each new connection, or NULL */
@@ -63,6 +62,23 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s);
 
 /* The address as given. */
 const char *gw_redis_addr(const gw_redis_t *r);
+
+/* A client of one server whose address a finder gives (redis_sentinel.c):
+ * find is called (again) whenever the address is wanted and unknown (one
+ * question at a time is the finder's business); free when the client is. */
+typedef struct {
+  void (*find)(void *state);
+  void (*free)(void *state);
+} gw_redis_finder_t;
+/* p's db, password, pool; p->addr as given (messages). NULL with err
+ * (state is then the caller's to free). */
+gw_redis_t *gw_redis_new_found(struct event_base *base, const gw_redis_params_t *p, const gw_redis_finder_t *finder,
+                               void *state, char *err, size_t errlen);
+/* The finder's answer: the server is at sa (addr: it as text, why: for the
+ * log when it moved); waiting calls go. */
+void gw_redis_found(gw_redis_t *r, const gw_sockaddr_t *sa, socklen_t len, const char *addr, const char *why);
+/* The finder has no answer: waiting calls fail with err. */
+void gw_redis_not_found(gw_redis_t *r, gw_err_t err);
 
 /* A client that hands every call to a router (redis_cluster.c) instead of
  * connections of its own. The router's operations are handed out as

@@ -1,10 +1,10 @@
 /* redis.c - Async::Redis's natives over the core's Redis client
- * (gateway/data/redis.c; redis_cluster.c for "cluster:" addresses): the
- * per-worker clients (one pool per address, db and password, shared by
- * every Async::Redis object naming them), command encoding, the pending
- * operation registered on the request, and the replies turned into Ruby
- * objects. Pub/sub messages run their block in a task fiber
- * (gw_mrb_task_start). */
+ * (gateway/data/redis.c; redis_sentinel.c and redis_cluster.c for
+ * "sentinel:" and "cluster:" addresses): the per-worker clients (one pool
+ * per address, db and password, shared by every Async::Redis object naming
+ * them), command encoding, the pending operation registered on the
+ * request, and the replies turned into Ruby objects. Pub/sub messages run
+ * their block in a task fiber (gw_mrb_task_start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,6 +22,7 @@
 #include "log.h"
 #include "redis.h"
 #include "redis_cluster.h"
+#include "redis_sentinel.h"
 
 /* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
@@ -35,8 +36,9 @@ static void *make_client(struct event_base *base, const char *addr, const void *
 {
   const handle_t *h = params;
   gw_redis_params_t p = {addr, h->db, h->password, h->pool};
-  return strncmp(addr, "cluster:", 8) == 0 ? gw_redis_cluster_new(base, &p, err, errlen)
-                                           : gw_redis_new(base, &p, err, errlen);
+  if (strncmp(addr, "cluster:", 8) == 0) return gw_redis_cluster_new(base, &p, err, errlen);
+  if (strncmp(addr, "sentinel:", 9) == 0) return gw_redis_sentinel_new(base, &p, err, errlen);
+  return gw_redis_new(base, &p, err, errlen);
 }
 
 static void destroy_client(void *r)
