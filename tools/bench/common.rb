@@ -249,6 +249,9 @@ module GatewayBench
     def stop(*pids)
       pids.compact.each do |p|
         Process.kill('TERM', p) rescue nil
+        next if Util.wait_exit(p, 15) # valgrind may take a while to write its files
+
+        Process.kill('KILL', p) rescue nil # one that ignored TERM (seen once: nginx under callgrind)
         Process.wait(p) rescue nil
       end
     end
