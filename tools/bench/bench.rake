@@ -95,7 +95,8 @@ namespace :bench do
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
 
   desc 'Compression on the fly: a 10 KB JSON through proxy_pass, gzip level 1, gateway vs nginx (gzip on), with the ' \
-       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}"
+       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}; " \
+       'COUNT=instructions: Ir per request under callgrind, in zlib and outside (N=5000), build/bench/compress_instructions.{md,json}'
   GatewayBenchTasks.define(:compress, 'compress', :Compress)
 
   desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \

@@ -91,6 +91,25 @@ module GatewayBench
       s&.close
     end
 
+    # n different ports nothing listens on now.
+    def free_ports(n)
+      ports = []
+      ports |= [free_port] while ports.size < n
+      ports
+    end
+
+    # The text of examples/async.rb (path) with its fixed ports replaced: the
+    # backend's 48080 by back, the front's 58080 by front, both listening on
+    # HOST only, so two runs or another program on 48080/58080 never collide.
+    def async_example(path, front:, back:)
+      conf = File.read(path)
+                 .gsub(/listen: 48080\b/, "listen: \"#{HOST}:#{back}\"").gsub(/listen: 58080\b/, "listen: \"#{HOST}:#{front}\"")
+                 .gsub('127.0.0.1:48080', "127.0.0.1:#{back}")
+      raise Error, "#{path}: its ports 48080/58080 were not found" unless conf.include?(":#{back}") && conf.include?(":#{front}")
+
+      conf
+    end
+
     def accepts?(port)
       TCPSocket.new(HOST, port, connect_timeout: 0.2).close
       true
