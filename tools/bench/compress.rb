@@ -284,11 +284,13 @@ module GatewayBench
             "#{@run.load_cpu}, load average at the end #{load}\n\n"
       md << "req/s and CPU per request count 2xx answers only; #{Load::FAIL_HEAD} summed over the rounds, a row with any " \
             "marked ⚠ (docs/bench.md).\n\n"
-      md << "| server | coding | req/s | server CPU µs/req | p99 ms | #{Load::FAIL_HEAD} |\n|---|---|---:|---:|---:|#{Load::FAIL_ALIGN}|\n"
+      md << "| server | coding | req/s | server CPU µs/req | user + sys µs/req | p99 ms | #{Load::FAIL_HEAD} |\n" \
+            "|---|---|---:|---:|---:|---:|#{Load::FAIL_ALIGN}|\n"
       CASES.each do |name, coding|
         fails = Load.sum(ok.select { |r| r[:server] == name && r[:coding] == coding })
         md << "| #{Load.label(name, fails)} | #{coding} | #{med.call(name, coding, :rps)&.round} | " \
-              "#{med.call(name, coding, :cpu_us_per_req)} | #{med.call(name, coding, :p99_ms)} | #{Load.cells(fails)} |\n"
+              "#{med.call(name, coding, :cpu_us_per_req)} | #{med.call(name, coding, :user_us_per_req)} + " \
+              "#{med.call(name, coding, :sys_us_per_req)} | #{med.call(name, coding, :p99_ms)} | #{Load.cells(fails)} |\n"
       end
       g = med.call('gateway', 'gzip', :cpu_us_per_req)
       n = med.call('nginx', 'gzip', :cpu_us_per_req)
