@@ -46,6 +46,7 @@
  * connection), idle timeout (keepalive_timeout with no stream open). */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -371,19 +372,120 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   return (ssize_t)n;
 }
 
+/* Response field names met often, as nghttp2 wants them (lower case): a
+ * field of one of these names, in any case, is submitted with the constant
+ * name, which nghttp2 neither copies nor lower-cases. A name is matched a
+ * word at a time: its bytes ORed with 0x20 where the known name has a
+ * letter, against the known name's bytes (filled in by known_fields_init). */
+enum { FIELD_SEND, FIELD_HOP, FIELD_DATE, FIELD_SERVER };
+
+typedef struct {
+  const char *lower;
+  unsigned len, kind;
+  uint64_t word[4], mask[4]; /* 8 and more bytes: bytes 0-7, 8-15, ... */
+  uint64_t tail, tail_mask;  /* ... and the last 8 */
+  uint32_t head4, head4_mask, tail4, tail4_mask; /* 4 to 7 bytes: the first 4 and the last 4 */
+} known_field_t;
+
+#define KF(nm, k) {.lower = nm, .len = sizeof(nm) - 1, .kind = k}
+/* by length (known_at[len] is the first of that length) */
+static known_field_t known_fields[] = {
+  KF("te", FIELD_HOP),
+  KF("date", FIELD_DATE), KF("etag", FIELD_SEND), KF("vary", FIELD_SEND), KF("link", FIELD_SEND),
+  KF("server", FIELD_SERVER),
+  KF("upgrade", FIELD_HOP), KF("expires", FIELD_SEND), KF("alt-svc", FIELD_SEND),
+  KF("location", FIELD_SEND),
+  KF("connection", FIELD_HOP), KF("keep-alive", FIELD_HOP), KF("set-cookie", FIELD_SEND),
+  KF("retry-after", FIELD_SEND), KF("grpc-status", FIELD_SEND),
+  KF("content-type", FIELD_SEND), KF("grpc-message", FIELD_SEND),
+  KF("last-modified", FIELD_SEND), KF("accept-ranges", FIELD_SEND), KF("cache-control", FIELD_SEND),
+  KF("content-range", FIELD_SEND),
+  KF("content-length", FIELD_HOP), /* submit_head writes its own */
+  KF("x-frame-options", FIELD_SEND),
+  KF("proxy-connection", FIELD_HOP), KF("content-encoding", FIELD_SEND), KF("content-language", FIELD_SEND),
+  KF("www-authenticate", FIELD_SEND),
+  KF("transfer-encoding", FIELD_HOP),
+  KF("content-disposition", FIELD_SEND),
+  KF("x-content-type-options", FIELD_SEND),
+  KF("strict-transport-security", FIELD_SEND),
+  KF("access-control-allow-origin", FIELD_SEND),
+};
+#undef KF
+
+#define NKNOWN (sizeof(known_fields) / sizeof(known_fields[0]))
+#define KNOWN_MAX_LEN 27
+
+static unsigned char known_at[KNOWN_MAX_LEN + 2]; /* known_at[len + 1]: one past the last of len */
+
+static uint64_t load64(const char *p)
+{
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t load32(const char *p)
+{
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* n bytes of a known name, and their letters' 0x20 mask, in the byte
+ * order that load64/load32 read a name in. */
+static void known_bytes(const char *lower, size_t n, void *word, void *mask)
+{
+  unsigned char w[8], m[8];
+  for (size_t i = 0; i < n; i++) {
+    w[i] = (unsigned char)lower[i];
+    m[i] = lower[i] >= 'a' && lower[i] <= 'z' ? 0x20 : 0;
+  }
+  memcpy(word, w, n);
+  memcpy(mask, m, n);
+}
+
+static void known_fields_init(void)
+{
+  for (size_t k = 0; k < NKNOWN; k++) {
+    known_field_t *f = &known_fields[k];
+    for (size_t l = f->len + 1; l < sizeof(known_at); l++) known_at[l] = (unsigned char)(k + 1);
+    if (f->len >= 8) {
+      for (size_t i = 0; i + 8 <= f->len; i += 8) known_bytes(f->lower + i, 8, &f->word[i / 8], &f->mask[i / 8]);
+      known_bytes(f->lower + f->len - 8, 8, &f->tail, &f->tail_mask);
+    } else if (f->len >= 4) {
+      known_bytes(f->lower, 4, &f->head4, &f->head4_mask);
+      known_bytes(f->lower + f->len - 4, 4, &f->tail4, &f->tail4_mask);
+    }
+  }
+}
+
+/* name (len bytes, len == f->len) is f's name in any case; reads only name[0..len). */
+static int known_is(const known_field_t *f, const char *name, size_t len)
+{
+  if (len < 4) return strncasecmp(name, f->lower, len) == 0;
+  if (len < 8)
+    return (load32(name) | f->head4_mask) == f->head4 && (load32(name + len - 4) | f->tail4_mask) == f->tail4;
+  size_t i = 0;
+  for (; i + 8 <= len; i += 8)
+    if ((load64(name + i) | f->mask[i / 8]) != f->word[i / 8]) return 0;
+  return i == len || (load64(name + len - 8) | f->tail_mask) == f->tail;
+}
+
+/* The known field named name (any case), or NULL. */
+static const known_field_t *known_field(const char *name, size_t len)
+{
+  if (len > KNOWN_MAX_LEN) return NULL;
+  for (size_t k = known_at[len]; k < known_at[len + 1]; k++)
+    if (known_is(&known_fields[k], name, len)) return &known_fields[k];
+  return NULL;
+}
+
 /* Fields HTTP/2 does not carry (and content-length, which submit_head
- * writes itself); by length first: this runs for every response field. */
+ * writes itself). */
 static int is_connection_specific(const char *name, size_t len)
 {
-  switch (len) {
-  case 2: return strncasecmp(name, "te", 2) == 0;
-  case 7: return strncasecmp(name, "upgrade", 7) == 0;
-  case 10: return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
-  case 14: return strncasecmp(name, "content-length", 14) == 0;
-  case 16: return strncasecmp(name, "proxy-connection", 16) == 0;
-  case 17: return strncasecmp(name, "transfer-encoding", 17) == 0;
-  default: return 0;
-  }
+  const known_field_t *f = known_field(name, len);
+  return f && f->kind == FIELD_HOP;
 }
 
 #define MAX_NV 128
@@ -403,15 +505,16 @@ static size_t format_decimal(char *buf, unsigned long long v)
 
 /* Submits the response head of s; content_length < 0: unknown; with_body 0:
  * the HEADERS frame ends the stream. nghttp2 copies (and lower-cases) each
- * name and value unless told not to: constant strings, the worker's Date
- * (rewritten only as a same-length later date) and the stream's own status
- * and length text, which outlive the frame, are passed without a copy. */
+ * name and value unless told not to: constant strings (and a known field's
+ * name, known_field), the worker's Date (rewritten only as a same-length
+ * later date) and the stream's own status and length text, which outlive
+ * the frame, are passed without a copy. */
 static int submit_head(h2_stream_t *s, long long content_length, int with_body)
 {
   gw_request_t *r = &s->req;
   gw_h2_conn_t *h = s->conn;
   nghttp2_nv nv[MAX_NV];
-  size_t n = 0;
+  size_t n = 0, hb = 0;
   char copy_status[4], copy_length[24];
   /* a second head on the stream (never expected) must not rewrite the first's */
   char *status = s->answered ? copy_status : s->status_text, *length = s->answered ? copy_length : s->length_text;
@@ -422,32 +525,34 @@ static int submit_head(h2_stream_t *s, long long content_length, int with_body)
   status[1] = (char)('0' + st / 10 % 10);
   status[2] = (char)('0' + st % 10);
   status[3] = '\0';
+  /* hb: the head's size before compression, what the access log counts */
 #define NV(nm, nl, v, vl, fl) \
   do { \
     nv[n].name = (uint8_t *)(nm); nv[n].namelen = (nl); nv[n].value = (uint8_t *)(v); nv[n].valuelen = (vl); \
-    nv[n].flags = (fl); n++; \
+    nv[n].flags = (fl); hb += nv[n].namelen + nv[n].valuelen + 4; n++; \
   } while (0)
   NV(":status", 7, status, 3, own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
   int has_server = 0;
   for (size_t i = 0; i < r->resp_headers.count && n < MAX_NV - 5; i++) {
     const gw_header_t *hd = &r->resp_headers.items[i];
-    if (is_connection_specific(hd->name, hd->name_len)) continue;
-    if (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) continue;
-    if (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0) has_server = 1;
-    NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
+    const known_field_t *f = known_field(hd->name, hd->name_len);
+    if (f == NULL) {
+      NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
+      continue;
+    }
+    if (f->kind == FIELD_HOP || f->kind == FIELD_DATE) continue;
+    if (f->kind == FIELD_SERVER) has_server = 1;
+    NV(f->lower, f->len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NO_COPY_NAME);
   }
   if (!has_server) NV("server", 6, "gateway", 7, fixed);
   if (r->text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25, fixed);
-  const char *date = gw_response_date_line(h->ctx); /* "Date: ...\r\n" */
-  size_t dlen = strlen(date);
-  if (dlen > 8) NV("date", 4, date + 6, dlen - 8, fixed);
+  const char *date = gw_response_date_line(h->ctx); /* "Date: " IMF-fixdate (29 bytes) "\r\n" */
+  NV("date", 4, date + 6, date[35] == '\r' ? 29 : strcspn(date + 6, "\r"), fixed);
   if (content_length >= 0 && !gw_request_bodyless(r))
     NV("content-length", 14, length, format_decimal(length, (unsigned long long)content_length),
        own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
 #undef NV
-  size_t hb = 0;
-  for (size_t i = 0; i < n; i++) hb += nv[i].namelen + nv[i].valuelen + 4;
-  s->head_bytes = hb; /* before compression: what the access log counts */
+  s->head_bytes = hb;
   nghttp2_data_provider prd = {.source = {.ptr = s}, .read_callback = data_read};
   int rv = nghttp2_submit_response(h->session, s->id, nv, n, with_body ? &prd : NULL);
   s->answered = 1;
@@ -1076,6 +1181,7 @@ static nghttp2_option *options;
 static int h2_setup(void)
 {
   if (callbacks) return 0;
+  known_fields_init();
   if (nghttp2_session_callbacks_new(&callbacks) != 0) return -1;
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
