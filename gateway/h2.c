@@ -107,6 +107,7 @@ struct gw_h2_conn_s {
   int64_t ctrl_second;      /* the second control frames are counted in */
   int nctrl;
   int upgrade_waiting;      /* h2c upgrade: stream 1 starts at the client's SETTINGS */
+  size_t max_header_size, max_fields; /* a request head's limits (on_header): over them, 431 */
   gw_h2_conn_t *next, *prev; /* the worker's h2 connections */
 };
 
@@ -374,9 +375,10 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
 
 /* Response field names met often, as nghttp2 wants them (lower case): a
  * field of one of these names, in any case, is submitted with the constant
- * name, which nghttp2 neither copies nor lower-cases. A name is matched a
- * word at a time: its bytes ORed with 0x20 where the known name has a
- * letter, against the known name's bytes (filled in by known_fields_init). */
+ * name, which nghttp2 neither copies nor lower-cases. A name is found by a
+ * hash of its length and first and last letters (known_slots), then matched
+ * a word at a time: its bytes ORed with 0x20 where the known name has a
+ * letter, against the known name's bytes (both filled in by known_fields_init). */
 enum { FIELD_SEND, FIELD_HOP, FIELD_DATE, FIELD_SERVER };
 
 typedef struct {
@@ -388,7 +390,6 @@ typedef struct {
 } known_field_t;
 
 #define KF(nm, k) {.lower = nm, .len = sizeof(nm) - 1, .kind = k}
-/* by length (known_at[len] is the first of that length) */
 static known_field_t known_fields[] = {
   KF("te", FIELD_HOP),
   KF("date", FIELD_DATE), KF("etag", FIELD_SEND), KF("vary", FIELD_SEND), KF("link", FIELD_SEND),
@@ -414,8 +415,15 @@ static known_field_t known_fields[] = {
 
 #define NKNOWN (sizeof(known_fields) / sizeof(known_fields[0]))
 #define KNOWN_MAX_LEN 27
+#define KNOWN_SLOTS 128 /* a power of two; no two known names share a slot */
 
-static unsigned char known_at[KNOWN_MAX_LEN + 2]; /* known_at[len + 1]: one past the last of len */
+static unsigned char known_slots[KNOWN_SLOTS]; /* index + 1 into known_fields, or 0 */
+
+static unsigned known_hash(const char *name, size_t len)
+{
+  return ((unsigned)((unsigned char)name[0] | 0x20) + ((unsigned char)name[len - 1] | 0x20) + (unsigned)len * 25) &
+         (KNOWN_SLOTS - 1);
+}
 
 static uint64_t load64(const char *p)
 {
@@ -448,7 +456,9 @@ static void known_fields_init(void)
 {
   for (size_t k = 0; k < NKNOWN; k++) {
     known_field_t *f = &known_fields[k];
-    for (size_t l = f->len + 1; l < sizeof(known_at); l++) known_at[l] = (unsigned char)(k + 1);
+    unsigned i = known_hash(f->lower, f->len);
+    while (known_slots[i]) i = (i + 1) & (KNOWN_SLOTS - 1);
+    known_slots[i] = (unsigned char)(k + 1);
     if (f->len >= 8) {
       for (size_t i = 0; i + 8 <= f->len; i += 8) known_bytes(f->lower + i, 8, &f->word[i / 8], &f->mask[i / 8]);
       known_bytes(f->lower + f->len - 8, 8, &f->tail, &f->tail_mask);
@@ -472,12 +482,14 @@ static int known_is(const known_field_t *f, const char *name, size_t len)
 }
 
 /* The known field named name (any case), or NULL. */
-static const known_field_t *known_field(const char *name, size_t len)
+static inline const known_field_t *known_field(const char *name, size_t len)
 {
-  if (len > KNOWN_MAX_LEN) return NULL;
-  for (size_t k = known_at[len]; k < known_at[len + 1]; k++)
-    if (known_is(&known_fields[k], name, len)) return &known_fields[k];
-  return NULL;
+  if (len < 2 || len > KNOWN_MAX_LEN) return NULL;
+  for (unsigned i = known_hash(name, len);; i = (i + 1) & (KNOWN_SLOTS - 1)) {
+    unsigned k = known_slots[i];
+    if (k == 0) return NULL;
+    if (known_fields[k - 1].len == len && known_is(&known_fields[k - 1], name, len)) return &known_fields[k - 1];
+  }
 }
 
 /* Fields HTTP/2 does not carry (and content-length, which submit_head
@@ -888,17 +900,12 @@ static const struct {
   {"CONNECT", 7, HTTP_CONNECT},
 };
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
-                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+/* A header field on_header does not just take: a limit passed (431, or
+ * GOAWAY far past it), a request already answered, or trailers. */
+static int header_unusual(gw_h2_conn_t *h, h2_stream_t *s, const nghttp2_frame *frame, const uint8_t *name,
+                          size_t namelen, const uint8_t *value, size_t valuelen)
 {
-  gw_h2_conn_t *h = user;
-  (void)session;
-  (void)flags;
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  h2_stream_t *s = stream_of(h, frame->hd.stream_id);
-  if (s == NULL) return 0;
   const gw_limits_t *lim = &h->ctx->server->limits;
-  s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
   if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
   if (s->started) { /* trailers: kept for a body that streams on (gRPC), else dropped */
     gw_request_t *r = &s->req;
@@ -909,15 +916,31 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (r->trailers) gw_headers_add(r->trailers, (const char *)name, namelen, (const char *)value, valuelen);
     return 0;
   }
-  if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
-    if (!s->error_status) s->error_status = 431;
-    return 0;
-  }
-  if (s->error_status) return 0;
+  if (!s->error_status) s->error_status = 431; /* or the error found before */
+  return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+{
+  gw_h2_conn_t *h = user;
+  (void)session;
+  (void)flags;
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  h2_stream_t *s = stream_of(h, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
+  if (s->header_bytes > h->max_header_size || ++s->nheaders > h->max_fields || s->started || s->error_status)
+    return header_unusual(h, s, frame, name, namelen, value, valuelen);
   gw_request_t *r = &s->req;
   const char *n = (const char *)name, *v = (const char *)value;
   if (namelen > 0 && n[0] == ':') {
     if (namelen == 7 && memcmp(n, ":method", 7) == 0) {
+      if (valuelen == 3 && memcmp(v, "GET", 3) == 0) {
+        r->method = methods[0].name;
+        r->method_id = methods[0].id;
+        return 0;
+      }
       for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].len == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
           r->method = methods[i].name;
@@ -926,7 +949,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         }
       if (r->method == NULL) s->error_status = 501;
     } else if (namelen == 5 && memcmp(n, ":path", 5) == 0) {
-      if (valuelen > lim->max_request_line) {
+      if (valuelen > h->ctx->server->limits.max_request_line) {
         s->error_status = 414;
         return 0;
       }
@@ -1435,6 +1458,8 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
   if (balancer_addr) snprintf(h->balancer_addr, sizeof(h->balancer_addr), "%s", balancer_addr);
   h->resets_left = RESET_BUDGET;
+  h->max_header_size = lim->max_header_size;
+  h->max_fields = lim->max_headers + 4; /* and the pseudo-header fields */
   h->last_progress_ms = h->idle_since_ms = gw_coarse_ms();
   nghttp2_settings_entry settings[] = {
     {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS},
