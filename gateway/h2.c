@@ -384,9 +384,8 @@ enum { FIELD_SEND, FIELD_HOP, FIELD_DATE, FIELD_SERVER };
 typedef struct {
   const char *lower;
   unsigned len, kind;
-  uint64_t word[4], mask[4]; /* 8 and more bytes: bytes 0-7, 8-15, ... */
-  uint64_t tail, tail_mask;  /* ... and the last 8 */
-  uint32_t head4, head4_mask, tail4, tail4_mask; /* 4 to 7 bytes: the first 4 and the last 4 */
+  uint64_t head, head_mask, tail, tail_mask; /* the first and the last 8 bytes (4 to 7 bytes: 4) */
+  uint64_t mid[2], mid_mask[2];              /* bytes 8-15 and 16-23 of a longer name */
 } known_field_t;
 
 #define KF(nm, k) {.lower = nm, .len = sizeof(nm) - 1, .kind = k}
@@ -439,17 +438,25 @@ static uint32_t load32(const char *p)
   return v;
 }
 
-/* n bytes of a known name, and their letters' 0x20 mask, in the byte
- * order that load64/load32 read a name in. */
-static void known_bytes(const char *lower, size_t n, void *word, void *mask)
+/* n (4 or 8) bytes of a known name, and their letters' 0x20 mask, as
+ * load32/load64 read a name's bytes. */
+static void known_bytes(const char *lower, size_t n, uint64_t *word, uint64_t *mask)
 {
   unsigned char w[8], m[8];
   for (size_t i = 0; i < n; i++) {
     w[i] = (unsigned char)lower[i];
     m[i] = lower[i] >= 'a' && lower[i] <= 'z' ? 0x20 : 0;
   }
-  memcpy(word, w, n);
-  memcpy(mask, m, n);
+  if (n == 4) {
+    uint32_t w4, m4;
+    memcpy(&w4, w, 4);
+    memcpy(&m4, m, 4);
+    *word = w4;
+    *mask = m4;
+  } else {
+    memcpy(word, w, 8);
+    memcpy(mask, m, 8);
+  }
 }
 
 static void known_fields_init(void)
@@ -459,13 +466,12 @@ static void known_fields_init(void)
     unsigned i = known_hash(f->lower, f->len);
     while (known_slots[i]) i = (i + 1) & (KNOWN_SLOTS - 1);
     known_slots[i] = (unsigned char)(k + 1);
-    if (f->len >= 8) {
-      for (size_t i = 0; i + 8 <= f->len; i += 8) known_bytes(f->lower + i, 8, &f->word[i / 8], &f->mask[i / 8]);
-      known_bytes(f->lower + f->len - 8, 8, &f->tail, &f->tail_mask);
-    } else if (f->len >= 4) {
-      known_bytes(f->lower, 4, &f->head4, &f->head4_mask);
-      known_bytes(f->lower + f->len - 4, 4, &f->tail4, &f->tail4_mask);
-    }
+    size_t w = f->len >= 8 ? 8 : 4;
+    if (f->len < 4) continue;
+    known_bytes(f->lower, w, &f->head, &f->head_mask);
+    known_bytes(f->lower + f->len - w, w, &f->tail, &f->tail_mask);
+    for (size_t m = 0; m < 2 && 16 + 8 * m < f->len; m++)
+      known_bytes(f->lower + 8 + 8 * m, 8, &f->mid[m], &f->mid_mask[m]);
   }
 }
 
@@ -474,11 +480,11 @@ static int known_is(const known_field_t *f, const char *name, size_t len)
 {
   if (len < 4) return strncasecmp(name, f->lower, len) == 0;
   if (len < 8)
-    return (load32(name) | f->head4_mask) == f->head4 && (load32(name + len - 4) | f->tail4_mask) == f->tail4;
-  size_t i = 0;
-  for (; i + 8 <= len; i += 8)
-    if ((load64(name + i) | f->mask[i / 8]) != f->word[i / 8]) return 0;
-  return i == len || (load64(name + len - 8) | f->tail_mask) == f->tail;
+    return (load32(name) | (uint32_t)f->head_mask) == (uint32_t)f->head &&
+           (load32(name + len - 4) | (uint32_t)f->tail_mask) == (uint32_t)f->tail;
+  return (load64(name) | f->head_mask) == f->head && (load64(name + len - 8) | f->tail_mask) == f->tail &&
+         (len <= 16 || (load64(name + 8) | f->mid_mask[0]) == f->mid[0]) &&
+         (len <= 24 || (load64(name + 16) | f->mid_mask[1]) == f->mid[1]);
 }
 
 /* The known field named name (any case), or NULL. */
@@ -552,8 +558,10 @@ static int submit_head(h2_stream_t *s, long long content_length, int with_body)
       NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
       continue;
     }
-    if (f->kind == FIELD_HOP || f->kind == FIELD_DATE) continue;
-    if (f->kind == FIELD_SERVER) has_server = 1;
+    if (f->kind != FIELD_SEND) {
+      if (f->kind != FIELD_SERVER) continue; /* not HTTP/2's, or our own (date) */
+      has_server = 1;
+    }
     NV(f->lower, f->len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NO_COPY_NAME);
   }
   if (!has_server) NV("server", 6, "gateway", 7, fixed);
