@@ -80,6 +80,7 @@
 #define TICK_MS 1000
 #define SPARE_STREAMS 16                /* closed streams kept for reuse while the connection is busy */
 #define WHOLE_BODY_MAX (16 * 1024)      /* a whole body up to this is copied flat (h2_stream_t.whole) */
+#define STREAM_BUCKETS 16               /* a power of two; a client's ids are odd */
 
 typedef struct h2_stream_s h2_stream_t;
 typedef struct h2_pipe_s h2_pipe_t;
@@ -99,6 +100,7 @@ struct gw_h2_conn_s {
   h2_stream_t *spare;       /* freed streams kept with their buffers for the next ones */
   size_t nspare;
   h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
+  h2_stream_t *by_id[STREAM_BUCKETS]; /* live streams by id (chained on idnext) */
   int in_callback, dead, reading, writing, flush_soon, stopping;
   int feeding;              /* in nghttp2_session_mem_recv: feed() flushes after it */
   int64_t last_progress_ms; /* output written, or nothing waited */
@@ -128,6 +130,7 @@ struct h2_stream_s {
   int protocol;             /* :protocol was sent: 1 websocket, 2 another */
   h2_pipe_t *pipe;          /* an upgraded stream's byte end, or NULL */
   h2_stream_t *next, *prev;
+  h2_stream_t *idnext;      /* in conn->by_id */
 };
 
 /* An upgraded stream as a byte end: shared by the stream and its reader (a
@@ -267,6 +270,9 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
   s->prev = NULL;
   h->closed = s;
   if (h->last_stream == s) h->last_stream = NULL;
+  h2_stream_t **p = &h->by_id[((uint32_t)s->id >> 1) & (STREAM_BUCKETS - 1)];
+  while (*p && *p != s) p = &(*p)->idnext;
+  if (*p) *p = s->idnext;
   if (--h->nstreams == 0) h->idle_since_ms = gw_coarse_ms();
 }
 
@@ -307,16 +313,22 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   s->next = h->streams;
   if (h->streams) h->streams->prev = s;
   h->streams = s;
+  h2_stream_t **b = &h->by_id[((uint32_t)id >> 1) & (STREAM_BUCKETS - 1)];
+  s->idnext = *b;
+  *b = s;
   h->nstreams++;
   return s;
 }
 
-/* The stream of id, or NULL once closed. The last one found is kept: a
- * request's header fields come one callback each, all on one stream. */
+/* The stream of id, or NULL once closed (our own map: nghttp2's stream
+ * user data would cost a lookup of its own to set and each time to get).
+ * The last one found is kept: a request's header fields come one callback
+ * each, all on one stream. */
 static h2_stream_t *stream_of(gw_h2_conn_t *h, int32_t id)
 {
   if (h->last_stream && h->last_stream->id == id) return h->last_stream;
-  h2_stream_t *s = nghttp2_session_get_stream_user_data(h->session, id);
+  h2_stream_t *s = h->by_id[((uint32_t)id >> 1) & (STREAM_BUCKETS - 1)];
+  while (s && s->id != id) s = s->idnext;
   if (s) h->last_stream = s;
   return s;
 }
@@ -892,10 +904,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 {
   gw_h2_conn_t *h = user;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  h2_stream_t *s = stream_new(h, frame->hd.stream_id);
-  if (s == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
-  return 0;
+  (void)session;
+  return stream_new(h, frame->hd.stream_id) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 static const struct {
@@ -1533,7 +1543,6 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
   if (nghttp2_session_upgrade2(h->session, settings, settings_len, req->method_id == HTTP_HEAD, NULL) != 0 ||
       (s = stream_new(h, 1)) == NULL)
     goto fail;
-  nghttp2_session_set_stream_user_data(h->session, 1, s);
   gw_request_t *r = &s->req;
   r->method = req->method;
   r->method_id = req->method_id;

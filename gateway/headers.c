@@ -124,10 +124,8 @@ int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src)
   return 0;
 }
 
-gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name)
+gw_header_t *gw_headers_find_len(const gw_headers_t *h, const char *name, size_t len)
 {
-  if (h->count == 0) return NULL; /* a response's fields, often: none yet */
-  size_t len = strlen(name);
   for (size_t i = 0; i < h->count; i++)
     if (h->items[i].name_len == len && strncasecmp(h->items[i].name, name, len) == 0) return &h->items[i];
   return NULL;
