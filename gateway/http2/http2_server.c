@@ -523,6 +523,12 @@ static int is_connection_specific(const char *name, size_t len)
 /* v in decimal at buf (room for 20 digits); returns its length. */
 static size_t format_decimal(char *buf, unsigned long long v)
 {
+  if (v < 100) { /* a small body's length, the common case */
+    buf[0] = (char)('0' + (v < 10 ? v : v / 10));
+    if (v < 10) return 1;
+    buf[1] = (char)('0' + v % 10);
+    return 2;
+  }
   char tmp[20];
   size_t n = 0;
   do {
