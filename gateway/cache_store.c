@@ -412,7 +412,7 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
     drop_bad(s, hash, h->key, h->klen, ino, 0, path, errno == ENOENT ? "removed underneath" : strerror(errno));
     return -1;
   }
-  struct stat st;
+  struct stat st = {0};
   const char *why = NULL;
   char *buf = NULL;
   uint64_t hdr_len = file_bytes - h->body_len;
@@ -435,7 +435,10 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
     close(fd);
     return 0;
   }
-  h->seg = evbuffer_file_segment_new(fd, (ev_off_t)hdr_len, (ev_off_t)h->body_len, EVBUF_FS_CLOSE_ON_FREE);
+  /* sendfile to a socket, else read (never mmap: a file truncated
+   * underneath would be a SIGBUS) */
+  h->seg = evbuffer_file_segment_new(fd, (ev_off_t)hdr_len, (ev_off_t)h->body_len,
+                                     EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
   if (h->seg == NULL) {
     close(fd);
     return -1;

@@ -134,7 +134,7 @@ const char *gw_cache_handle_head(const gw_cache_handle_t *h, size_t *len);
 uint64_t gw_cache_handle_body_length(const gw_cache_handle_t *h);
 /* Appends body bytes [offset, offset + len) to out: a copy from the handle
  * for a body in memory, a file segment (evbuffer_add_file_segment: sendfile
- * or mmap) for a file. 0, or -1 if the range is outside the body or the
+ * when out drains to a socket, else read; never mmap) for a file. 0, or -1 if the range is outside the body or the
  * segment cannot be made. May be called any number of times (a Range). */
 int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t offset, uint64_t len);
 /* Frees the handle (buffers already filled from it keep their bytes). */
