@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
@@ -65,6 +66,7 @@ struct gw_cache_store_s {
   uint64_t hits, misses, stores, store_failures, evictions, purges, bad_files, recoveries;
   uint64_t next_token, tmp_seq;
   int dirty;
+  int hand_over;           /* made by the master: its files still to be handed to `user` */
   lock_slot_t locks[NLOCKS];
   char name[64];
   char path[PATH_CAP]; /* "": memory only */
@@ -387,21 +389,29 @@ gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path
 
 /* -- lookups ----------------------------------------------------------------- */
 
-/* Drops key's entry after its file failed a check (if it is still the entry
- * that file was: same inode), removing the file when it is the bad one. */
-static void drop_bad(gw_cache_store_t *s, const uint8_t *hash, const char *k, size_t klen, uint64_t ino,
-                     int unlink_file, const char *path, const char *why)
+/* key's file failed a check: if the index still has the entry that file
+ * was (same inode), it went bad underneath: the entry is dropped (the file
+ * too when it is the bad one), with a log line, and 1 is returned. Else 0:
+ * the entry was replaced or removed meanwhile by the store itself, and the
+ * lookup is simply done again. */
+static int drop_bad(gw_cache_store_t *s, const uint8_t *hash, const char *k, size_t klen, uint64_t ino,
+                    int unlink_file, const char *path, const char *why)
 {
-  gw_log_warn("cache %s: %s: %s; a miss", s->name, path, why);
   lock(s);
-  s->bad_files++;
   uint32_t off = find(s, hash, k, klen);
-  if (off && ENTRY(s, off)->in_file && ENTRY(s, off)->ino == ino) entry_remove(s, off, unlink_file);
+  int bad = off && ENTRY(s, off)->in_file && ENTRY(s, off)->ino == ino;
+  if (bad) {
+    s->bad_files++;
+    entry_remove(s, off, unlink_file);
+  }
   unlock(s);
+  if (bad) gw_log_warn("cache %s: %s: %s; a miss", s->name, path, why);
+  return bad;
 }
 
 /* A file-backed handle: opens and checks the file, keeps its body as a
- * segment. 0, or -1 (logged, the entry dropped). */
+ * segment. 0; -1: the file went bad (logged, the entry dropped); -2: the
+ * entry changed meanwhile (look it up again). */
 static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *hash, uint64_t ino,
                      uint64_t file_bytes)
 {
@@ -409,8 +419,8 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
   file_name(s, hash, path);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    drop_bad(s, hash, h->key, h->klen, ino, 0, path, errno == ENOENT ? "removed underneath" : strerror(errno));
-    return -1;
+    const char *why = errno == ENOENT ? "removed underneath" : strerror(errno);
+    return drop_bad(s, hash, h->key, h->klen, ino, 0, path, why) ? -1 : -2;
   }
   struct stat st = {0};
   const char *why = NULL;
@@ -428,8 +438,7 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
   free(buf);
   if (why) {
     close(fd);
-    drop_bad(s, hash, h->key, h->klen, ino, (uint64_t)st.st_ino == ino, path, why);
-    return -1;
+    return drop_bad(s, hash, h->key, h->klen, ino, (uint64_t)st.st_ino == ino, path, why) ? -1 : -2;
   }
   if (h->body_len == 0) {
     close(fd);
@@ -446,11 +455,8 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
   return 0;
 }
 
-gw_cache_handle_t *gw_cache_store_lookup(gw_cache_store_t *s, const char *key, size_t klen)
+static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const char *key, size_t klen, int *raced)
 {
-  if (klen == 0 || klen > GW_CACHE_KEY_MAX) return NULL;
-  uint8_t hash[HASH_LEN];
-  key_hash(key, klen, hash);
   lock(s);
   uint32_t off = find(s, hash, key, klen);
   if (off == 0) {
@@ -491,10 +497,23 @@ gw_cache_handle_t *gw_cache_store_lookup(gw_cache_store_t *s, const char *key, s
     h->body = h->head + h->head_len;
     return h;
   }
-  if (open_body(s, h, hash, ino, file_bytes) != 0) {
+  int rc = open_body(s, h, hash, ino, file_bytes);
+  if (rc != 0) {
+    *raced = rc == -2;
     free(h);
     return NULL;
   }
+  return h;
+}
+
+gw_cache_handle_t *gw_cache_store_lookup(gw_cache_store_t *s, const char *key, size_t klen)
+{
+  if (klen == 0 || klen > GW_CACHE_KEY_MAX) return NULL;
+  uint8_t hash[HASH_LEN];
+  key_hash(key, klen, hash);
+  int raced = 0;
+  gw_cache_handle_t *h = lookup(s, hash, key, klen, &raced);
+  if (h == NULL && raced) h = lookup(s, hash, key, klen, &raced); /* once: it changed between two steps */
   return h;
 }
 
@@ -1114,7 +1133,32 @@ int gw_cache_store_declare(const char *name, size_t memory, const char *path, ui
     return -1;
   }
   if (n > 0) gw_log_notice("cache %s: %ld entries loaded from %s", name, n, s->path);
+  s->hand_over = s->path[0] != '\0';
   return 0;
+}
+
+static uid_t owner_uid;
+static gid_t owner_gid;
+
+static int hand_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+  (void)type;
+  (void)ftw;
+  if ((st->st_uid != owner_uid || st->st_gid != owner_gid) && lchown(path, owner_uid, owner_gid) != 0)
+    gw_log_warn("cache: cannot hand %s over to the workers' user: %s", path, strerror(errno));
+  return 0;
+}
+
+void gw_cache_store_hand_over(uid_t uid, gid_t gid)
+{
+  gw_cache_store_t *s;
+  for (size_t i = 0; (s = gw_cache_store_at(i, NULL)) != NULL; i++) {
+    if (!s->hand_over) continue;
+    s->hand_over = 0;
+    owner_uid = uid;
+    owner_gid = gid;
+    nftw(s->path, hand_one, 16, FTW_PHYS);
+  }
 }
 
 gw_cache_store_t *gw_cache_store_find(const char *name)

@@ -55,6 +55,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "cache_file.h" /* gw_cache_meta_t, the length limits */
 
@@ -108,6 +109,12 @@ gw_cache_store_t *gw_cache_store_find(const char *name);
 /* The i-th zone of the current config (for the status page) and its name,
  * or NULL past the last. */
 gw_cache_store_t *gw_cache_store_at(size_t i, const char **name);
+
+/* `user`: hands the folders and files under the path of every zone mapped
+ * anew by the current config (made and loaded by the master, as root) over
+ * to uid/gid, their owner, so the workers can write and remove them (as
+ * master.c does with the log files). Each zone once; failures are logged. */
+void gw_cache_store_hand_over(uid_t uid, gid_t gid);
 
 /* -- the store on a region (the zones use these; so do the unit tests) ---- */
 

@@ -519,6 +519,17 @@ static void test_zones(void)
   const char *name = NULL;
   CHECK(gw_cache_store_at(0, &name) == s && name && strcmp(name, "api") == 0);
   CHECK(gw_cache_store_at(1, &name) == NULL);
+  if (geteuid() == 0) { /* `user`: the folders the master made go to the workers' user, once */
+    char sub[400];
+    struct stat st;
+    snprintf(sub, sizeof(sub), "%s/7f", zdir);
+    gw_cache_store_hand_over(65534, 65534);
+    CHECK(stat(sub, &st) == 0 && st.st_uid == 65534 && st.st_gid == 65534);
+    CHECK(stat(zdir, &st) == 0 && st.st_uid == 65534);
+    CHECK_EQ_INT(chown(sub, 0, 0), 0);
+    gw_cache_store_hand_over(65534, 65534);
+    CHECK(stat(sub, &st) == 0 && st.st_uid == 0);
+  }
   CHECK_EQ_INT(put(s, "/m", "mem", 3), 0);
   /* a reload with the same memory and path keeps the index, memory entries too */
   CHECK_EQ_INT(gw_cache_store_declare("api", MEM, zdir, 5 << 20, err, sizeof(err)), 0);
