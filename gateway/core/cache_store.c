@@ -96,6 +96,8 @@ struct gw_cache_handle_s {
   uint64_t body_len;
   const char *body;                  /* in memory: into this allocation */
   struct evbuffer_file_segment *seg; /* a file: its body */
+  int fd;                            /* a file: its descriptor (the segment's), else -1 */
+  uint64_t body_off;                 /* a file: where the body starts in it */
 };                                   /* then the copied bytes */
 
 struct gw_cache_writer_s {
@@ -440,8 +442,11 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
     close(fd);
     return drop_bad(s, hash, h->key, h->klen, ino, (uint64_t)st.st_ino == ino, path, why) ? -1 : -2;
   }
+  h->fd = fd;
+  h->body_off = hdr_len;
   if (h->body_len == 0) {
     close(fd);
+    h->fd = -1;
     return 0;
   }
   /* sendfile to a socket, else read (never mmap: a file truncated
@@ -450,6 +455,7 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
                                      EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
   if (h->seg == NULL) {
     close(fd);
+    h->fd = -1;
     return -1;
   }
   return 0;
@@ -473,6 +479,7 @@ static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const
     return NULL;
   }
   memset(h, 0, sizeof(*h));
+  h->fd = -1;
   gw_cache_file_header_t view;
   entry_view(e, &view);
   memcpy(h + 1, entry_key(e), tail);
@@ -539,6 +546,13 @@ int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t of
   if (len == 0) return 0;
   if (h->seg) return evbuffer_add_file_segment(out, h->seg, (ev_off_t)offset, (ev_off_t)len);
   return evbuffer_add(out, h->body + offset, (size_t)len);
+}
+
+int gw_cache_handle_file(const gw_cache_handle_t *h, uint64_t *offset)
+{
+  if (h->fd < 0) return -1;
+  *offset = h->body_off;
+  return fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
 }
 
 void gw_cache_handle_release(gw_cache_handle_t *h)

@@ -144,6 +144,12 @@ uint64_t gw_cache_handle_body_length(const gw_cache_handle_t *h);
  * when out drains to a socket, else read; never mmap) for a file. 0, or -1 if the range is outside the body or the
  * segment cannot be made. May be called any number of times (a Range). */
 int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t offset, uint64_t len);
+/* A body in a file: a new descriptor of that file (O_CLOEXEC, the caller's
+ * to close) and in *offset where the body starts in it, so a protocol can
+ * sendfile(2) a range of it (gw_request_stream_file: body bytes [a, a + n)
+ * are file bytes [*offset + a, *offset + a + n)). -1 for a body in memory
+ * (or no descriptor left): use gw_cache_handle_read. */
+int gw_cache_handle_file(const gw_cache_handle_t *h, uint64_t *offset);
 /* Frees the handle (buffers already filled from it keep their bytes). */
 void gw_cache_handle_release(gw_cache_handle_t *h);
 

@@ -288,6 +288,20 @@ static void test_files(void)
   got = get(s, "/big", 500000, 1000, &bl); /* a range of the file */
   CHECK(got && memcmp(got, body + 500000, 1000) == 0);
   free(got);
+  { /* the file itself, for sendfile */
+    gw_cache_handle_t *fh = gw_cache_store_lookup(s, "/big", 4);
+    uint64_t boff = 0;
+    int fd = gw_cache_handle_file(fh, &boff);
+    gw_cache_handle_release(fh);
+    char two[2];
+    CHECK(fd >= 0 && pread(fd, two, 2, (off_t)(boff + 777)) == 2 && memcmp(two, body + 777, 2) == 0);
+    if (fd >= 0) close(fd);
+    CHECK_EQ_INT(put(s, "/tiny", "t", 1), 0);
+    fh = gw_cache_store_lookup(s, "/tiny", 5);
+    CHECK(fh && gw_cache_handle_file(fh, &boff) == -1); /* in memory */
+    gw_cache_handle_release(fh);
+    gw_cache_store_purge(s, "/tiny", 5);
+  }
   /* a small body stays in memory */
   CHECK_EQ_INT(put(s, "/small", "tiny", 4), 0);
   CHECK_EQ_INT(count_files(NULL), 1);
