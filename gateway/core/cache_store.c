@@ -14,16 +14,14 @@
  * worker cannot be unlinked by another's late eviction of the same name.
  * Bodies are written and read outside it.
  *
- * The lock is a pthread mutex, PTHREAD_PROCESS_SHARED and ROBUST, with the
- * `dirty` flag of shdict.c: a worker killed mid-change leaves the next
- * locker to empty the index (its files are then found again by the next
- * start's loader). */
+ * The lock and the LRU list are shm_region.c's (as shdict.c's): a worker
+ * killed mid-change leaves the next locker to empty the index (its files
+ * are then found again by the next start's loader). */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +37,7 @@
 #include "cache_store.h"
 #include "log.h"
 #include "shm_alloc.h"
+#include "shm_region.h"
 #include "shm_zone.h"
 
 #define MAGIC 0x47575343u /* "GWSC" */
@@ -56,16 +55,15 @@ typedef struct {
 
 struct gw_cache_store_s {
   uint32_t magic;
-  pthread_mutex_t lock;
+  gw_shm_lock_t lock;
   uint64_t size;          /* of the whole region */
   uint32_t nbuckets;      /* a power of two */
   uint32_t buckets_off;
   gw_shm_alloc_t alloc;
-  uint32_t lru_head, lru_tail; /* head: most recently used */
+  gw_shm_list_t lru;
   uint64_t max_size, disk_bytes, count;
   uint64_t hits, misses, stores, store_failures, evictions, purges, bad_files, recoveries;
   uint64_t next_token, tmp_seq;
-  int dirty;
   int hand_over;           /* made by the master: its files still to be handed to `user` */
   lock_slot_t locks[NLOCKS];
   char name[64];
@@ -73,8 +71,8 @@ struct gw_cache_store_s {
 };
 
 typedef struct {
+  gw_shm_link_t lru;      /* first: its LRU neighbours */
   uint32_t hnext;         /* next entry in its bucket */
-  uint32_t lprev, lnext;  /* LRU neighbours (lprev towards the head) */
   uint8_t order, in_file;
   uint16_t unused;
   uint8_t hash[HASH_LEN]; /* SHA-256 of the key */
@@ -179,52 +177,27 @@ static void reset(gw_cache_store_t *s)
 {
   memset(buckets(s), 0, (size_t)s->nbuckets * sizeof(uint32_t));
   gw_shm_alloc_reset(&s->alloc, s);
-  s->lru_head = s->lru_tail = 0;
+  s->lru.head = s->lru.tail = 0;
   s->count = s->disk_bytes = 0;
   memset(s->locks, 0, sizeof(s->locks));
 }
 
-/* Takes the lock; a holder that died leaves it to us (EOWNERDEAD), with the
- * index emptied if it died mid-change. Sets dirty for the caller's change. */
+/* Takes the lock; a holder that died mid-change leaves the index emptied. */
 static void lock(gw_cache_store_t *s)
 {
-  if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
-    pthread_mutex_consistent(&s->lock);
-    if (s->dirty) {
-      reset(s);
-      s->recoveries++;
-      gw_log_error("cache %s: a worker died while changing the index: emptied", s->name);
-    }
+  if (gw_shm_lock(&s->lock)) {
+    reset(s);
+    s->recoveries++;
+    gw_log_error("cache %s: a worker died while changing the index: emptied", s->name);
   }
-  s->dirty = 1;
 }
 
 static void unlock(gw_cache_store_t *s)
 {
-  s->dirty = 0;
-  pthread_mutex_unlock(&s->lock);
+  gw_shm_unlock(&s->lock);
 }
 
 /* -- the index (under the lock) --------------------------------------------- */
-
-static void lru_unlink(gw_cache_store_t *s, uint32_t off)
-{
-  entry_t *e = ENTRY(s, off);
-  if (e->lprev) ENTRY(s, e->lprev)->lnext = e->lnext;
-  else s->lru_head = e->lnext;
-  if (e->lnext) ENTRY(s, e->lnext)->lprev = e->lprev;
-  else s->lru_tail = e->lprev;
-}
-
-static void lru_push_head(gw_cache_store_t *s, uint32_t off)
-{
-  entry_t *e = ENTRY(s, off);
-  e->lprev = 0;
-  e->lnext = s->lru_head;
-  if (s->lru_head) ENTRY(s, s->lru_head)->lprev = off;
-  s->lru_head = off;
-  if (s->lru_tail == 0) s->lru_tail = off;
-}
 
 static uint32_t find(gw_cache_store_t *s, const uint8_t *hash, const char *k, size_t klen)
 {
@@ -243,7 +216,7 @@ static void entry_remove(gw_cache_store_t *s, uint32_t off, int unlink_file)
   uint32_t *link = &buckets(s)[bucket_of(s, e->hash)];
   while (*link != off) link = &ENTRY(s, *link)->hnext;
   *link = e->hnext;
-  lru_unlink(s, off);
+  gw_shm_list_unlink(s, &s->lru, off);
   s->count--;
   if (e->in_file) {
     s->disk_bytes -= e->file_bytes;
@@ -262,9 +235,9 @@ static int evict_for_disk(gw_cache_store_t *s, uint64_t need)
 {
   if (s->max_size == 0) return 0;
   if (need > s->max_size) return -1;
-  uint32_t off = s->lru_tail;
+  uint32_t off = s->lru.tail;
   while (s->disk_bytes + need > s->max_size && off) {
-    uint32_t prev = ENTRY(s, off)->lprev;
+    uint32_t prev = ENTRY(s, off)->lru.prev;
     if (ENTRY(s, off)->in_file) {
       entry_remove(s, off, 1);
       s->evictions++;
@@ -286,8 +259,8 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
   uint32_t order = gw_shm_order(need);
   uint32_t off;
   while ((off = gw_shm_alloc(&s->alloc, s, order)) == 0) {
-    if (s->lru_tail == 0) return 0;
-    entry_remove(s, s->lru_tail, 1);
+    if (s->lru.tail == 0) return 0;
+    entry_remove(s, s->lru.tail, 1);
     s->evictions++;
   }
   entry_t *e = ENTRY(s, off);
@@ -323,7 +296,7 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
   uint32_t *bucket = &buckets(s)[bucket_of(s, hash)];
   e->hnext = *bucket;
   *bucket = off;
-  lru_push_head(s, off);
+  gw_shm_list_push_head(s, &s->lru, off);
   s->count++;
   return off;
 }
@@ -376,13 +349,7 @@ gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path
   size_t plen = strlen(s->path);
   while (plen > 1 && s->path[plen - 1] == '/') s->path[--plen] = '\0';
   snprintf(s->name, sizeof(s->name), "-");
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  int rc = pthread_mutex_init(&s->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
-  if (rc != 0) return NULL;
+  if (gw_shm_lock_init(&s->lock) != 0) return NULL;
   memset(buckets(s), 0, (size_t)nb * sizeof(uint32_t));
   gw_shm_alloc_init(&s->alloc, s, hdr + (size_t)nb * 4, size);
   s->magic = MAGIC;
@@ -469,8 +436,8 @@ static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const
     unlock(s);
     return NULL;
   }
-  lru_unlink(s, off);
-  lru_push_head(s, off);
+  gw_shm_list_unlink(s, &s->lru, off);
+  gw_shm_list_push_head(s, &s->lru, off);
   entry_t *e = ENTRY(s, off);
   size_t tail = entry_tail(e);
   gw_cache_handle_t *h = malloc(sizeof(*h) + tail);
@@ -822,8 +789,8 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
     e->fresh_until_ms = meta->fresh_until_ms;
     e->swr_ms = meta->stale_while_revalidate_ms;
     e->sie_ms = meta->stale_if_error_ms;
-    lru_unlink(s, off);
-    lru_push_head(s, off);
+    gw_shm_list_unlink(s, &s->lru, off);
+    gw_shm_list_push_head(s, &s->lru, off);
     if (e->in_file) { /* the loader of the next start sees the new times */
       gw_cache_file_header_t v;
       entry_view(e, &v);
@@ -849,9 +816,9 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
 static long remove_prefix(gw_cache_store_t *s, const char *prefix, size_t len)
 {
   long n = 0;
-  for (uint32_t off = s->lru_head; off;) {
+  for (uint32_t off = s->lru.head; off;) {
     entry_t *e = ENTRY(s, off);
-    uint32_t next = e->lnext;
+    uint32_t next = e->lru.next;
     if (e->klen >= len && memcmp(entry_key(e), prefix, len) == 0) {
       entry_remove(s, off, 1);
       n++;

@@ -4,7 +4,7 @@
  * offset, writers over the limits and on a failing disk, files corrupt,
  * truncated, removed or replaced underneath, the loader, the fill locks and
  * the zones.
- * unit: cache_store cache_file shm_alloc shm_zone log -lcrypto -lz */
+ * unit: cache_store cache_file shm_alloc shm_region shm_zone log -lcrypto -lz */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
