@@ -1,5 +1,6 @@
 /* cache_store.c - the response cache's storage (cache_store.h): an index in
- * a shared region, small bodies beside it, large ones in files.
+ * a shared region, small bodies beside it, large ones in files. The loader
+ * and the zones are cache_loader.c's.
  *
  * Layout of a region, every link a 32-bit offset from its start (0: none):
  *   header (the lock, the LRU ends, the counters, the fill locks, the path)
@@ -17,10 +18,8 @@
  * The lock and the LRU list are shm_region.c's (as shdict.c's): a worker
  * killed mid-change leaves the next locker to empty the index (its files
  * are then found again by the next start's loader). */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdio.h>
@@ -41,7 +40,6 @@
 #include "shm_zone.h"
 
 #define MAGIC 0x47575343u /* "GWSC" */
-#define PATH_CAP (PATH_MAX - 100)
 #define HASH_LEN 32
 #define NLOCKS 512
 
@@ -64,10 +62,9 @@ struct gw_cache_store_s {
   uint64_t max_size, disk_bytes, count;
   uint64_t hits, misses, stores, store_failures, evictions, purges, bad_files, recoveries;
   uint64_t next_token, tmp_seq;
-  int hand_over;           /* made by the master: its files still to be handed to `user` */
   lock_slot_t locks[NLOCKS];
   char name[64];
-  char path[PATH_CAP]; /* "": memory only */
+  char path[GW_CACHE_PATH_MAX + 1]; /* "": memory only */
 };
 
 typedef struct {
@@ -331,10 +328,10 @@ static void entry_view(entry_t *e, gw_cache_file_header_t *h)
 
 /* -- the region -------------------------------------------------------------- */
 
-gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path, uint64_t max_size)
+gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *name, const char *path, uint64_t max_size)
 {
   if (size < GW_CACHE_MIN_MEMORY || size > GW_CACHE_MAX_MEMORY) return NULL;
-  if (path && strlen(path) >= PATH_CAP) return NULL;
+  if ((path && strlen(path) > GW_CACHE_PATH_MAX) || strlen(name) >= sizeof(((gw_cache_store_t *)mem)->name)) return NULL;
   gw_cache_store_t *s = mem;
   memset(s, 0, sizeof(*s));
   size_t hdr = (sizeof(*s) + 63) & ~(size_t)63;
@@ -348,7 +345,7 @@ gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path
   snprintf(s->path, sizeof(s->path), "%s", path ? path : "");
   size_t plen = strlen(s->path);
   while (plen > 1 && s->path[plen - 1] == '/') s->path[--plen] = '\0';
-  snprintf(s->name, sizeof(s->name), "-");
+  snprintf(s->name, sizeof(s->name), "%s", name);
   if (gw_shm_lock_init(&s->lock) != 0) return NULL;
   memset(buckets(s), 0, (size_t)nb * sizeof(uint32_t));
   gw_shm_alloc_init(&s->alloc, s, hdr + (size_t)nb * 4, size);
@@ -947,207 +944,52 @@ void gw_cache_store_stats(gw_cache_store_t *s, gw_cache_stats_t *out)
   unlock(s);
 }
 
-/* -- the loader ---------------------------------------------------------------- */
+/* -- for the loader and the zones (cache_loader.c) ------------------------------ */
 
-static int mkdir_p(const char *path, char *err, size_t errlen)
+const char *gw_cache_store_path(const gw_cache_store_t *s)
 {
-  char p[PATH_MAX];
-  snprintf(p, sizeof(p), "%s", path);
-  for (char *c = p + 1;; c++) {
-    if (*c != '/' && *c != '\0') continue;
-    char saved = *c;
-    *c = '\0';
-    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create %s: %s", p, strerror(errno));
-      return -1;
-    }
-    *c = saved;
-    if (saved == '\0') break;
-  }
-  struct stat st;
-  if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "%s is not a directory", p);
-    return -1;
-  }
-  return 0;
+  return s->path;
 }
 
-static int is_hash_name(const char *name, const char *dir2)
+const char *gw_cache_store_name(const gw_cache_store_t *s)
 {
-  if (strlen(name) != 2 * HASH_LEN || name[0] != dir2[0] || name[1] != dir2[1]) return 0;
-  for (const char *c = name; *c; c++)
-    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return 0;
-  return 1;
+  return s->name;
 }
 
-/* One file: into the index, or removed (logged). 1 added, 0 not. */
-static int load_file(gw_cache_store_t *s, const char *path, const char *name)
+void gw_cache_store_file_path(gw_cache_store_t *s, const char *key, size_t klen, char out[PATH_MAX])
 {
-  const char *why = NULL;
-  char *buf = NULL;
-  gw_cache_file_header_t h;
-  struct stat st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  size_t want = 0;
-  if (fd < 0) why = strerror(errno);
-  else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
-  else {
-    want = (uint64_t)st.st_size < gw_cache_file_header_max() ? (size_t)st.st_size : gw_cache_file_header_max();
-    if ((buf = malloc(want ? want : 1)) == NULL) why = "out of memory";
-    else if (pread(fd, buf, want, 0) != (ssize_t)want) why = "a short read";
-    else if (gw_cache_file_parse(buf, want, &h) != 0) why = "not a cache file of this version, or corrupt";
-    else if (h.header_len + h.body_len != (uint64_t)st.st_size) why = "truncated";
-  }
-  if (fd >= 0) close(fd);
   uint8_t hash[HASH_LEN];
-  char hx[2 * HASH_LEN + 1];
-  if (why == NULL) {
-    key_hash(h.key, h.klen, hash);
-    hex(hash, hx);
-    if (strcmp(hx, name) != 0) why = "its key does not hash to its name";
-  }
-  int added = 0;
-  if (why == NULL) {
-    lock(s);
-    uint32_t off = 0;
-    if (find(s, hash, h.key, h.klen) == 0 && evict_for_disk(s, (uint64_t)st.st_size) == 0)
-      off = insert(s, hash, &h, h.body_len, 1);
-    if (off) {
-      ENTRY(s, off)->file_bytes = (uint64_t)st.st_size;
-      ENTRY(s, off)->ino = (uint64_t)st.st_ino;
-      s->disk_bytes += (uint64_t)st.st_size;
-      added = 1;
-    } else {
-      unlink(path); /* over max_size or memory: as an eviction */
-      s->evictions++;
-    }
-    unlock(s);
+  key_hash(key, klen, hash);
+  file_name(s, hash, out);
+}
+
+int gw_cache_store_adopt(gw_cache_store_t *s, const gw_cache_file_header_t *h, uint64_t file_bytes, uint64_t ino)
+{
+  uint8_t hash[HASH_LEN];
+  key_hash(h->key, h->klen, hash);
+  lock(s);
+  uint32_t off = 0;
+  if (find(s, hash, h->key, h->klen) == 0 && evict_for_disk(s, file_bytes) == 0) off = insert(s, hash, h, h->body_len, 1);
+  if (off) {
+    ENTRY(s, off)->file_bytes = file_bytes;
+    ENTRY(s, off)->ino = ino;
+    s->disk_bytes += file_bytes;
   } else {
-    gw_log_warn("cache %s: %s: %s; removed", s->name, path, why);
-    __atomic_fetch_add(&s->bad_files, 1, __ATOMIC_RELAXED);
-    unlink(path);
+    s->evictions++;
   }
-  free(buf);
-  return added;
+  unlock(s);
+  return off ? 1 : 0;
 }
 
-static long load(gw_cache_store_t *s, char *err, size_t errlen)
+void gw_cache_store_note_bad_file(gw_cache_store_t *s)
 {
-  if (s->path[0] == '\0') return 0;
-  char dir[PATH_MAX], file[PATH_MAX + 256];
-  if (mkdir_p(s->path, err, errlen) != 0) return -1;
-  snprintf(dir, sizeof(dir), "%s/tmp", s->path);
-  if (mkdir_p(dir, err, errlen) != 0) return -1;
-  DIR *d = opendir(dir);
-  for (struct dirent *de; d && (de = readdir(d));) { /* a stopped server's unfinished writes */
-    if (de->d_name[0] == '.') continue;
-    snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
-    unlink(file);
-  }
-  if (d) closedir(d);
-  long n = 0;
-  for (int i = 0; i < 256; i++) {
-    char sub[3];
-    snprintf(sub, sizeof(sub), "%02x", i);
-    snprintf(dir, sizeof(dir), "%s/%s", s->path, sub);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-      return -1;
-    }
-    if ((d = opendir(dir)) == NULL) continue;
-    for (struct dirent *de; (de = readdir(d));) {
-      if (de->d_name[0] == '.') continue;
-      snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
-      if (!is_hash_name(de->d_name, sub)) {
-        gw_log_warn("cache %s: %s: not a cache file name; left alone", s->name, file);
-        continue;
-      }
-      n += load_file(s, file, de->d_name);
-    }
-    closedir(d);
-  }
-  return n;
+  __atomic_fetch_add(&s->bad_files, 1, __ATOMIC_RELAXED);
 }
 
-long gw_cache_store_load(gw_cache_store_t *s)
+void gw_cache_store_set_max_size(gw_cache_store_t *s, uint64_t max_size)
 {
-  char err[PATH_MAX + 64];
-  long n = load(s, err, sizeof(err));
-  if (n < 0) gw_log_error("cache %s: %s", s->name, err);
-  return n;
-}
-
-/* -- zones ---------------------------------------------------------------------- */
-
-int gw_cache_store_declare(const char *name, size_t memory, const char *path, uint64_t max_size, char *err,
-                           size_t errlen)
-{
-  if (memory < GW_CACHE_MIN_MEMORY || memory > GW_CACHE_MAX_MEMORY) {
-    snprintf(err, errlen, "cache %s: memory must be from 256k to 2g", name);
-    return -1;
-  }
-  if (path && path[0] == '\0') path = NULL;
-  if (path && strlen(path) >= PATH_CAP) {
-    snprintf(err, errlen, "cache %s: the path is too long", name);
-    return -1;
-  }
-  int fresh = 0;
-  void *mem = gw_shm_zone_declare("cache", name, memory, path ? path : "", &fresh, err, errlen);
-  if (mem == NULL) return -1;
-  gw_cache_store_t *s = mem;
-  if (!fresh) { /* a reload: the same index; max_size may have changed */
-    lock(s);
-    s->max_size = max_size;
-    evict_for_disk(s, 0);
-    unlock(s);
-    return 0;
-  }
-  if (gw_cache_store_format(mem, memory, path, max_size) == NULL) {
-    snprintf(err, errlen, "cache %s: cannot make its index", name);
-    return -1;
-  }
-  snprintf(s->name, sizeof(s->name), "%s", name);
-  char why[PATH_MAX + 64];
-  long n = load(s, why, sizeof(why));
-  if (n < 0) {
-    snprintf(err, errlen, "cache %s: %s", name, why);
-    return -1;
-  }
-  if (n > 0) gw_log_notice("cache %s: %ld entries loaded from %s", name, n, s->path);
-  s->hand_over = s->path[0] != '\0';
-  return 0;
-}
-
-static uid_t owner_uid;
-static gid_t owner_gid;
-
-static int hand_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-  (void)type;
-  (void)ftw;
-  if ((st->st_uid != owner_uid || st->st_gid != owner_gid) && lchown(path, owner_uid, owner_gid) != 0)
-    gw_log_warn("cache: cannot hand %s over to the workers' user: %s", path, strerror(errno));
-  return 0;
-}
-
-void gw_cache_store_hand_over(uid_t uid, gid_t gid)
-{
-  gw_cache_store_t *s;
-  for (size_t i = 0; (s = gw_cache_store_at(i, NULL)) != NULL; i++) {
-    if (!s->hand_over) continue;
-    s->hand_over = 0;
-    owner_uid = uid;
-    owner_gid = gid;
-    nftw(s->path, hand_one, 16, FTW_PHYS);
-  }
-}
-
-gw_cache_store_t *gw_cache_store_find(const char *name)
-{
-  return gw_shm_zone_find("cache", name);
-}
-
-gw_cache_store_t *gw_cache_store_at(size_t i, const char **name)
-{
-  return gw_shm_zone_at("cache", i, name);
+  lock(s);
+  s->max_size = max_size;
+  evict_for_disk(s, 0);
+  unlock(s);
 }
