@@ -160,9 +160,12 @@ const char *gw_cache_handle_head(const gw_cache_handle_t *h, size_t *len);
 /* The body's length in bytes. */
 uint64_t gw_cache_handle_body_length(const gw_cache_handle_t *h);
 /* Appends body bytes [offset, offset + len) to out: a copy from the handle
- * for a body in memory, a file segment (evbuffer_add_file_segment: sendfile
- * when out drains to a socket, else read; never mmap) for a file. 0, or -1 if the range is outside the body or the
- * segment cannot be made. May be called any number of times (a Range). */
+ * for a body in memory; for a file, a file segment of that range
+ * (evbuffer_add_file_segment: sent by sendfile when out drains to a
+ * socket, else read into memory as it is added, so a large body is best
+ * read in pieces or sent with gw_cache_handle_file; never mmap). 0, or -1
+ * if the range is outside the body or the segment cannot be made. May be
+ * called any number of times (a Range). */
 int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t offset, uint64_t len);
 /* A body in a file: a new descriptor of that file (O_CLOEXEC, the caller's
  * to close) and in *offset where the body starts in it, so a protocol can
