@@ -45,16 +45,18 @@
  * fill locks use CLOCK_MONOTONIC internally.
  *
  * Every operation takes the zone's process-shared robust mutex for a short
- * time (copying in or out, never doing file I/O under it, except the unlink
- * of evicted files which is done after unlocking); nothing here calls back
- * into the caller. A worker killed while holding it: the next locker
- * finds the index half-changed and empties it (files are left to the
- * loader of the next start), as shdict.c does. */
+ * time: copying in or out, and the renames, unlinks and header rewrites
+ * that keep the index and the directory in step (a body is written and
+ * read outside it); nothing here calls back into the caller. A worker
+ * killed while holding it: the next locker finds the index half-changed
+ * and empties it (files are left to the loader of the next start), as shdict.c does. */
 #ifndef GW_CACHE_STORE_H
 #define GW_CACHE_STORE_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "cache_file.h" /* gw_cache_meta_t, the length limits */
 
 struct evbuffer;
 
@@ -65,10 +67,6 @@ typedef struct gw_cache_writer_s gw_cache_writer_t; /* an entry being stored, wo
 /* Smallest and largest `memory:`. */
 #define GW_CACHE_MIN_MEMORY ((size_t)256 << 10)
 #define GW_CACHE_MAX_MEMORY ((size_t)1 << 31)
-/* Longest key, longest stored head, longest validator or vary string. */
-#define GW_CACHE_KEY_MAX 4096
-#define GW_CACHE_HEAD_MAX 65536
-#define GW_CACHE_STR_MAX 1024
 /* With a `path:`, bodies above this go to a file; without one, a body is
  * stored in memory if its entry fits one block of the region (at most
  * 1 MiB and an eighth of the region), else not stored. */
@@ -76,27 +74,6 @@ typedef struct gw_cache_writer_s gw_cache_writer_t; /* an entry being stored, wo
 /* The interval at which a request waiting for another's fill should poll
  * gw_cache_store_lock_held (nginx's proxy_cache_lock polls every 500 ms). */
 #define GW_CACHE_LOCK_POLL_MS 20
-
-/* meta.flags */
-#define GW_CACHE_VARIANTS 0x1u /* a Vary marker: no body, meta.vary names the headers */
-
-/* An entry's metadata. Passed in: the strings are borrowed (copied into the
- * entry). From a handle: they point into the handle, valid until it is
- * released. A NULL string with length 0 is "none". */
-typedef struct {
-  int status;                        /* the response's status code */
-  uint32_t flags;                    /* GW_CACHE_VARIANTS */
-  int64_t stored_ms;                 /* when the response was received (wall clock, ms) */
-  int64_t fresh_until_ms;            /* fresh before this */
-  int64_t stale_while_revalidate_ms; /* may be served stale up to fresh_until_ms + this while refreshed */
-  int64_t stale_if_error_ms;         /* ... up to fresh_until_ms + this when the upstream fails */
-  const char *etag;                  /* the ETag value, as received */
-  size_t etag_len;
-  const char *last_modified;         /* the Last-Modified value, as received */
-  size_t last_modified_len;
-  const char *vary;                  /* the Vary header names (e.g. "accept-encoding,accept-language") */
-  size_t vary_len;
-} gw_cache_meta_t;
 
 /* What the status page shows (gw_cache_store_stats). */
 typedef struct {

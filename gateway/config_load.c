@@ -39,6 +39,7 @@
 #include "router.h"
 #include "static.h"
 #include "shdict.h"
+#include "shm_zone.h"
 #include "status.h"
 #include "tls.h"
 #include "tls_client.h"
@@ -749,13 +750,13 @@ static gw_config_t *load(const char *path, char *err, size_t errlen)
   return cfg;
 }
 
-/* Shared dictionaries are mapped while the file is evaluated
- * (`shared_dict`): made current only if the whole config is good. */
+/* Shared regions are mapped while the file is evaluated (`shared_dict`,
+ * `cache`): made current only if the whole config is good. */
 gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
 {
   gw_config_t *cfg = load(path, err, errlen);
-  if (cfg) gw_shdict_commit();
-  else gw_shdict_abort();
+  if (cfg) gw_shm_zone_commit();
+  else gw_shm_zone_abort();
   return cfg;
 }
 
