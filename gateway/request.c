@@ -51,6 +51,12 @@ static void stage_free(gw_request_t *req)
   if (req->stage_state) req->stage->free(req);
 }
 
+/* The response cache's state for this request goes (see gw_cache_hooks_t). */
+static void cache_free(gw_request_t *req)
+{
+  if (req->cache_state) req->cache_hooks->free(req);
+}
+
 static void drop_out(gw_request_t *req);
 
 static void drop_trailers(gw_request_t *req)
@@ -83,6 +89,12 @@ void gw_request_reset(gw_request_t *req)
   req->text_plain = 0;
   req->head_length = -1;
   stage_free(req);
+  cache_free(req);
+  req->cache_status = NULL;
+  free(req->cache_key);
+  req->cache_key = NULL;
+  req->cache_key_len = 0;
+  req->cache_bypass = 0;
   req->streaming = 0;
   req->on_drain = NULL;
   req->body_streaming = 0;
@@ -115,6 +127,9 @@ void gw_request_dispose(gw_request_t *req)
   if (req->running) gw_request_abort(req);
   release_state(req);
   stage_free(req);
+  cache_free(req);
+  free(req->cache_key);
+  req->cache_key = NULL;
   gw_headers_dispose(&req->headers);
   gw_headers_dispose(&req->resp_headers);
   drop_trailers(req);
@@ -190,6 +205,7 @@ void gw_request_split_target(gw_request_t *req)
 #define MAX_REROUTES 10
 
 static void run_phases(gw_request_t *req, int from);
+static void run_handler(gw_request_t *req);
 
 /* A rewrite or access phase is done: answer, fail, or go on with the next. */
 static void on_phase_done(gw_request_t *req, int verdict, void *arg)
@@ -234,8 +250,16 @@ static void run_phases(gw_request_t *req, int from)
     l->access->run(l->access, req, on_phase_done, (void *)(intptr_t)2);
   } else {
     gw_request_head_keep(req); /* what the phases set stays on the response */
-    l->handler->on_req(l->handler, req);
+    if (l->cache_hooks) l->cache_hooks->lookup(req, run_handler); /* a hit answers; else it runs the handler */
+    else l->handler->on_req(l->handler, req);
   }
+}
+
+/* The content phase: the location's handler answers. */
+static void run_handler(gw_request_t *req)
+{
+  const gw_location_t *l = req->location;
+  l->handler->on_req(l->handler, req);
 }
 
 void gw_request_log_refused(const gw_request_t *req)
@@ -322,6 +346,7 @@ static const gw_stage_t *stage_of(gw_request_t *req)
 /* A whole response (proto->send). */
 static void out_send(gw_request_t *req)
 {
+  if (req->cache_state) req->cache_hooks->whole(req);
   const gw_stage_t *st = stage_of(req);
   if (st) st->whole(req);
   req->proto->send(req);
@@ -330,15 +355,23 @@ static void out_send(gw_request_t *req)
 /* A streamed head (proto->stream_head). */
 static void out_head(gw_request_t *req, long long content_length)
 {
+  if (req->cache_state) content_length = req->cache_hooks->head(req, content_length);
   const gw_stage_t *st = stage_of(req);
   req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
 }
 
-/* A piece of a streamed body (proto->stream_body). */
-static int out_body(gw_request_t *req, const char *data, size_t len)
+/* A piece of a streamed body past the cache (stage->data, proto->stream_body). */
+static int out_staged(gw_request_t *req, const char *data, size_t len)
 {
   if (req->stage_state) return req->stage->data(req, data, len);
   return req->proto->stream_body(req, data, len);
+}
+
+/* A piece of a streamed body (the cache may store it or drop it). */
+static int out_body(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->cache_state && req->cache_hooks->data(req, data, len)) return 0;
+  return out_staged(req, data, len);
 }
 
 /* A staged body's last bytes; 0 when they could not go (cut short). */
@@ -352,6 +385,7 @@ static int stage_end(gw_request_t *req, int complete)
 /* The end of a streamed body (proto->stream_end). */
 static void out_end(gw_request_t *req, int complete)
 {
+  if (req->cache_state && (complete = req->cache_hooks->end(req, complete, out_staged)) < 0) return;
   if (req->stage_state) complete = stage_end(req, complete);
   req->proto->stream_end(req, complete);
 }
@@ -359,7 +393,10 @@ static void out_end(gw_request_t *req, int complete)
 /* ... with trailer fields (proto->stream_trailers). */
 static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
-  if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  int complete = req->cache_state ? req->cache_hooks->end(req, 1, out_staged) : 1;
+  if (complete < 0) return; /* the client left: aborted */
+  if (!complete) req->proto->stream_end(req, 0);
+  else if (req->stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
   else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
   else req->proto->stream_end(req, 1);
 }
@@ -368,7 +405,8 @@ static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
  * or may take it once the header filter that runs now is done. */
 static int out_can_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL && req->stage_state == NULL && !(req->out_hold && req->location->stage);
+  return req->proto->stream_file != NULL && req->stage_state == NULL && req->cache_state == NULL &&
+         !(req->out_hold && req->location->stage);
 }
 
 int gw_request_can_upgrade(const gw_request_t *req)
@@ -664,6 +702,7 @@ void gw_request_abort(gw_request_t *req)
   drop_out(req);
   release_state(req);
   stage_free(req);
+  cache_free(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)

@@ -111,6 +111,35 @@ typedef struct gw_stage_s {
   void (*free)(gw_request_t *req);
 } gw_stage_t;
 
+/* A response cache in front of a location's handler (cache.c's
+ * gw_cache_hooks, as gw_location_t.cache_hooks, its settings in
+ * gw_location_t.cache). request.c calls it through these pointers and knows
+ * none of it; its per-request state is req->cache_state (NULL: none). The
+ * response hooks run after the location's filters and before its stage
+ * (so a cached body is the identity one and compression applies to hits). */
+typedef struct gw_cache_hooks_s {
+  /* Instead of calling the content handler: answers req from the cache (a
+   * whole response: gw_request_finish) or calls handler(req) to run the
+   * location's handler, now or later (a wait is registered as pending). */
+  void (*lookup)(gw_request_t *req, void (*handler)(gw_request_t *req));
+  /* The handler's response leaves whole (before stage->whole): may store it
+   * or replace it (a 304 that refreshed an entry, an error a stale entry
+   * answers). */
+  void (*whole)(gw_request_t *req);
+  /* ... or streamed: its head (returns the length to announce instead), */
+  long long (*head)(gw_request_t *req, long long length);
+  /* each piece of its body (0: pass it on; 1: dropped, the cache answers
+   * with a stored body instead), */
+  int (*data)(gw_request_t *req, const char *data, size_t len);
+  /* and its end (complete or cut short): returns the completeness to pass
+   * on, after sending a stored body it answers with through emit (as
+   * stream_body); -1 when emit found the client gone (req was aborted:
+   * touch nothing). */
+  int (*end)(gw_request_t *req, int complete, int (*emit)(gw_request_t *req, const char *data, size_t len));
+  /* Frees req->cache_state (the request ended, was aborted or reset). */
+  void (*free)(gw_request_t *req);
+} gw_cache_hooks_t;
+
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
  * object), released once when the request finishes or is aborted. */
 typedef struct gw_req_state_s {
@@ -196,6 +225,18 @@ struct gw_request_s {
    * stage, freed by stage->free), or NULL. */
   const struct gw_stage_s *stage;
   void *stage_state;
+  /* The response cache (gw_cache_hooks_t): its state for this request
+   * (set with cache_hooks by lookup, owned by cache.c, freed by
+   * cache_hooks->free), or NULL; what it did
+   * ("HIT", "MISS"..., a static string) for X-Cache-Status and the access
+   * log's $cache_status, or NULL; and what a key:/bypass: lambda said for
+   * this request (cache_key owned, NULL: the default key). */
+  const struct gw_cache_hooks_s *cache_hooks;
+  void *cache_state;
+  const char *cache_status;
+  char *cache_key;
+  size_t cache_key_len;
+  int cache_bypass;
 
   /* -- handler -- */
   const gw_location_t *location;
