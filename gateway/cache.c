@@ -393,6 +393,107 @@ static gw_cache_handle_t *find(cache_req_t *st)
   return rc == 0 ? gw_cache_store_lookup(st->cf->store, st->vkey, st->vklen) : NULL;
 }
 
+/* -- stale-while-revalidate: a refresh in the background ------------------------
+ *
+ * A request of our own, made from the client's (method, target, header
+ * fields), runs the location's phases and handler like any other; its
+ * response goes to the store (the hooks above) and nowhere else: this
+ * protocol drops it, then frees the request on the next loop turn. */
+
+typedef struct {
+  gw_request_t req;
+  struct event done;        /* frees it once its response ended */
+  char addr[64];            /* the client's address (the client may be gone meanwhile) */
+} refresher_t;
+
+static void on_refresher_done(evutil_socket_t fd, short what, void *arg)
+{
+  refresher_t *r = arg;
+  (void)fd;
+  (void)what;
+  gw_request_dispose(&r->req);
+  free(r);
+}
+
+static void refresher_over(gw_request_t *req)
+{
+  refresher_t *r = req->proto_ctx;
+  static const struct timeval now = {0, 0};
+  evtimer_add(&r->done, &now); /* not inside request.c's call into us */
+}
+
+static void refresher_head(gw_request_t *req, long long length)
+{
+  (void)req;
+  (void)length;
+}
+
+static int refresher_body(gw_request_t *req, const char *data, size_t len)
+{
+  (void)req;
+  (void)data;
+  (void)len;
+  return 0;
+}
+
+static void refresher_end(gw_request_t *req, int complete)
+{
+  (void)complete;
+  refresher_over(req);
+}
+
+static const gw_protocol_t refresher_protocol = {
+  .send = refresher_over, .stream_head = refresher_head, .stream_body = refresher_body, .stream_end = refresher_end};
+
+/* Starts refreshing st's expired entry in the background, the fill lock
+ * st holds handed over. 0, or -1 (out of memory: st keeps its lock). */
+static int refresh_in_background(cache_req_t *st)
+{
+  gw_request_t *c = st->req;
+  refresher_t *r = calloc(1, sizeof(*r));
+  cache_req_t *bst = calloc(1, sizeof(*bst));
+  char *target = malloc(c->target_len + 1);
+  char *pkey = malloc(st->pklen + 1);
+  if (r == NULL || bst == NULL || target == NULL || pkey == NULL) {
+    free(r);
+    free(bst);
+    free(target);
+    free(pkey);
+    return -1;
+  }
+  gw_request_t *req = &r->req;
+  gw_request_init(req, c->ctx, c->server, &refresher_protocol, r);
+  evtimer_assign(&r->done, c->ctx->base, on_refresher_done, r);
+  req->method = c->method;
+  req->method_id = c->method_id;
+  memcpy(target, c->target, c->target_len + 1);
+  req->target = target;
+  req->target_len = c->target_len;
+  req->target_cap = c->target_len + 1;
+  gw_request_split_target(req);
+  req->http_major = 1;
+  req->http_minor = 1;
+  snprintf(r->addr, sizeof(r->addr), "%s", c->remote_addr ? c->remote_addr : "127.0.0.1");
+  req->remote_addr = r->addr;
+  req->start_ms = gw_now_ms();
+  gw_headers_copy(&req->headers, &c->headers);
+  memcpy(pkey, st->pkey, st->pklen + 1);
+  bst->req = req;
+  bst->cf = st->cf;
+  bst->pkey = pkey;
+  bst->pklen = st->pklen;
+  bst->locked = st->locked; /* the lock is the refresher's now */
+  bst->token = st->token;
+  st->locked = 0;
+  st->token = 0;
+  bst->old = find(bst); /* its own handle: revalidated, or kept if the upstream fails */
+  req->cache_hooks = &gw_cache_hooks;
+  req->cache_state = bst; /* cache_lookup sees a refresh, not a lookup */
+  gw_log_info("cache %s: %.*s: refreshing in the background", st->cf->zone, (int)c->path_len, c->target);
+  gw_request_start(req);
+  return 0;
+}
+
 /* A stale entry may answer while another request refreshes it. */
 static int may_serve_updating(const cache_req_t *st, const gw_cache_meta_t *m, int64_t now)
 {
@@ -413,6 +514,19 @@ static void look(cache_req_t *st)
   st->old = h; /* expired (or NULL) */
   if (st->req->head) { /* a HEAD's answer has no body to store: it passes */
     fetch(st, M_PASS, h ? "EXPIRED" : "MISS");
+    return;
+  }
+  /* Within its stale-while-revalidate window: served stale at once while a
+   * request of our own refreshes it (or another one already does). */
+  if (h && now < gw_cache_handle_meta(h)->fresh_until_ms + gw_cache_handle_meta(h)->stale_while_revalidate_ms) {
+    int r = gw_cache_store_lock(st->cf->store, st->pkey, st->pklen, st->cf->lock_timeout_ms, &st->token);
+    st->locked = r == GW_CACHE_LOCK_OWNED && st->token != 0;
+    if (r == GW_CACHE_LOCK_BUSY || refresh_in_background(st) == 0) {
+      gw_cache_store_note(st->cf->store, 1);
+      answer(st, h, r == GW_CACHE_LOCK_BUSY ? "UPDATING" : "STALE");
+      return;
+    }
+    fetch(st, M_FILL, "EXPIRED"); /* out of memory for the refresher: this request refreshes it */
     return;
   }
   /* An expired entry is always refreshed under the lock, so others can tell
@@ -490,6 +604,17 @@ static void after_prepare(gw_request_t *req, int verdict, void *arg)
 static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
 {
   const gw_cache_conf_t *cf = req->location->cache;
+  cache_req_t *bst = req->cache_state;
+  if (bst) { /* a refresh in the background (refresh_in_background) */
+    bst->handler = handler;
+    if (bst->cf != cf) { /* routed elsewhere meanwhile (a reload): nothing to refresh here */
+      bst->mode = M_PASS;
+      handler(req);
+      return;
+    }
+    fetch(bst, M_FILL, "EXPIRED");
+    return;
+  }
   if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
     handler(req); /* only GET and HEAD are cached */
     return;

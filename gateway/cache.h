@@ -19,6 +19,9 @@
  *     stored response (REVALIDATED). A 5xx (or a failed connection or
  *     timeout: 502/504) while a stale entry may serve (stale-if-error, or
  *     use_stale: :error / :timeout) gets the stale entry instead (STALE);
+ *   - STALE at once, within an entry's stale-while-revalidate window: a
+ *     request of our own (refresh_in_background) runs the handler and
+ *     stores the new response, the fill lock handed over to it;
  *   - UPDATING: an expired entry another request is refreshing is served
  *     as it is when use_stale: :updating or its stale-while-revalidate
  *     window allows;

@@ -169,21 +169,37 @@ RSpec.describe 'response cache' do
     expect([r.status, r['X-Cache-Status']]).to eq([304, 'HIT'])
   end
 
-  it 'serves the stale entry while one request refreshes it (stale-while-revalidate: UPDATING)' do
+  it 'serves the stale entry at once and refreshes it in the background (stale-while-revalidate)' do
     up = counting_upstream do |_, n|
       sleep 1.0 if n == 2 # the refresh is slow
-      [200, { 'Cache-Control' => 'max-age=0, stale-while-revalidate=60' }, "gen #{n}"]
+      [200, { 'Cache-Control' => n == 1 ? 'max-age=0, stale-while-revalidate=60' : 'max-age=60' }, "gen #{n}"]
     end
     start(up, ':api')
     expect(get('/s').body).to eq('gen 1')
-    refresher = Thread.new { get('/s') }
-    poll('the refresh to reach the upstream') { up.count == 2 }
     r, took = timed { get('/s') }
+    expect([r.body, r['X-Cache-Status']]).to eq(['gen 1', 'STALE'])
+    expect(took).to be < slack(0.8) # not waiting for the refresh
+    poll('the refresh to reach the upstream') { up.count == 2 }
+    u = get('/s')
+    expect([u.body, u['X-Cache-Status']]).to eq(['gen 1', 'UPDATING'])
+    fresh = poll('the refreshed entry', timeout: 5) { (x = get('/s')).body == 'gen 2' && x }
+    expect(fresh['X-Cache-Status']).to eq('HIT')
+    expect(up.count).to eq(2)
+  end
+
+  it 'use_stale: [:updating] serves an expired entry while another request refreshes it (UPDATING)' do
+    up = counting_upstream do |_, n|
+      sleep 1.0 if n == 2
+      [200, { 'Cache-Control' => 'max-age=0' }, "gen #{n}"]
+    end
+    start(up, '{ zone: :api, use_stale: [:updating] }')
+    expect(get('/u').body).to eq('gen 1')
+    refresher = Thread.new { get('/u') }
+    poll('the refresh to reach the upstream') { up.count == 2 }
+    r = get('/u')
     expect([r.body, r['X-Cache-Status']]).to eq(['gen 1', 'UPDATING'])
-    expect(took).to be < slack(0.8)
     ref = refresher.value
     expect([ref.body, ref['X-Cache-Status']]).to eq(['gen 2', 'EXPIRED'])
-    expect(up.count).to eq(2)
   end
 
   it 'serves the stale entry when the upstream fails (stale-if-error: STALE)' do
