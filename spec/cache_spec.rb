@@ -3,6 +3,7 @@
 # A counting upstream (a scripted peer in this process) records every
 # request it gets, so each example can say how many reached it.
 require_relative 'spec_helper'
+require_relative 'fastcgi_helper'
 require 'digest'
 
 RSpec.describe 'response cache' do
@@ -66,6 +67,16 @@ RSpec.describe 'response cache' do
       expect(get('/r').body).to eq('ruby 1')
       r = get('/r')
       expect([r.body, r['X-Cache-Status']]).to eq(['ruby 1', 'HIT'])
+    end
+
+    it 'works in front of FastCGI' do
+      n = 0
+      fcgi = FakeFcgi.new { |_, _, _| FakeFcgi.answer("Cache-Control: max-age=60\r\nContent-Type: text/plain\r\n\r\nfcgi #{n += 1}") }
+      gateway_with(%(location "/php", fastcgi: "127.0.0.1:#{fcgi.port}", cache: :api), zone_prelude)
+      expect(get('/php').body).to eq('fcgi 1')
+      r = get('/php')
+      expect([r.body, r['X-Cache-Status'], n]).to eq(['fcgi 1', 'HIT', 1])
+      expect(fcgi.stop).to eq([])
     end
   end
 
