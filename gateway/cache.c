@@ -15,6 +15,7 @@
 #include "cache.h"
 #include "log.h"
 #include "static_http.h"
+#include "stats.h"
 
 typedef enum {
   M_HIT,   /* answered from the store: nothing to store */
@@ -284,6 +285,8 @@ static void answer(cache_req_t *st, gw_cache_handle_t *h, const char *status)
   } else if ((rc = serve_range(req, h, m)) == 0) {
     if (gw_cache_handle_read(h, req->resp_body, 0, gw_cache_handle_body_length(h)) < 0) rc = -1;
   }
+  gw_stats_self->cache_hits++;
+  gw_stats_self->cache_hit_bytes += evbuffer_get_length(req->resp_body);
   gw_cache_handle_release(h);
   if (h == st->old) st->old = NULL;
   if (rc < 0) { /* the store checked the file when it was opened: this is memory running out */
@@ -316,6 +319,7 @@ static void fetch(cache_req_t *st, mode_t_ mode, const char *status)
     return;
   }
   gw_cache_store_note(st->cf->store, 0);
+  gw_stats_self->cache_misses++;
   strip_client_fields(req);
   if (st->old) { /* revalidate with its validators */
     const gw_cache_meta_t *m = gw_cache_handle_meta(st->old);

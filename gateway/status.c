@@ -16,7 +16,7 @@
 
 /* The response cache's zones (shared by every worker): their counters. */
 #define CACHE_FIELDS(X)                                                                                 \
-  X(hits, counter, "lookups answered without the handler (HIT, UPDATING)") \
+  X(hits, counter, "lookups answered without waiting for the handler (HIT, UPDATING, STALE within stale-while-revalidate)") \
   X(misses, counter, "lookups that ran the handler (MISS, EXPIRED; then REVALIDATED or STALE)")                               \
   X(stores, counter, "responses stored")                                                              \
   X(store_failures, counter, "responses that could not be stored (a limit, a full disk)")             \
@@ -55,11 +55,11 @@ static void render_caches_prometheus(struct evbuffer *out)
 #define PROM_FIELD(f, kind, help)                                                                           \
   if (gw_cache_store_at(0, &name)) {                                                                        \
     const char *sfx = #kind[0] == 'c' ? "_total" : "";                                                      \
-    evbuffer_add_printf(out, "# HELP gateway_cache_" #f "%s " help "\n# TYPE gateway_cache_" #f "%s " #kind "\n", sfx, sfx); \
+    evbuffer_add_printf(out, "# HELP gateway_cache_zone_" #f "%s " help "\n# TYPE gateway_cache_zone_" #f "%s " #kind "\n", sfx, sfx); \
     gw_cache_store_t *z;                                                                                    \
     for (size_t i = 0; (z = gw_cache_store_at(i, &name)) != NULL; i++) {                                    \
       gw_cache_store_stats(z, &st);                                                                         \
-      evbuffer_add_printf(out, "gateway_cache_" #f "%s{zone=\"%s\"} %" PRIu64 "\n", sfx, name, st.f);        \
+      evbuffer_add_printf(out, "gateway_cache_zone_" #f "%s{zone=\"%s\"} %" PRIu64 "\n", sfx, name, st.f);        \
     }                                                                                                       \
   }
   CACHE_FIELDS(PROM_FIELD)

@@ -372,7 +372,9 @@ RSpec.describe 'response cache' do
     json = get('/status').body
     expect(json).to match(/"caches":\{"api":\{"hits":2,"misses":1,"stores":1,/)
     prom = get('/status?format=prometheus').body
-    expect(prom).to include('gateway_cache_hits_total{zone="api"} 2', 'gateway_cache_entries{zone="api"} 1')
+    expect(prom).to include('gateway_cache_zone_hits_total{zone="api"} 2', 'gateway_cache_zone_entries{zone="api"} 1')
+    expect(prom).to match(/^gateway_cache_hits_total\{port="#{@port}",worker="0",pid="\d+"\} 2$/)
+    expect(json).to include('"cache_hits":2,"cache_misses":1,')
   end
 
   describe 'bodies in files' do
