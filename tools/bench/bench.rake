@@ -98,6 +98,11 @@ namespace :bench do
        "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}"
   GatewayBenchTasks.define(:compress, 'compress', :Compress)
 
+  desc 'Response cache hits through proxy_pass, gateway cache: vs nginx proxy_cache (valid 600 s): a 1 KB body ' \
+       '(wrk -t1 -c100: req/s, server CPU µs/request) and a 1 MB body (bytes/s) (CONNS=100, BIG_CONNS=10, DURATION=5, ' \
+       'ROUNDS=2); writes build/bench/cache.{md,json}'
+  GatewayBenchTasks.define(:cache, 'cache', :Cache)
+
   desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \
        'proxy_ssl_session_reuse), server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=3); writes build/bench/https_upstream.{md,json}'
   GatewayBenchTasks.define(:https_upstream, 'https_upstream', :HTTPSUpstream)
