@@ -130,6 +130,20 @@ RSpec.describe 'response cache' do
       expect([r.status, r.body, r['X-Cache-Status'], up.count]).to eq([404, 'gone 1', 'HIT', 1])
     end
 
+    it 'answers HEAD from the entry a GET stored; a HEAD that misses stores nothing' do
+      up = counting_upstream do |req, n|
+        body = "head #{n}"
+        [200, { 'Cache-Control' => 'max-age=60', 'Content-Length' => body.bytesize.to_s }, req.method == 'HEAD' ? '' : body]
+      end
+      start(up, ':api')
+      h1 = http_request(@port, 'HEAD', '/hd')
+      expect([h1.status, h1['X-Cache-Status']]).to eq([200, 'MISS'])
+      expect(get('/hd').body).to eq('head 2') # the HEAD stored nothing
+      h2 = http_request(@port, 'HEAD', '/hd')
+      expect([h2.status, h2['Content-Length'], h2.body, h2['X-Cache-Status']]).to eq([200, '6', '', 'HIT'])
+      expect(up.count).to eq(2)
+    end
+
     it 'does not cache POST' do
       up = counting_upstream { |_, n| [200, { 'Cache-Control' => 'max-age=60' }, "p#{n}"] }
       start(up, ':api')
