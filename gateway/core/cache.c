@@ -619,8 +619,9 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
     fetch(bst, M_FILL, "EXPIRED");
     return;
   }
-  if (strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) {
-    handler(req); /* only GET and HEAD are cached */
+  if ((strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) || req->websocket_connect ||
+      gw_headers_find(&req->headers, "upgrade")) {
+    handler(req); /* only GET and HEAD are cached; never a protocol upgrade (a WebSocket handshake) */
     return;
   }
   cache_req_t *st = calloc(1, sizeof(*st));
