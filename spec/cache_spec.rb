@@ -255,12 +255,12 @@ RSpec.describe 'response cache' do
     expect(get('/d').status).to eq(502)
   end
 
-  it 'collapses 200 concurrent requests for a cold key into one upstream request (lock: true)' do
+  it 'collapses 200 concurrent requests for a cold key into one upstream request, across two workers (lock: true)' do
     up = counting_upstream do |_, _|
       sleep 0.5
       [200, { 'Cache-Control' => 'max-age=60' }, 'filled']
     end
-    start(up, '{ zone: :api, lock: true }')
+    start(up, '{ zone: :api, lock: true }', server: 'workers: 2, reuseport: true')
     threads = Array.new(200) { Thread.new { get('/cold', {}) } }
     results = threads.map { |t| t.value }
     expect(results.map(&:status).uniq).to eq([200])
