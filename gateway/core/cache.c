@@ -21,13 +21,13 @@ typedef enum {
   M_HIT,   /* answered from the store: nothing to store */
   M_FILL,  /* the handler runs; its response may be stored */
   M_PASS   /* the handler runs; nothing is stored (bypass, HEAD) */
-} mode_t_;
+} fill_mode_t;
 
 typedef struct cache_req_s {
   gw_request_t *req;
   const gw_cache_conf_t *cf;
   void (*handler)(gw_request_t *req);
-  mode_t_ mode;
+  fill_mode_t mode;
   char *pkey;               /* owned: the primary key */
   size_t pklen;
   char *vkey;               /* owned: the variant's key (the primary key + '\0' + the Vary values), or NULL */
@@ -178,13 +178,12 @@ static void wake_waiters(const cache_req_t *st)
 
 /* -- answering from the store -------------------------------------------------- */
 
-/* Replaces the response's head with the stored one (status, fields, Age). */
+/* Replaces the response's head with the stored one (status, fields, Age);
+ * the fields set before the content (a phase's) stay, as for any head. */
 static void stored_head(gw_request_t *req, gw_cache_handle_t *h)
 {
   const gw_cache_meta_t *m = gw_cache_handle_meta(h);
   gw_request_head_replace(req);
-  gw_headers_clear(&req->resp_headers);
-  req->resp_headers_kept = 0;
   req->status = m->status;
   req->text_plain = 0;
   req->inline_body = NULL;
@@ -309,7 +308,7 @@ static void strip_client_fields(gw_request_t *req)
 }
 
 /* The handler runs (a miss, an expired entry, a bypass). */
-static void fetch(cache_req_t *st, mode_t_ mode, const char *status)
+static void fetch(cache_req_t *st, fill_mode_t mode, const char *status)
 {
   gw_request_t *req = st->req;
   st->mode = mode;
