@@ -355,6 +355,18 @@ RSpec.describe 'response cache' do
     conns.each_value(&:close)
   end
 
+  it 'keeps its entries (in memory) across a reload' do
+    up = counting_upstream { |_, n| [200, { 'Cache-Control' => 'max-age=600' }, "r#{n}"] }
+    start(up, ':api')
+    expect(get('/reload').body).to eq('r1')
+    before = worker_pid
+    @gw.rewrite_config(File.read(@gw.config_path).sub('location "/pid"', 'location "/pid2" do "x" end' + "\n" + 'location "/pid"'))
+    @gw.signal('HUP')
+    poll('the new workers', timeout: 10) { worker_pid != before && get('/pid2').status == 200 }
+    r = get('/reload')
+    expect([r.body, r['X-Cache-Status'], up.count]).to eq(['r1', 'HIT', 1])
+  end
+
   it 'compresses after the cache: the identity body is stored, each client gets its own coding' do
     text = 'compressible ' * 100
     up = counting_upstream { |_, _| [200, { 'Cache-Control' => 'max-age=60', 'Content-Type' => 'text/plain' }, text] }
