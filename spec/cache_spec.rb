@@ -69,6 +69,15 @@ RSpec.describe 'response cache' do
       expect([r.body, r['X-Cache-Status']]).to eq(['ruby 1', 'HIT'])
     end
 
+    it "keeps a phase's own fields out of the entry: a hit has them once, from its own phase" do
+      up = counting_upstream { |_, _| [200, { 'Cache-Control' => 'max-age=60', 'X-Up' => 'u' }, 'p'] }
+      gateway_with(%(location "/", proxy_pass: "http://127.0.0.1:#{up.port}", cache: :api, ) +
+                   %(access: ->(req) { req.headers_out["X-Phase"] = req.headers["X-N"]; nil }), zone_prelude)
+      get('/ph', 'X-N' => '1')
+      r = get('/ph', 'X-N' => '2')
+      expect([r['X-Cache-Status'], r.count('X-Phase'), r['X-Phase'], r['X-Up']]).to eq(['HIT', 1, '2', 'u'])
+    end
+
     it 'works in front of FastCGI' do
       n = 0
       fcgi = FakeFcgi.new { |_, _, _| FakeFcgi.answer("Cache-Control: max-age=60\r\nContent-Type: text/plain\r\n\r\nfcgi #{n += 1}") }

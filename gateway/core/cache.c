@@ -641,12 +641,14 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
 /* -- the handler's response ------------------------------------------------------- */
 
 /* The response head as stored: its fields but the framing, hop-by-hop and
- * per-answer ones ("Name: value\r\n" each). */
+ * per-answer ones ("Name: value\r\n" each), and but those the phases set
+ * before the content (the first resp_headers_kept: each request that the
+ * entry answers sets its own). */
 static struct evbuffer *head_bytes(const gw_request_t *req)
 {
   struct evbuffer *b = evbuffer_new();
   if (b == NULL) return NULL;
-  for (size_t i = 0; i < req->resp_headers.count; i++) {
+  for (size_t i = req->resp_headers_kept; i < req->resp_headers.count; i++) {
     const gw_header_t *h = &req->resp_headers.items[i];
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0)
