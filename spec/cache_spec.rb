@@ -278,6 +278,20 @@ RSpec.describe 'response cache' do
     expect(results.count { |r| r['X-Cache-Status'] == 'MISS' }).to eq(1)
   end
 
+  it 'a waiter fetches itself once lock_timeout passes' do
+    up = counting_upstream do |_, n|
+      sleep 2.5 if n == 1
+      [200, { 'Cache-Control' => 'max-age=60' }, "t#{n}"]
+    end
+    start(up, '{ zone: :api, lock: true, lock_timeout: 1 }')
+    first = Thread.new { get('/slow') }
+    poll('the fill to reach the upstream') { up.count == 1 }
+    r, took = timed { get('/slow') }
+    expect([r.body, r['X-Cache-Status']]).to eq(%w[t2 MISS])
+    expect(took).to be_between(0.9, slack(2.3))
+    expect(first.value.body).to eq('t1')
+  end
+
   it 'BYPASS: the bypass: lambda sends the request to the handler and stores nothing' do
     up = counting_upstream { |_, n| [200, { 'Cache-Control' => 'max-age=60' }, "b#{n}"] }
     start(up, %({ zone: :api, bypass: ->(req) { req.headers["X-Fresh"] == "1" } }))
@@ -302,6 +316,10 @@ RSpec.describe 'response cache' do
       location "/purge" do |req|
         Gateway::Cache[:api].purge("http://" + req.headers["Host"] + req.query).to_s
       end
+      location "/stats" do |req|
+        s = Gateway::Cache[:api].stats
+        "#{'#{s[:entries]} #{s[:evictions]} #{Gateway::Cache[:nope].inspect}'}"
+      end
       location "/purge_prefix" do |req|
         Gateway::Cache[:api].purge_prefix("http://" + req.headers["Host"] + req.query).to_s
       end
@@ -314,6 +332,7 @@ RSpec.describe 'response cache' do
     expect(get('/purge_prefix?/p/').body).to eq('2')
     expect(get('/p/2')['X-Cache-Status']).to eq('MISS')
     expect(get('/q/1')['X-Cache-Status']).to eq('HIT')
+    expect(get('/stats').body).to eq('2 0 nil') # /p/1 (stored again) and /q/1
   end
 
   it 'answers a Range request from the cached full body' do
@@ -466,6 +485,14 @@ RSpec.describe 'response cache' do
       status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, use_stale: [:often] }\nend\n))
       expect(status).to eq(1)
       expect(out).to include("#{path}:3:", 'use_stale: must be a list of :error, :timeout, :updating')
+    end
+
+    it 'takes valid: times as seconds or "10m", "1h", for statuses, lists of them and any:' do
+      status, out, = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, valid: { [200, 301] => "10m", 404 => 60, any: "1h" }, lock_timeout: "3s" }\nend\n))
+      expect(status).to eq(0), out
+      status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, valid: { 200 => "10x" } }\nend\n))
+      expect(status).to eq(1)
+      expect(out).to include("#{path}:3:", 'cache: valid: 200 must be seconds')
     end
 
     it 'names FILE:LINE for a bad zone size' do
