@@ -146,7 +146,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   if (now >= st->deadline_ms) {
     st->lock_given_up = 1;
     gw_log_warn("cache %s: %s %.*s: waited %d ms for another request's fill; fetching", st->cf->zone,
-                st->req->method, (int)st->req->path_len, st->req->target, st->cf->lock_timeout_ms);
+                st->req->in.method, (int)st->req->in.path_len, st->req->in.target, st->cf->lock_timeout_ms);
   }
   stop_waiting(st);
   look(st); /* filled meanwhile: a hit; else our turn to fill */
@@ -184,9 +184,9 @@ static void stored_head(gw_request_t *req, gw_cache_handle_t *h)
 {
   const gw_cache_meta_t *m = gw_cache_handle_meta(h);
   gw_request_head_replace(req);
-  req->status = m->status;
-  req->text_plain = 0;
-  req->inline_body = NULL;
+  req->resp.status = m->status;
+  req->resp.text_plain = 0;
+  req->resp.inline_body = NULL;
   size_t len;
   const char *p = gw_cache_handle_head(h, &len), *end = p + len;
   while (p < end) { /* "Name: value\r\n" lines */
@@ -197,22 +197,22 @@ static void stored_head(gw_request_t *req, gw_cache_handle_t *h)
       const char *v = colon + 1, *ve = line_end;
       while (v < ve && *v == ' ') v++;
       if (ve > v && ve[-1] == '\r') ve--;
-      gw_headers_add(&req->resp_headers, p, (size_t)(colon - p), v, (size_t)(ve - v));
+      gw_headers_add(&req->resp.headers, p, (size_t)(colon - p), v, (size_t)(ve - v));
     }
     p = eol ? eol + 1 : end;
   }
   int64_t age = (wall_ms() - m->stored_ms) / 1000;
   char a[24];
-  gw_headers_add(&req->resp_headers, "Age", 3, a, (size_t)snprintf(a, sizeof(a), "%lld", (long long)(age > 0 ? age : 0)));
+  gw_headers_add(&req->resp.headers, "Age", 3, a, (size_t)snprintf(a, sizeof(a), "%lld", (long long)(age > 0 ? age : 0)));
 }
 
 /* The client's own conditional fields against the stored validators. */
 static int not_modified(const gw_request_t *req, const gw_cache_meta_t *m)
 {
   if (m->status != 200) return 0;
-  const gw_header_t *inm = gw_headers_find(&req->headers, "if-none-match");
+  const gw_header_t *inm = gw_headers_find(&req->in.headers, "if-none-match");
   if (inm) return m->etag_len > 0 && gw_static_etag_match(inm->value, inm->value_len, m->etag, m->etag_len);
-  const gw_header_t *ims = gw_headers_find(&req->headers, "if-modified-since");
+  const gw_header_t *ims = gw_headers_find(&req->in.headers, "if-modified-since");
   if (ims == NULL || m->last_modified_len == 0) return 0;
   time_t since = gw_static_http_date_parse(ims->value, ims->value_len);
   time_t lm = gw_static_http_date_parse(m->last_modified, m->last_modified_len);
@@ -223,10 +223,10 @@ static int not_modified(const gw_request_t *req, const gw_cache_meta_t *m)
  * sent (no Range, not a 200, an If-Range that no longer holds...). */
 static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_meta_t *m)
 {
-  int max = req->location ? req->location->max_ranges : 0;
-  const gw_header_t *range = gw_headers_find(&req->headers, "range");
+  int max = req->handler.location ? req->handler.location->max_ranges : 0;
+  const gw_header_t *range = gw_headers_find(&req->in.headers, "range");
   if (range == NULL || max <= 0 || m->status != 200) return 0;
-  const gw_header_t *ir = gw_headers_find(&req->headers, "if-range");
+  const gw_header_t *ir = gw_headers_find(&req->in.headers, "if-range");
   if (ir && !(m->etag_len == ir->value_len && memcmp(m->etag, ir->value, ir->value_len) == 0 &&
               !(ir->value_len > 1 && ir->value[0] == 'W')))
     return 0; /* If-Range names another version (a date: taken as not matching, as nginx) */
@@ -239,14 +239,14 @@ static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_m
   char v[128];
   if (kind == GW_RANGE_UNSATISFIABLE) {
     gw_request_simple_response(req, 416, NULL);
-    gw_headers_add(&req->resp_headers, "Content-Range", 13, v, (size_t)snprintf(v, sizeof(v), "bytes */%lld", size));
+    gw_headers_add(&req->resp.headers, "Content-Range", 13, v, (size_t)snprintf(v, sizeof(v), "bytes */%lld", size));
   } else if (kind == GW_RANGE_SINGLE) {
-    req->status = 206;
-    gw_headers_add(&req->resp_headers, "Content-Range", 13, v,
+    req->resp.status = 206;
+    gw_headers_add(&req->resp.headers, "Content-Range", 13, v,
                    (size_t)snprintf(v, sizeof(v), "bytes %lld-%lld/%lld", rs[0].start, rs[0].start + rs[0].len - 1, size));
-    if (gw_cache_handle_read(h, req->resp_body, (uint64_t)rs[0].start, (uint64_t)rs[0].len) < 0) done = -1;
+    if (gw_cache_handle_read(h, req->resp.body, (uint64_t)rs[0].start, (uint64_t)rs[0].len) < 0) done = -1;
   } else if (kind == GW_RANGE_MULTI) {
-    const gw_header_t *ct = gw_headers_find(&req->resp_headers, "content-type");
+    const gw_header_t *ct = gw_headers_find(&req->resp.headers, "content-type");
     char ctype[256];
     snprintf(ctype, sizeof(ctype), "%.*s", ct ? (int)ct->value_len : 24, ct ? ct->value : "application/octet-stream");
     char boundary[24];
@@ -254,12 +254,12 @@ static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_m
     for (size_t i = 0; i <= n && done > 0; i++) {
       char part[512];
       size_t pl = gw_range_part_head(part, sizeof(part), boundary, ctype, i < n ? &rs[i] : NULL, size);
-      evbuffer_add(req->resp_body, part, pl);
-      if (i < n && gw_cache_handle_read(h, req->resp_body, (uint64_t)rs[i].start, (uint64_t)rs[i].len) < 0) done = -1;
+      evbuffer_add(req->resp.body, part, pl);
+      if (i < n && gw_cache_handle_read(h, req->resp.body, (uint64_t)rs[i].start, (uint64_t)rs[i].len) < 0) done = -1;
     }
-    req->status = 206;
-    gw_headers_remove(&req->resp_headers, "content-type");
-    gw_headers_add(&req->resp_headers, "Content-Type", 12, v,
+    req->resp.status = 206;
+    gw_headers_remove(&req->resp.headers, "content-type");
+    gw_headers_add(&req->resp.headers, "Content-Type", 12, v,
                    (size_t)snprintf(v, sizeof(v), "multipart/byteranges; boundary=%s", boundary));
   } else {
     done = 0;
@@ -274,22 +274,22 @@ static void answer(cache_req_t *st, gw_cache_handle_t *h, const char *status)
   gw_request_t *req = st->req;
   const gw_cache_meta_t *m = gw_cache_handle_meta(h);
   st->mode = M_HIT;
-  req->cache_status = status;
-  req->filtered = 1; /* stored as the filters left it */
-  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  req->cache.status = status;
+  req->filter.applied = 1; /* stored as the filters left it */
+  evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
   stored_head(req, h);
   int rc = 0;
   if (not_modified(req, m)) {
-    req->status = 304;
+    req->resp.status = 304;
   } else if ((rc = serve_range(req, h, m)) == 0) {
-    if (gw_cache_handle_read(h, req->resp_body, 0, gw_cache_handle_body_length(h)) < 0) rc = -1;
+    if (gw_cache_handle_read(h, req->resp.body, 0, gw_cache_handle_body_length(h)) < 0) rc = -1;
   }
   gw_stats_self->cache_hits++;
-  gw_stats_self->cache_hit_bytes += evbuffer_get_length(req->resp_body);
+  gw_stats_self->cache_hit_bytes += evbuffer_get_length(req->resp.body);
   gw_cache_handle_release(h);
   if (h == st->old) st->old = NULL;
   if (rc < 0) { /* the store checked the file when it was opened: this is memory running out */
-    gw_log_error("cache %s: %.*s: the stored body could not be read", st->cf->zone, (int)req->path_len, req->target);
+    gw_log_error("cache %s: %.*s: the stored body could not be read", st->cf->zone, (int)req->in.path_len, req->in.target);
     gw_request_simple_response(req, 500, NULL);
   }
   gw_request_finish(req);
@@ -304,7 +304,7 @@ static void strip_client_fields(gw_request_t *req)
 {
   static const char *const names[] = {"if-none-match", "if-modified-since", "if-match", "if-unmodified-since",
                                       "if-range", "range"};
-  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) gw_headers_remove(&req->headers, names[i]);
+  for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) gw_headers_remove(&req->in.headers, names[i]);
 }
 
 /* The handler runs (a miss, an expired entry, a bypass). */
@@ -312,7 +312,7 @@ static void fetch(cache_req_t *st, fill_mode_t mode, const char *status)
 {
   gw_request_t *req = st->req;
   st->mode = mode;
-  req->cache_status = status;
+  req->cache.status = status;
   if (mode != M_FILL) {
     st->handler(req);
     return;
@@ -322,9 +322,9 @@ static void fetch(cache_req_t *st, fill_mode_t mode, const char *status)
   strip_client_fields(req);
   if (st->old) { /* revalidate with its validators */
     const gw_cache_meta_t *m = gw_cache_handle_meta(st->old);
-    if (m->etag_len) gw_headers_add(&req->headers, "If-None-Match", 13, m->etag, m->etag_len);
+    if (m->etag_len) gw_headers_add(&req->in.headers, "If-None-Match", 13, m->etag, m->etag_len);
     if (m->last_modified_len)
-      gw_headers_add(&req->headers, "If-Modified-Since", 17, m->last_modified, m->last_modified_len);
+      gw_headers_add(&req->in.headers, "If-Modified-Since", 17, m->last_modified, m->last_modified_len);
     st->revalidating = m->etag_len || m->last_modified_len;
   }
   st->handler(req);
@@ -351,8 +351,8 @@ static int make_vkey(cache_req_t *st, const char *vary, size_t vlen)
     size_t nl = (size_t)(nend - p) < sizeof(name) - 1 ? (size_t)(nend - p) : sizeof(name) - 1;
     memcpy(name, p, nl);
     name[nl] = '\0';
-    for (size_t i = 0; i < st->req->headers.count; i++) {
-      const gw_header_t *h = &st->req->headers.items[i];
+    for (size_t i = 0; i < st->req->in.headers.count; i++) {
+      const gw_header_t *h = &st->req->in.headers.items[i];
       if (nl == 0 || strcasecmp(h->name, name) != 0) continue;
       if (len + h->value_len + 2 > cap) {
         cap = (len + h->value_len + 2) * 2;
@@ -455,7 +455,7 @@ static int refresh_in_background(cache_req_t *st)
   gw_request_t *c = st->req;
   refresher_t *r = calloc(1, sizeof(*r));
   cache_req_t *bst = calloc(1, sizeof(*bst));
-  char *target = malloc(c->target_len + 1);
+  char *target = malloc(c->in.target_len + 1);
   char *pkey = malloc(st->pklen + 1);
   if (r == NULL || bst == NULL || target == NULL || pkey == NULL) {
     free(r);
@@ -467,19 +467,19 @@ static int refresh_in_background(cache_req_t *st)
   gw_request_t *req = &r->req;
   gw_request_init(req, c->ctx, c->server, &refresher_protocol, r);
   evtimer_assign(&r->done, c->ctx->base, on_refresher_done, r);
-  req->method = c->method;
-  req->method_id = c->method_id;
-  memcpy(target, c->target, c->target_len + 1);
-  req->target = target;
-  req->target_len = c->target_len;
-  req->target_cap = c->target_len + 1;
+  req->in.method = c->in.method;
+  req->in.method_id = c->in.method_id;
+  memcpy(target, c->in.target, c->in.target_len + 1);
+  req->in.target = target;
+  req->in.target_len = c->in.target_len;
+  req->in.target_cap = c->in.target_len + 1;
   gw_request_split_target(req);
-  req->http_major = 1;
-  req->http_minor = 1;
-  snprintf(r->addr, sizeof(r->addr), "%s", c->remote_addr ? c->remote_addr : "127.0.0.1");
-  req->remote_addr = r->addr;
-  req->start_ms = gw_now_ms();
-  gw_headers_copy(&req->headers, &c->headers);
+  req->in.http_major = 1;
+  req->in.http_minor = 1;
+  snprintf(r->addr, sizeof(r->addr), "%s", c->client.remote_addr ? c->client.remote_addr : "127.0.0.1");
+  req->client.remote_addr = r->addr;
+  req->in.start_ms = gw_now_ms();
+  gw_headers_copy(&req->in.headers, &c->in.headers);
   memcpy(pkey, st->pkey, st->pklen + 1);
   bst->req = req;
   bst->cf = st->cf;
@@ -490,9 +490,9 @@ static int refresh_in_background(cache_req_t *st)
   st->locked = 0;
   st->token = 0;
   bst->old = find(bst); /* its own handle: revalidated, or kept if the upstream fails */
-  req->cache_hooks = &gw_cache_hooks;
-  req->cache_state = bst; /* cache_lookup sees a refresh, not a lookup */
-  gw_log_info("cache %s: %.*s: refreshing in the background", st->cf->zone, (int)c->path_len, c->target);
+  req->cache.hooks = &gw_cache_hooks;
+  req->cache.state = bst; /* cache_lookup sees a refresh, not a lookup */
+  gw_log_info("cache %s: %.*s: refreshing in the background", st->cf->zone, (int)c->in.path_len, c->in.target);
   gw_request_start(req);
   return 0;
 }
@@ -515,7 +515,7 @@ static void look(cache_req_t *st)
   }
   if (st->old) gw_cache_handle_release(st->old);
   st->old = h; /* expired (or NULL) */
-  if (st->req->head) { /* a HEAD's answer has no body to store: it passes */
+  if (st->req->in.head) { /* a HEAD's answer has no body to store: it passes */
     fetch(st, M_PASS, h ? "EXPIRED" : "MISS");
     return;
   }
@@ -557,13 +557,13 @@ static void look(cache_req_t *st)
 static int default_key(cache_req_t *st)
 {
   gw_request_t *req = st->req;
-  const gw_header_t *host = gw_headers_find(&req->headers, "host");
-  const char *scheme = req->tls ? "https" : "http";
+  const gw_header_t *host = gw_headers_find(&req->in.headers, "host");
+  const char *scheme = req->client.tls ? "https" : "http";
   size_t hl = host ? host->value_len : 0;
-  st->pklen = strlen(scheme) + 3 + hl + req->target_len;
+  st->pklen = strlen(scheme) + 3 + hl + req->in.target_len;
   if ((st->pkey = malloc(st->pklen + 1)) == NULL) return -1;
-  snprintf(st->pkey, st->pklen + 1, "%s://%.*s%.*s", scheme, (int)hl, host ? host->value : "", (int)req->target_len,
-           req->target);
+  snprintf(st->pkey, st->pklen + 1, "%s://%.*s%.*s", scheme, (int)hl, host ? host->value : "", (int)req->in.target_len,
+           req->in.target);
   for (size_t i = 0; i < hl; i++) /* host names are case-insensitive */
     if (st->pkey[strlen(scheme) + 3 + i] >= 'A' && st->pkey[strlen(scheme) + 3 + i] <= 'Z')
       st->pkey[strlen(scheme) + 3 + i] += 32;
@@ -573,14 +573,14 @@ static int default_key(cache_req_t *st)
 static void start(cache_req_t *st)
 {
   gw_request_t *req = st->req;
-  if (req->cache_bypass) {
+  if (req->cache.bypass) {
     fetch(st, M_PASS, "BYPASS");
     return;
   }
-  if (req->cache_key) {
-    st->pkey = malloc(req->cache_key_len + 1);
-    if (st->pkey) memcpy(st->pkey, req->cache_key, req->cache_key_len + 1);
-    st->pklen = req->cache_key_len;
+  if (req->cache.key) {
+    st->pkey = malloc(req->cache.key_len + 1);
+    if (st->pkey) memcpy(st->pkey, req->cache.key, req->cache.key_len + 1);
+    st->pklen = req->cache.key_len;
   } else if (default_key(st) < 0) {
     st->pkey = NULL;
   }
@@ -597,7 +597,7 @@ static void after_prepare(gw_request_t *req, int verdict, void *arg)
 {
   (void)arg;
   if (verdict == GW_STEP_NEXT) {
-    start(req->cache_state);
+    start(req->cache.state);
     return;
   }
   if (verdict == GW_STEP_FAILED) gw_request_simple_response(req, 500, NULL);
@@ -606,8 +606,8 @@ static void after_prepare(gw_request_t *req, int verdict, void *arg)
 
 static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
 {
-  const gw_cache_conf_t *cf = req->location->cache;
-  cache_req_t *bst = req->cache_state;
+  const gw_cache_conf_t *cf = req->handler.location->cache;
+  cache_req_t *bst = req->cache.state;
   if (bst) { /* a refresh in the background (refresh_in_background) */
     bst->handler = handler;
     if (bst->cf != cf) { /* routed elsewhere meanwhile (a reload): nothing to refresh here */
@@ -618,8 +618,8 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
     fetch(bst, M_FILL, "EXPIRED");
     return;
   }
-  if ((strcmp(req->method, "GET") != 0 && strcmp(req->method, "HEAD") != 0) || req->websocket_connect ||
-      gw_headers_find(&req->headers, "upgrade")) {
+  if ((strcmp(req->in.method, "GET") != 0 && strcmp(req->in.method, "HEAD") != 0) || req->in.websocket_connect ||
+      gw_headers_find(&req->in.headers, "upgrade")) {
     handler(req); /* only GET and HEAD are cached; never a protocol upgrade (a WebSocket handshake) */
     return;
   }
@@ -632,8 +632,8 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
   st->cf = cf;
   st->handler = handler;
   st->mode = M_PASS;
-  req->cache_hooks = &gw_cache_hooks;
-  req->cache_state = st;
+  req->cache.hooks = &gw_cache_hooks;
+  req->cache.state = st;
   if (cf->prepare) cf->prepare->run(cf->prepare, req, after_prepare, NULL);
   else start(st);
 }
@@ -648,8 +648,8 @@ static struct evbuffer *head_bytes(const gw_request_t *req)
 {
   struct evbuffer *b = evbuffer_new();
   if (b == NULL) return NULL;
-  for (size_t i = req->resp_headers_kept; i < req->resp_headers.count; i++) {
-    const gw_header_t *h = &req->resp_headers.items[i];
+  for (size_t i = req->resp.headers_kept; i < req->resp.headers.count; i++) {
+    const gw_header_t *h = &req->resp.headers.items[i];
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || strcasecmp(h->name, "content-length") == 0 ||
         strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0)
       continue;
@@ -658,7 +658,7 @@ static struct evbuffer *head_bytes(const gw_request_t *req)
     evbuffer_add(b, h->value, h->value_len);
     evbuffer_add(b, "\r\n", 2);
   }
-  if (req->text_plain && !gw_headers_find(&req->resp_headers, "content-type"))
+  if (req->resp.text_plain && !gw_headers_find(&req->resp.headers, "content-type"))
     evbuffer_add_printf(b, "Content-Type: text/plain; charset=utf-8\r\n");
   return b;
 }
@@ -667,8 +667,8 @@ static struct evbuffer *head_bytes(const gw_request_t *req)
 static size_t vary_names(const gw_request_t *req, char *out, size_t cap)
 {
   size_t n = 0;
-  for (size_t i = 0; i < req->resp_headers.count; i++) {
-    const gw_header_t *h = &req->resp_headers.items[i];
+  for (size_t i = 0; i < req->resp.headers.count; i++) {
+    const gw_header_t *h = &req->resp.headers.items[i];
     if (strcasecmp(h->name, "vary") != 0) continue;
     if (n && n < cap) out[n++] = ',';
     for (size_t j = 0; j < h->value_len && n < cap; j++)
@@ -682,11 +682,11 @@ static size_t vary_names(const gw_request_t *req, char *out, size_t cap)
 static void begin_store(cache_req_t *st, long long length)
 {
   gw_request_t *req = st->req;
-  int status = req->status ? req->status : 200;
+  int status = req->resp.status ? req->resp.status : 200;
   gw_cache_rules_t rules = {st->cf->valid, 0};
   gw_cache_verdict_t v;
   int64_t now = wall_ms();
-  gw_cache_decide(status, &req->resp_headers, &req->headers, (time_t)(now / 1000), &rules, &v);
+  gw_cache_decide(status, &req->resp.headers, &req->in.headers, (time_t)(now / 1000), &rules, &v);
   if (!v.storable) return;
   char vary[GW_CACHE_STR_MAX];
   size_t vlen = vary_names(req, vary, sizeof(vary));
@@ -696,8 +696,8 @@ static void begin_store(cache_req_t *st, long long length)
   m.fresh_until_ms = m.stored_ms + v.fresh_s * 1000;
   m.stale_while_revalidate_ms = v.stale_while_revalidate_s * 1000;
   m.stale_if_error_ms = v.stale_if_error_s * 1000;
-  const gw_header_t *etag = gw_headers_find(&req->resp_headers, "etag");
-  const gw_header_t *lm = gw_headers_find(&req->resp_headers, "last-modified");
+  const gw_header_t *etag = gw_headers_find(&req->resp.headers, "etag");
+  const gw_header_t *lm = gw_headers_find(&req->resp.headers, "last-modified");
   if (etag && etag->value_len <= GW_CACHE_STR_MAX) m.etag = etag->value, m.etag_len = etag->value_len;
   if (lm && lm->value_len <= GW_CACHE_STR_MAX) m.last_modified = lm->value, m.last_modified_len = lm->value_len;
   if (vlen > 0) { /* the marker names the headers; the variant is stored under its own key */
@@ -740,7 +740,7 @@ static void refresh(cache_req_t *st)
   gw_cache_rules_t rules = {NULL, 1};
   gw_cache_verdict_t v;
   int64_t now = wall_ms();
-  gw_cache_decide(200, &req->resp_headers, NULL, (time_t)(now / 1000), &rules, &v);
+  gw_cache_decide(200, &req->resp.headers, NULL, (time_t)(now / 1000), &rules, &v);
   gw_cache_meta_t m = *om;
   m.stored_ms = now - (v.storable ? v.age_s * 1000 : 0);
   /* the 304's own freshness if it gives one, else the entry's old lifetime */
@@ -768,23 +768,23 @@ static void take_old_head(cache_req_t *st, const char *status)
   gw_request_t *req = st->req;
   if (strcmp(status, "REVALIDATED") == 0) refresh(st);
   else gw_log_warn("cache %s: %.*s: the upstream answered %d; serving the stale entry", st->cf->zone,
-                   (int)req->path_len, req->target, req->status);
+                   (int)req->in.path_len, req->in.target, req->resp.status);
   stored_head(req, st->old);
-  req->cache_status = status;
+  req->cache.status = status;
 }
 
 static void status_header(gw_request_t *req)
 {
-  const cache_req_t *st = req->cache_state;
-  if (!st->cf->status_header || req->cache_status == NULL) return;
-  gw_headers_remove(&req->resp_headers, "x-cache-status");
-  gw_headers_add(&req->resp_headers, "X-Cache-Status", 14, req->cache_status, strlen(req->cache_status));
+  const cache_req_t *st = req->cache.state;
+  if (!st->cf->status_header || req->cache.status == NULL) return;
+  gw_headers_remove(&req->resp.headers, "x-cache-status");
+  gw_headers_add(&req->resp.headers, "X-Cache-Status", 14, req->cache.status, strlen(req->cache.status));
 }
 
 /* Which stored answer replaces the handler's, or NULL. */
 static const char *replacement(const cache_req_t *st)
 {
-  int status = st->req->status ? st->req->status : 200;
+  int status = st->req->resp.status ? st->req->resp.status : 200;
   if (st->mode != M_FILL || st->old == NULL) return NULL;
   if (st->revalidating && status == 304) return "REVALIDATED";
   if (stale_instead(st, status)) return "STALE";
@@ -793,21 +793,21 @@ static const char *replacement(const cache_req_t *st)
 
 static void cache_whole(gw_request_t *req)
 {
-  cache_req_t *st = req->cache_state;
+  cache_req_t *st = req->cache.state;
   const char *rep = replacement(st);
   if (rep) {
     take_old_head(st, rep);
-    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
-    req->inline_body = NULL;
-    if (gw_cache_handle_read(st->old, req->resp_body, 0, gw_cache_handle_body_length(st->old)) < 0)
+    evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
+    req->resp.inline_body = NULL;
+    if (gw_cache_handle_read(st->old, req->resp.body, 0, gw_cache_handle_body_length(st->old)) < 0)
       gw_request_simple_response(req, 500, NULL);
     unlock(st);
   } else if (st->mode == M_FILL) {
-    size_t len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+    size_t len = req->resp.inline_body ? req->resp.inline_len : evbuffer_get_length(req->resp.body);
     begin_store(st, (long long)len);
     if (st->writer) {
-      int rc = req->inline_body ? gw_cache_writer_append(st->writer, req->inline_body, len)
-                                : gw_cache_writer_append_buffer(st->writer, req->resp_body);
+      int rc = req->resp.inline_body ? gw_cache_writer_append(st->writer, req->resp.inline_body, len)
+                                : gw_cache_writer_append_buffer(st->writer, req->resp.body);
       end_store(st, rc == 0);
     }
     unlock(st);
@@ -818,7 +818,7 @@ static void cache_whole(gw_request_t *req)
 
 static long long cache_head(gw_request_t *req, long long length)
 {
-  cache_req_t *st = req->cache_state;
+  cache_req_t *st = req->cache.state;
   const char *rep = replacement(st);
   if (rep) {
     take_old_head(st, rep);
@@ -834,7 +834,7 @@ static long long cache_head(gw_request_t *req, long long length)
 
 static int cache_data(gw_request_t *req, const char *data, size_t len)
 {
-  cache_req_t *st = req->cache_state;
+  cache_req_t *st = req->cache.state;
   if (st->replaced) return 1;
   if (st->writer && gw_cache_writer_append(st->writer, data, len) < 0) end_store(st, 0);
   return 0;
@@ -842,12 +842,12 @@ static int cache_data(gw_request_t *req, const char *data, size_t len)
 
 static int cache_end(gw_request_t *req, int complete, int (*emit)(gw_request_t *req, const char *data, size_t len))
 {
-  cache_req_t *st = req->cache_state;
+  cache_req_t *st = req->cache.state;
   if (st->replaced) { /* the stored body instead of the handler's */
     st->replaced = 0;
     unlock(st);
     struct evbuffer *b = evbuffer_new();
-    int ok = b && !req->head && gw_cache_handle_read(st->old, b, 0, gw_cache_handle_body_length(st->old)) == 0;
+    int ok = b && !req->in.head && gw_cache_handle_read(st->old, b, 0, gw_cache_handle_body_length(st->old)) == 0;
     int n = ok ? evbuffer_peek(b, -1, NULL, NULL, 0) : 0;
     struct evbuffer_iovec *v = n > 0 ? calloc((size_t)n, sizeof(*v)) : NULL;
     if (v) evbuffer_peek(b, -1, NULL, v, n);
@@ -855,7 +855,7 @@ static int cache_end(gw_request_t *req, int complete, int (*emit)(gw_request_t *
     for (int i = 0; v && i < n && rc >= 0; i++) rc = emit(req, v[i].iov_base, v[i].iov_len);
     free(v);
     if (b) evbuffer_free(b);
-    return rc < 0 ? -1 : (ok || req->head);
+    return rc < 0 ? -1 : (ok || req->in.head);
   }
   end_store(st, complete);
   st->mode = M_HIT;
@@ -864,8 +864,8 @@ static int cache_end(gw_request_t *req, int complete, int (*emit)(gw_request_t *
 
 static void cache_free(gw_request_t *req)
 {
-  cache_req_t *st = req->cache_state;
-  req->cache_state = NULL;
+  cache_req_t *st = req->cache.state;
+  req->cache.state = NULL;
   stop_waiting(st);
   if (st->writer) gw_cache_writer_abort(st->writer); /* cut short, or the client left */
   st->writer = NULL;

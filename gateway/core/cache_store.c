@@ -1,5 +1,6 @@
 /* cache_store.c - the response cache's storage (cache_store.h): an index in
- * a shared region, small bodies beside it, large ones in files.
+ * a shared region, small bodies beside it, large ones in files. The loader
+ * and the zones are cache_loader.c's.
  *
  * Layout of a region, every link a 32-bit offset from its start (0: none):
  *   header (the lock, the LRU ends, the counters, the fill locks, the path)
@@ -14,16 +15,12 @@
  * worker cannot be unlinked by another's late eviction of the same name.
  * Bodies are written and read outside it.
  *
- * The lock is a pthread mutex, PTHREAD_PROCESS_SHARED and ROBUST, with the
- * `dirty` flag of shdict.c: a worker killed mid-change leaves the next
- * locker to empty the index (its files are then found again by the next
- * start's loader). */
-#include <dirent.h>
+ * The lock and the LRU list are shm_region.c's (as shdict.c's): a worker
+ * killed mid-change leaves the next locker to empty the index (its files
+ * are then found again by the next start's loader). */
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <limits.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,10 +36,10 @@
 #include "cache_store.h"
 #include "log.h"
 #include "shm_alloc.h"
+#include "shm_region.h"
 #include "shm_zone.h"
 
 #define MAGIC 0x47575343u /* "GWSC" */
-#define PATH_CAP (PATH_MAX - 100)
 #define HASH_LEN 32
 #define NLOCKS 512
 
@@ -56,25 +53,23 @@ typedef struct {
 
 struct gw_cache_store_s {
   uint32_t magic;
-  pthread_mutex_t lock;
+  gw_shm_lock_t lock;
   uint64_t size;          /* of the whole region */
   uint32_t nbuckets;      /* a power of two */
   uint32_t buckets_off;
   gw_shm_alloc_t alloc;
-  uint32_t lru_head, lru_tail; /* head: most recently used */
+  gw_shm_list_t lru;
   uint64_t max_size, disk_bytes, count;
   uint64_t hits, misses, stores, store_failures, evictions, purges, bad_files, recoveries;
   uint64_t next_token, tmp_seq;
-  int dirty;
-  int hand_over;           /* made by the master: its files still to be handed to `user` */
   lock_slot_t locks[NLOCKS];
   char name[64];
-  char path[PATH_CAP]; /* "": memory only */
+  char path[GW_CACHE_PATH_MAX + 1]; /* "": memory only */
 };
 
 typedef struct {
+  gw_shm_link_t lru;      /* first: its LRU neighbours */
   uint32_t hnext;         /* next entry in its bucket */
-  uint32_t lprev, lnext;  /* LRU neighbours (lprev towards the head) */
   uint8_t order, in_file;
   uint16_t unused;
   uint8_t hash[HASH_LEN]; /* SHA-256 of the key */
@@ -96,6 +91,8 @@ struct gw_cache_handle_s {
   uint64_t body_len;
   const char *body;                  /* in memory: into this allocation */
   struct evbuffer_file_segment *seg; /* a file: its body */
+  int fd;                            /* a file: its descriptor (the segment's), else -1 */
+  uint64_t body_off;                 /* a file: where the body starts in it */
 };                                   /* then the copied bytes */
 
 struct gw_cache_writer_s {
@@ -177,52 +174,27 @@ static void reset(gw_cache_store_t *s)
 {
   memset(buckets(s), 0, (size_t)s->nbuckets * sizeof(uint32_t));
   gw_shm_alloc_reset(&s->alloc, s);
-  s->lru_head = s->lru_tail = 0;
+  s->lru.head = s->lru.tail = 0;
   s->count = s->disk_bytes = 0;
   memset(s->locks, 0, sizeof(s->locks));
 }
 
-/* Takes the lock; a holder that died leaves it to us (EOWNERDEAD), with the
- * index emptied if it died mid-change. Sets dirty for the caller's change. */
+/* Takes the lock; a holder that died mid-change leaves the index emptied. */
 static void lock(gw_cache_store_t *s)
 {
-  if (pthread_mutex_lock(&s->lock) == EOWNERDEAD) {
-    pthread_mutex_consistent(&s->lock);
-    if (s->dirty) {
-      reset(s);
-      s->recoveries++;
-      gw_log_error("cache %s: a worker died while changing the index: emptied", s->name);
-    }
+  if (gw_shm_lock(&s->lock)) {
+    reset(s);
+    s->recoveries++;
+    gw_log_error("cache %s: a worker died while changing the index: emptied", s->name);
   }
-  s->dirty = 1;
 }
 
 static void unlock(gw_cache_store_t *s)
 {
-  s->dirty = 0;
-  pthread_mutex_unlock(&s->lock);
+  gw_shm_unlock(&s->lock);
 }
 
 /* -- the index (under the lock) --------------------------------------------- */
-
-static void lru_unlink(gw_cache_store_t *s, uint32_t off)
-{
-  entry_t *e = ENTRY(s, off);
-  if (e->lprev) ENTRY(s, e->lprev)->lnext = e->lnext;
-  else s->lru_head = e->lnext;
-  if (e->lnext) ENTRY(s, e->lnext)->lprev = e->lprev;
-  else s->lru_tail = e->lprev;
-}
-
-static void lru_push_head(gw_cache_store_t *s, uint32_t off)
-{
-  entry_t *e = ENTRY(s, off);
-  e->lprev = 0;
-  e->lnext = s->lru_head;
-  if (s->lru_head) ENTRY(s, s->lru_head)->lprev = off;
-  s->lru_head = off;
-  if (s->lru_tail == 0) s->lru_tail = off;
-}
 
 static uint32_t find(gw_cache_store_t *s, const uint8_t *hash, const char *k, size_t klen)
 {
@@ -241,7 +213,7 @@ static void entry_remove(gw_cache_store_t *s, uint32_t off, int unlink_file)
   uint32_t *link = &buckets(s)[bucket_of(s, e->hash)];
   while (*link != off) link = &ENTRY(s, *link)->hnext;
   *link = e->hnext;
-  lru_unlink(s, off);
+  gw_shm_list_unlink(s, &s->lru, off);
   s->count--;
   if (e->in_file) {
     s->disk_bytes -= e->file_bytes;
@@ -260,9 +232,9 @@ static int evict_for_disk(gw_cache_store_t *s, uint64_t need)
 {
   if (s->max_size == 0) return 0;
   if (need > s->max_size) return -1;
-  uint32_t off = s->lru_tail;
+  uint32_t off = s->lru.tail;
   while (s->disk_bytes + need > s->max_size && off) {
-    uint32_t prev = ENTRY(s, off)->lprev;
+    uint32_t prev = ENTRY(s, off)->lru.prev;
     if (ENTRY(s, off)->in_file) {
       entry_remove(s, off, 1);
       s->evictions++;
@@ -284,8 +256,8 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
   uint32_t order = gw_shm_order(need);
   uint32_t off;
   while ((off = gw_shm_alloc(&s->alloc, s, order)) == 0) {
-    if (s->lru_tail == 0) return 0;
-    entry_remove(s, s->lru_tail, 1);
+    if (s->lru.tail == 0) return 0;
+    entry_remove(s, s->lru.tail, 1);
     s->evictions++;
   }
   entry_t *e = ENTRY(s, off);
@@ -321,7 +293,7 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
   uint32_t *bucket = &buckets(s)[bucket_of(s, hash)];
   e->hnext = *bucket;
   *bucket = off;
-  lru_push_head(s, off);
+  gw_shm_list_push_head(s, &s->lru, off);
   s->count++;
   return off;
 }
@@ -356,10 +328,10 @@ static void entry_view(entry_t *e, gw_cache_file_header_t *h)
 
 /* -- the region -------------------------------------------------------------- */
 
-gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path, uint64_t max_size)
+gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *name, const char *path, uint64_t max_size)
 {
   if (size < GW_CACHE_MIN_MEMORY || size > GW_CACHE_MAX_MEMORY) return NULL;
-  if (path && strlen(path) >= PATH_CAP) return NULL;
+  if ((path && strlen(path) > GW_CACHE_PATH_MAX) || strlen(name) >= sizeof(((gw_cache_store_t *)mem)->name)) return NULL;
   gw_cache_store_t *s = mem;
   memset(s, 0, sizeof(*s));
   size_t hdr = (sizeof(*s) + 63) & ~(size_t)63;
@@ -373,14 +345,8 @@ gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path
   snprintf(s->path, sizeof(s->path), "%s", path ? path : "");
   size_t plen = strlen(s->path);
   while (plen > 1 && s->path[plen - 1] == '/') s->path[--plen] = '\0';
-  snprintf(s->name, sizeof(s->name), "-");
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  int rc = pthread_mutex_init(&s->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
-  if (rc != 0) return NULL;
+  snprintf(s->name, sizeof(s->name), "%s", name);
+  if (gw_shm_lock_init(&s->lock) != 0) return NULL;
   memset(buckets(s), 0, (size_t)nb * sizeof(uint32_t));
   gw_shm_alloc_init(&s->alloc, s, hdr + (size_t)nb * 4, size);
   s->magic = MAGIC;
@@ -440,8 +406,11 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
     close(fd);
     return drop_bad(s, hash, h->key, h->klen, ino, (uint64_t)st.st_ino == ino, path, why) ? -1 : -2;
   }
+  h->fd = fd;
+  h->body_off = hdr_len;
   if (h->body_len == 0) {
     close(fd);
+    h->fd = -1;
     return 0;
   }
   /* sendfile to a socket, else read (never mmap: a file truncated
@@ -450,6 +419,7 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
                                      EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
   if (h->seg == NULL) {
     close(fd);
+    h->fd = -1;
     return -1;
   }
   return 0;
@@ -463,8 +433,8 @@ static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const
     unlock(s);
     return NULL;
   }
-  lru_unlink(s, off);
-  lru_push_head(s, off);
+  gw_shm_list_unlink(s, &s->lru, off);
+  gw_shm_list_push_head(s, &s->lru, off);
   entry_t *e = ENTRY(s, off);
   size_t tail = entry_tail(e);
   gw_cache_handle_t *h = malloc(sizeof(*h) + tail);
@@ -473,6 +443,7 @@ static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const
     return NULL;
   }
   memset(h, 0, sizeof(*h));
+  h->fd = -1;
   gw_cache_file_header_t view;
   entry_view(e, &view);
   memcpy(h + 1, entry_key(e), tail);
@@ -539,6 +510,13 @@ int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t of
   if (len == 0) return 0;
   if (h->seg) return evbuffer_add_file_segment(out, h->seg, (ev_off_t)offset, (ev_off_t)len);
   return evbuffer_add(out, h->body + offset, (size_t)len);
+}
+
+int gw_cache_handle_file(const gw_cache_handle_t *h, uint64_t *offset)
+{
+  if (h->fd < 0) return -1;
+  *offset = h->body_off;
+  return fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
 }
 
 void gw_cache_handle_release(gw_cache_handle_t *h)
@@ -808,8 +786,8 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
     e->fresh_until_ms = meta->fresh_until_ms;
     e->swr_ms = meta->stale_while_revalidate_ms;
     e->sie_ms = meta->stale_if_error_ms;
-    lru_unlink(s, off);
-    lru_push_head(s, off);
+    gw_shm_list_unlink(s, &s->lru, off);
+    gw_shm_list_push_head(s, &s->lru, off);
     if (e->in_file) { /* the loader of the next start sees the new times */
       gw_cache_file_header_t v;
       entry_view(e, &v);
@@ -835,9 +813,9 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
 static long remove_prefix(gw_cache_store_t *s, const char *prefix, size_t len)
 {
   long n = 0;
-  for (uint32_t off = s->lru_head; off;) {
+  for (uint32_t off = s->lru.head; off;) {
     entry_t *e = ENTRY(s, off);
-    uint32_t next = e->lnext;
+    uint32_t next = e->lru.next;
     if (e->klen >= len && memcmp(entry_key(e), prefix, len) == 0) {
       entry_remove(s, off, 1);
       n++;
@@ -966,207 +944,52 @@ void gw_cache_store_stats(gw_cache_store_t *s, gw_cache_stats_t *out)
   unlock(s);
 }
 
-/* -- the loader ---------------------------------------------------------------- */
+/* -- for the loader and the zones (cache_loader.c) ------------------------------ */
 
-static int mkdir_p(const char *path, char *err, size_t errlen)
+const char *gw_cache_store_path(const gw_cache_store_t *s)
 {
-  char p[PATH_MAX];
-  snprintf(p, sizeof(p), "%s", path);
-  for (char *c = p + 1;; c++) {
-    if (*c != '/' && *c != '\0') continue;
-    char saved = *c;
-    *c = '\0';
-    if (mkdir(p, 0700) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create %s: %s", p, strerror(errno));
-      return -1;
-    }
-    *c = saved;
-    if (saved == '\0') break;
-  }
-  struct stat st;
-  if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) {
-    snprintf(err, errlen, "%s is not a directory", p);
-    return -1;
-  }
-  return 0;
+  return s->path;
 }
 
-static int is_hash_name(const char *name, const char *dir2)
+const char *gw_cache_store_name(const gw_cache_store_t *s)
 {
-  if (strlen(name) != 2 * HASH_LEN || name[0] != dir2[0] || name[1] != dir2[1]) return 0;
-  for (const char *c = name; *c; c++)
-    if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'f'))) return 0;
-  return 1;
+  return s->name;
 }
 
-/* One file: into the index, or removed (logged). 1 added, 0 not. */
-static int load_file(gw_cache_store_t *s, const char *path, const char *name)
+void gw_cache_store_file_path(gw_cache_store_t *s, const char *key, size_t klen, char out[PATH_MAX])
 {
-  const char *why = NULL;
-  char *buf = NULL;
-  gw_cache_file_header_t h;
-  struct stat st;
-  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-  size_t want = 0;
-  if (fd < 0) why = strerror(errno);
-  else if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
-  else {
-    want = (uint64_t)st.st_size < gw_cache_file_header_max() ? (size_t)st.st_size : gw_cache_file_header_max();
-    if ((buf = malloc(want ? want : 1)) == NULL) why = "out of memory";
-    else if (pread(fd, buf, want, 0) != (ssize_t)want) why = "a short read";
-    else if (gw_cache_file_parse(buf, want, &h) != 0) why = "not a cache file of this version, or corrupt";
-    else if (h.header_len + h.body_len != (uint64_t)st.st_size) why = "truncated";
-  }
-  if (fd >= 0) close(fd);
   uint8_t hash[HASH_LEN];
-  char hx[2 * HASH_LEN + 1];
-  if (why == NULL) {
-    key_hash(h.key, h.klen, hash);
-    hex(hash, hx);
-    if (strcmp(hx, name) != 0) why = "its key does not hash to its name";
-  }
-  int added = 0;
-  if (why == NULL) {
-    lock(s);
-    uint32_t off = 0;
-    if (find(s, hash, h.key, h.klen) == 0 && evict_for_disk(s, (uint64_t)st.st_size) == 0)
-      off = insert(s, hash, &h, h.body_len, 1);
-    if (off) {
-      ENTRY(s, off)->file_bytes = (uint64_t)st.st_size;
-      ENTRY(s, off)->ino = (uint64_t)st.st_ino;
-      s->disk_bytes += (uint64_t)st.st_size;
-      added = 1;
-    } else {
-      unlink(path); /* over max_size or memory: as an eviction */
-      s->evictions++;
-    }
-    unlock(s);
+  key_hash(key, klen, hash);
+  file_name(s, hash, out);
+}
+
+int gw_cache_store_adopt(gw_cache_store_t *s, const gw_cache_file_header_t *h, uint64_t file_bytes, uint64_t ino)
+{
+  uint8_t hash[HASH_LEN];
+  key_hash(h->key, h->klen, hash);
+  lock(s);
+  uint32_t off = 0;
+  if (find(s, hash, h->key, h->klen) == 0 && evict_for_disk(s, file_bytes) == 0) off = insert(s, hash, h, h->body_len, 1);
+  if (off) {
+    ENTRY(s, off)->file_bytes = file_bytes;
+    ENTRY(s, off)->ino = ino;
+    s->disk_bytes += file_bytes;
   } else {
-    gw_log_warn("cache %s: %s: %s; removed", s->name, path, why);
-    __atomic_fetch_add(&s->bad_files, 1, __ATOMIC_RELAXED);
-    unlink(path);
+    s->evictions++;
   }
-  free(buf);
-  return added;
+  unlock(s);
+  return off ? 1 : 0;
 }
 
-static long load(gw_cache_store_t *s, char *err, size_t errlen)
+void gw_cache_store_note_bad_file(gw_cache_store_t *s)
 {
-  if (s->path[0] == '\0') return 0;
-  char dir[PATH_MAX], file[PATH_MAX + 256];
-  if (mkdir_p(s->path, err, errlen) != 0) return -1;
-  snprintf(dir, sizeof(dir), "%s/tmp", s->path);
-  if (mkdir_p(dir, err, errlen) != 0) return -1;
-  DIR *d = opendir(dir);
-  for (struct dirent *de; d && (de = readdir(d));) { /* a stopped server's unfinished writes */
-    if (de->d_name[0] == '.') continue;
-    snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
-    unlink(file);
-  }
-  if (d) closedir(d);
-  long n = 0;
-  for (int i = 0; i < 256; i++) {
-    char sub[3];
-    snprintf(sub, sizeof(sub), "%02x", i);
-    snprintf(dir, sizeof(dir), "%s/%s", s->path, sub);
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-      snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
-      return -1;
-    }
-    if ((d = opendir(dir)) == NULL) continue;
-    for (struct dirent *de; (de = readdir(d));) {
-      if (de->d_name[0] == '.') continue;
-      snprintf(file, sizeof(file), "%s/%s", dir, de->d_name);
-      if (!is_hash_name(de->d_name, sub)) {
-        gw_log_warn("cache %s: %s: not a cache file name; left alone", s->name, file);
-        continue;
-      }
-      n += load_file(s, file, de->d_name);
-    }
-    closedir(d);
-  }
-  return n;
+  __atomic_fetch_add(&s->bad_files, 1, __ATOMIC_RELAXED);
 }
 
-long gw_cache_store_load(gw_cache_store_t *s)
+void gw_cache_store_set_max_size(gw_cache_store_t *s, uint64_t max_size)
 {
-  char err[PATH_MAX + 64];
-  long n = load(s, err, sizeof(err));
-  if (n < 0) gw_log_error("cache %s: %s", s->name, err);
-  return n;
-}
-
-/* -- zones ---------------------------------------------------------------------- */
-
-int gw_cache_store_declare(const char *name, size_t memory, const char *path, uint64_t max_size, char *err,
-                           size_t errlen)
-{
-  if (memory < GW_CACHE_MIN_MEMORY || memory > GW_CACHE_MAX_MEMORY) {
-    snprintf(err, errlen, "cache %s: memory must be from 256k to 2g", name);
-    return -1;
-  }
-  if (path && path[0] == '\0') path = NULL;
-  if (path && strlen(path) >= PATH_CAP) {
-    snprintf(err, errlen, "cache %s: the path is too long", name);
-    return -1;
-  }
-  int fresh = 0;
-  void *mem = gw_shm_zone_declare("cache", name, memory, path ? path : "", &fresh, err, errlen);
-  if (mem == NULL) return -1;
-  gw_cache_store_t *s = mem;
-  if (!fresh) { /* a reload: the same index; max_size may have changed */
-    lock(s);
-    s->max_size = max_size;
-    evict_for_disk(s, 0);
-    unlock(s);
-    return 0;
-  }
-  if (gw_cache_store_format(mem, memory, path, max_size) == NULL) {
-    snprintf(err, errlen, "cache %s: cannot make its index", name);
-    return -1;
-  }
-  snprintf(s->name, sizeof(s->name), "%s", name);
-  char why[PATH_MAX + 64];
-  long n = load(s, why, sizeof(why));
-  if (n < 0) {
-    snprintf(err, errlen, "cache %s: %s", name, why);
-    return -1;
-  }
-  if (n > 0) gw_log_notice("cache %s: %ld entries loaded from %s", name, n, s->path);
-  s->hand_over = s->path[0] != '\0';
-  return 0;
-}
-
-static uid_t owner_uid;
-static gid_t owner_gid;
-
-static int hand_one(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-  (void)type;
-  (void)ftw;
-  if ((st->st_uid != owner_uid || st->st_gid != owner_gid) && lchown(path, owner_uid, owner_gid) != 0)
-    gw_log_warn("cache: cannot hand %s over to the workers' user: %s", path, strerror(errno));
-  return 0;
-}
-
-void gw_cache_store_hand_over(uid_t uid, gid_t gid)
-{
-  gw_cache_store_t *s;
-  for (size_t i = 0; (s = gw_cache_store_at(i, NULL)) != NULL; i++) {
-    if (!s->hand_over) continue;
-    s->hand_over = 0;
-    owner_uid = uid;
-    owner_gid = gid;
-    nftw(s->path, hand_one, 16, FTW_PHYS);
-  }
-}
-
-gw_cache_store_t *gw_cache_store_find(const char *name)
-{
-  return gw_shm_zone_find("cache", name);
-}
-
-gw_cache_store_t *gw_cache_store_at(size_t i, const char **name)
-{
-  return gw_shm_zone_at("cache", i, name);
+  lock(s);
+  s->max_size = max_size;
+  evict_for_disk(s, 0);
+  unlock(s);
 }

@@ -53,6 +53,7 @@
 #ifndef GW_CACHE_STORE_H
 #define GW_CACHE_STORE_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -65,9 +66,10 @@ typedef struct gw_cache_store_s gw_cache_store_t;   /* a zone, in shared memory 
 typedef struct gw_cache_handle_s gw_cache_handle_t; /* a lookup's result, worker-local */
 typedef struct gw_cache_writer_s gw_cache_writer_t; /* an entry being stored, worker-local */
 
-/* Smallest and largest `memory:`. */
+/* Smallest and largest `memory:`; longest `path:`. */
 #define GW_CACHE_MIN_MEMORY ((size_t)256 << 10)
 #define GW_CACHE_MAX_MEMORY ((size_t)1 << 31)
+#define GW_CACHE_PATH_MAX 3900
 /* With a `path:`, bodies above this go to a file; without one, a body is
  * stored in memory if its entry fits one block of the region (at most
  * 1 MiB and an eighth of the region), else not stored. */
@@ -111,21 +113,38 @@ gw_cache_store_t *gw_cache_store_find(const char *name);
 gw_cache_store_t *gw_cache_store_at(size_t i, const char **name);
 
 /* `user`: hands the folders and files under the path of every zone mapped
- * anew by the current config (made and loaded by the master, as root) over
- * to uid/gid, their owner, so the workers can write and remove them (as
- * master.c does with the log files). Each zone once; failures are logged. */
+ * anew by the config just loaded (made and loaded by the master, as root)
+ * over to uid/gid, their owner, so the workers can write and remove them
+ * (as master.c does with the log files). Each zone once; failures are
+ * logged. */
 void gw_cache_store_hand_over(uid_t uid, gid_t gid);
 
 /* -- the store on a region (the zones use these; so do the unit tests) ---- */
 
-/* Lays a new empty store over mem[0, size) (GW_CACHE_MIN_MEMORY <= size <=
- * GW_CACHE_MAX_MEMORY, mem aligned to 64). path as above (copied; at most
- * PATH_MAX - 100 bytes). NULL if size is out of range or path is too long. */
-gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *path, uint64_t max_size);
-/* The loader: creates path's directories, removes stale temp files and
- * adds every valid file to the index (an invalid one is removed, with a log
- * line). The number of entries added, or -1 if path cannot be created. */
+/* Lays a new empty store named name (for log lines; under 64 bytes) over
+ * mem[0, size) (GW_CACHE_MIN_MEMORY <= size <= GW_CACHE_MAX_MEMORY, mem
+ * aligned to 64). path as above (copied; at most GW_CACHE_PATH_MAX bytes).
+ * NULL if a size or length is out of range. */
+gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *name, const char *path,
+                                        uint64_t max_size);
+/* The loader (cache_loader.c): creates path's directories, removes stale
+ * temp files and adds every valid file to the index (an invalid one is
+ * removed, with a log line). The number of entries added, or -1 if path
+ * cannot be created (logged). */
 long gw_cache_store_load(gw_cache_store_t *s);
+
+/* What the loader and the zones use (cache_loader.c): the store's path
+ * ("": memory only) and name; the file key's body would be in; a valid
+ * file found at that name joining the index (1; 0: the key is there
+ * already, or no room under memory: or max_size:, counted as an eviction:
+ * the loader removes the file); a bad file found; a reload's max_size
+ * (evicting files past it). */
+const char *gw_cache_store_path(const gw_cache_store_t *s);
+const char *gw_cache_store_name(const gw_cache_store_t *s);
+void gw_cache_store_file_path(gw_cache_store_t *s, const char *key, size_t klen, char out[PATH_MAX]);
+int gw_cache_store_adopt(gw_cache_store_t *s, const gw_cache_file_header_t *h, uint64_t file_bytes, uint64_t ino);
+void gw_cache_store_note_bad_file(gw_cache_store_t *s);
+void gw_cache_store_set_max_size(gw_cache_store_t *s, uint64_t max_size);
 
 /* -- lookups --------------------------------------------------------------- */
 
@@ -144,6 +163,12 @@ uint64_t gw_cache_handle_body_length(const gw_cache_handle_t *h);
  * when out drains to a socket, else read; never mmap) for a file. 0, or -1 if the range is outside the body or the
  * segment cannot be made. May be called any number of times (a Range). */
 int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t offset, uint64_t len);
+/* A body in a file: a new descriptor of that file (O_CLOEXEC, the caller's
+ * to close) and in *offset where the body starts in it, so a protocol can
+ * sendfile(2) a range of it (gw_request_stream_file: body bytes [a, a + n)
+ * are file bytes [*offset + a, *offset + a + n)). -1 for a body in memory
+ * (or no descriptor left): use gw_cache_handle_read. */
+int gw_cache_handle_file(const gw_cache_handle_t *h, uint64_t *offset);
 /* Frees the handle (buffers already filled from it keep their bytes). */
 void gw_cache_handle_release(gw_cache_handle_t *h);
 

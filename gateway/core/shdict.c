@@ -7,13 +7,10 @@
  *   (shm_alloc.c). An entry is one block: its header, the key, a string
  *   value.
  *
- * The lock is a pthread mutex, PTHREAD_PROCESS_SHARED and ROBUST: a worker
- * killed while holding it makes the next locker get EOWNERDEAD instead of
- * waiting forever. Every change sets `dirty` first and clears it last, so
- * that locker knows whether the dead holder left the structure half-changed;
- * if so it empties the dictionary (losing its data, never corrupting it). */
+ * The lock and the LRU list are shm_region.c's: a worker killed while
+ * holding the lock in the middle of a change makes the next locker empty
+ * the dictionary (losing its data, never corrupting it). */
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,25 +18,25 @@
 
 #include "shdict.h"
 #include "shm_alloc.h"
+#include "shm_region.h"
 #include "shm_zone.h"
 
 #define MAGIC 0x47574443u /* "GWDC" */
 
 struct gw_shdict_s {
   uint32_t magic;
-  pthread_mutex_t lock;
+  gw_shm_lock_t lock;
   uint64_t size;          /* of the whole region */
   uint32_t nbuckets;      /* a power of two */
   uint32_t buckets_off;
   gw_shm_alloc_t alloc;
-  uint32_t lru_head, lru_tail; /* head: most recently used */
+  gw_shm_list_t lru;
   uint64_t count, evictions, recoveries;
-  int dirty;
 };
 
 typedef struct {
+  gw_shm_link_t lru;      /* first: its LRU neighbours */
   uint32_t hnext;         /* next entry in its bucket */
-  uint32_t lprev, lnext;  /* LRU neighbours (lprev towards the head) */
   uint32_t hash;
   uint32_t vlen;          /* string value's bytes */
   uint16_t klen;
@@ -68,32 +65,13 @@ static uint32_t hash_key(const char *k, size_t len)
   return h;
 }
 
-static void lru_unlink(gw_shdict_t *d, uint32_t off)
-{
-  entry_t *e = ENTRY(d, off);
-  if (e->lprev) ENTRY(d, e->lprev)->lnext = e->lnext;
-  else d->lru_head = e->lnext;
-  if (e->lnext) ENTRY(d, e->lnext)->lprev = e->lprev;
-  else d->lru_tail = e->lprev;
-}
-
-static void lru_push_head(gw_shdict_t *d, uint32_t off)
-{
-  entry_t *e = ENTRY(d, off);
-  e->lprev = 0;
-  e->lnext = d->lru_head;
-  if (d->lru_head) ENTRY(d, d->lru_head)->lprev = off;
-  d->lru_head = off;
-  if (d->lru_tail == 0) d->lru_tail = off;
-}
-
 static void entry_remove(gw_shdict_t *d, uint32_t off)
 {
   entry_t *e = ENTRY(d, off);
   uint32_t *link = &buckets(d)[e->hash & (d->nbuckets - 1)];
   while (*link != off) link = &ENTRY(d, *link)->hnext;
   *link = e->hnext;
-  lru_unlink(d, off);
+  gw_shm_list_unlink(d, &d->lru, off);
   d->count--;
   gw_shm_free(&d->alloc, d, off, e->order);
 }
@@ -117,7 +95,7 @@ static void reset(gw_shdict_t *d)
 {
   memset(buckets(d), 0, (size_t)d->nbuckets * sizeof(uint32_t));
   gw_shm_alloc_reset(&d->alloc, d);
-  d->lru_head = d->lru_tail = 0;
+  d->lru.head = d->lru.tail = 0;
   d->count = 0;
 }
 
@@ -133,37 +111,25 @@ gw_shdict_t *gw_shdict_format(void *mem, size_t size)
   d->nbuckets = nb;
   d->buckets_off = (uint32_t)hdr;
   d->size = size;
-  pthread_mutexattr_t attr;
-  pthread_mutexattr_init(&attr);
-  pthread_mutexattr_setpshared(&attr, PTHREAD_PROCESS_SHARED);
-  pthread_mutexattr_setrobust(&attr, PTHREAD_MUTEX_ROBUST);
-  int rc = pthread_mutex_init(&d->lock, &attr);
-  pthread_mutexattr_destroy(&attr);
-  if (rc != 0) return NULL;
+  if (gw_shm_lock_init(&d->lock) != 0) return NULL;
   memset(buckets(d), 0, (size_t)nb * sizeof(uint32_t));
   gw_shm_alloc_init(&d->alloc, d, hdr + (size_t)nb * 4, size);
   d->magic = MAGIC;
   return d;
 }
 
-/* Takes the lock; a holder that died leaves it to us (EOWNERDEAD), with the
- * table emptied if it died mid-change. Sets dirty for the caller's change. */
+/* Takes the lock; a holder that died mid-change leaves the table emptied. */
 static void lock(gw_shdict_t *d)
 {
-  if (pthread_mutex_lock(&d->lock) == EOWNERDEAD) {
-    pthread_mutex_consistent(&d->lock);
-    if (d->dirty) {
-      reset(d);
-      d->recoveries++;
-    }
+  if (gw_shm_lock(&d->lock)) {
+    reset(d);
+    d->recoveries++;
   }
-  d->dirty = 1;
 }
 
 static void unlock(gw_shdict_t *d)
 {
-  d->dirty = 0;
-  pthread_mutex_unlock(&d->lock);
+  gw_shm_unlock(&d->lock);
 }
 
 #ifdef GW_TEST_HOOKS
@@ -171,7 +137,7 @@ static void unlock(gw_shdict_t *d)
 void gw_shdict_hold_lock(gw_shdict_t *d, int ms)
 {
   lock(d);
-  d->dirty = 0; /* it changes nothing */
+  d->lock.dirty = 0; /* it changes nothing */
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
@@ -193,8 +159,8 @@ static int insert(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, const 
   uint32_t order = gw_shm_order(need);
   uint32_t off;
   while ((off = gw_shm_alloc(&d->alloc, d, order)) == 0) {
-    if (d->lru_tail == 0) return GW_SHDICT_NOMEM;
-    entry_remove(d, d->lru_tail);
+    if (d->lru.tail == 0) return GW_SHDICT_NOMEM;
+    entry_remove(d, d->lru.tail);
     d->evictions++;
   }
   entry_t *e = ENTRY(d, off);
@@ -214,7 +180,7 @@ static int insert(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, const 
   uint32_t *bucket = &buckets(d)[h & (d->nbuckets - 1)];
   e->hnext = *bucket;
   *bucket = off;
-  lru_push_head(d, off);
+  gw_shm_list_push_head(d, &d->lru, off);
   d->count++;
   return 0;
 }
@@ -227,8 +193,8 @@ int gw_shdict_get(gw_shdict_t *d, const char *k, size_t klen, int64_t now_ms, gw
   uint32_t off = find(d, k, klen, h, now_ms);
   if (off) {
     entry_t *e = ENTRY(d, off);
-    lru_unlink(d, off);
-    lru_push_head(d, off);
+    gw_shm_list_unlink(d, &d->lru, off);
+    gw_shm_list_push_head(d, &d->lru, off);
     memset(out, 0, sizeof(*out));
     out->type = (gw_shval_type_t)e->type;
     out->i = e->num.i;
@@ -308,8 +274,8 @@ int gw_shdict_incr(gw_shdict_t *d, const char *k, size_t klen, const gw_shval_t 
       e->type = (uint8_t)out->type;
       if (out->type == GW_SHV_INT) e->num.i = out->i;
       else e->num.f = out->f;
-      lru_unlink(d, off);
-      lru_push_head(d, off);
+      gw_shm_list_unlink(d, &d->lru, off);
+      gw_shm_list_push_head(d, &d->lru, off);
     }
   } else {
     *out = *init;
@@ -344,7 +310,7 @@ long gw_shdict_keys(gw_shdict_t *d, long limit, int64_t now_ms, char ***keys, si
 {
   lock(d);
   size_t n = 0, bytes = 0;
-  for (uint32_t off = d->lru_head; off && (limit <= 0 || (long)n < limit); off = ENTRY(d, off)->lnext) {
+  for (uint32_t off = d->lru.head; off && (limit <= 0 || (long)n < limit); off = ENTRY(d, off)->lru.next) {
     entry_t *e = ENTRY(d, off);
     if (e->expires_ms && e->expires_ms <= now_ms) continue;
     n++;
@@ -360,7 +326,7 @@ long gw_shdict_keys(gw_shdict_t *d, long limit, int64_t now_ms, char ***keys, si
   }
   char *p = (char *)(k + n + 1);
   size_t i = 0;
-  for (uint32_t off = d->lru_head; off && i < n; off = ENTRY(d, off)->lnext) {
+  for (uint32_t off = d->lru.head; off && i < n; off = ENTRY(d, off)->lru.next) {
     entry_t *e = ENTRY(d, off);
     if (e->expires_ms && e->expires_ms <= now_ms) continue;
     memcpy(p, e + 1, e->klen);

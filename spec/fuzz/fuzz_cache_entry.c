@@ -78,7 +78,7 @@ static void through_store(const uint8_t *b, size_t size, const gw_cache_file_hea
   int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
   if (fd < 0 || write(fd, b, size) != (ssize_t)size) FAIL("cannot write %s", path);
   close(fd);
-  gw_cache_store_t *s = gw_cache_store_format(region, REGION, dir, 0);
+  gw_cache_store_t *s = gw_cache_store_format(region, REGION, "t", dir, 0);
   long loaded = gw_cache_store_load(s);
   int whole = parsed && h->header_len + h->body_len == size;
   if (loaded != (whole ? 1 : 0)) FAIL("loaded %ld, a %s file", loaded, whole ? "whole" : "bad");

@@ -149,7 +149,7 @@ module GatewayBench
       ok = rows.reject { |r| r[:error] }
       med = lambda do |name, size, key|
         xs = ok.select { |r| r[:server] == name && r[:size] == size }.map { |r| r[key] }.compact
-        xs.empty? ? nil : median(xs).round(1)
+        xs.empty? ? nil : median(xs).to_f.round(1)
       end
       load = File.read('/proc/loadavg').split.first(3).join(' ')
       md = +"# bench:cache — cache hits through proxy_pass, gateway `cache:` vs nginx `proxy_cache`, #{@duration} s runs\n\n"

@@ -93,16 +93,16 @@ static mrb_value req_cache_prepare(mrb_state *mrb, mrb_value self)
   mrb_bool bypass;
   mrb_get_args(mrb, "ob", &key, &bypass);
   gw_request_t *req = gw_mrb_request_ptr(mrb, self);
-  req->cache_bypass = bypass;
+  req->cache.bypass = bypass;
   if (mrb_nil_p(key)) return mrb_nil_value();
   if (!mrb_string_p(key)) mrb_raise(mrb, E_TYPE_ERROR, "cache: key: must be a String");
   char *k = malloc((size_t)RSTRING_LEN(key) + 1);
   if (k == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
   memcpy(k, RSTRING_PTR(key), (size_t)RSTRING_LEN(key));
   k[RSTRING_LEN(key)] = '\0';
-  free(req->cache_key);
-  req->cache_key = k;
-  req->cache_key_len = (size_t)RSTRING_LEN(key);
+  free(req->cache.key);
+  req->cache.key = k;
+  req->cache.key_len = (size_t)RSTRING_LEN(key);
   return mrb_nil_value();
 }
 

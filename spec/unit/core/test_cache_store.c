@@ -4,7 +4,7 @@
  * offset, writers over the limits and on a failing disk, files corrupt,
  * truncated, removed or replaced underneath, the loader, the fill locks and
  * the zones.
- * unit: cache_store cache_file shm_alloc shm_zone log -lcrypto -lz */
+ * unit: cache_store cache_loader cache_file shm_alloc shm_region shm_zone log -lcrypto -lz */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -107,7 +107,7 @@ static void path_of(const char *key, char out[512])
 
 static gw_cache_store_t *fresh_store(void *mem, size_t size, const char *path, uint64_t max_size)
 {
-  gw_cache_store_t *s = gw_cache_store_format(mem, size, path, max_size);
+  gw_cache_store_t *s = gw_cache_store_format(mem, size, "t", path, max_size);
   CHECK(s != NULL);
   CHECK(gw_cache_store_load(s) >= 0);
   return s;
@@ -288,6 +288,20 @@ static void test_files(void)
   got = get(s, "/big", 500000, 1000, &bl); /* a range of the file */
   CHECK(got && memcmp(got, body + 500000, 1000) == 0);
   free(got);
+  { /* the file itself, for sendfile */
+    gw_cache_handle_t *fh = gw_cache_store_lookup(s, "/big", 4);
+    uint64_t boff = 0;
+    int fd = gw_cache_handle_file(fh, &boff);
+    gw_cache_handle_release(fh);
+    char two[2];
+    CHECK(fd >= 0 && pread(fd, two, 2, (off_t)(boff + 777)) == 2 && memcmp(two, body + 777, 2) == 0);
+    if (fd >= 0) close(fd);
+    CHECK_EQ_INT(put(s, "/tiny", "t", 1), 0);
+    fh = gw_cache_store_lookup(s, "/tiny", 5);
+    CHECK(fh && gw_cache_handle_file(fh, &boff) == -1); /* in memory */
+    gw_cache_handle_release(fh);
+    gw_cache_store_purge(s, "/tiny", 5);
+  }
   /* a small body stays in memory */
   CHECK_EQ_INT(put(s, "/small", "tiny", 4), 0);
   CHECK_EQ_INT(count_files(NULL), 1);
@@ -343,7 +357,7 @@ static void test_files(void)
   char junk[512];
   snprintf(junk, sizeof(junk), "%s/tmp/leftover.1.2", dir);
   write_file(junk, "x", 1);
-  gw_cache_store_t *s2 = gw_cache_store_format(mem2, MEM, dir, 3 << 20);
+  gw_cache_store_t *s2 = gw_cache_store_format(mem2, MEM, "t", dir, 3 << 20);
   CHECK_EQ_INT(gw_cache_store_load(s2), 3);
   CHECK_EQ_INT(count_files("tmp"), 0);
   h = gw_cache_store_lookup(s2, "/f1", 3);
@@ -404,7 +418,7 @@ static void test_files(void)
   snprintf(wrongname, sizeof(wrongname), "%s/ab/ab%062d", dir, 0);
   write_file(wrongname, body, 1000); /* a hash name whose content is junk */
   void *mem3 = aligned_alloc(64, MEM);
-  gw_cache_store_t *s3 = gw_cache_store_format(mem3, MEM, dir, 3 << 20);
+  gw_cache_store_t *s3 = gw_cache_store_format(mem3, MEM, "t", dir, 3 << 20);
   long loaded = gw_cache_store_load(s3);
   CHECK_EQ_INT(loaded, 1); /* /f1 ( /known was replaced: its file is /other's under the wrong name) */
   CHECK(present(s3, "/f1"));
@@ -465,7 +479,7 @@ static void test_locks(void)
   int fresh = 0;
   char err[128];
   shm = gw_shm_zone_declare("cache", "locks", MEM, "", &fresh, err, sizeof(err));
-  gw_cache_store_t *z = gw_cache_store_format(shm, MEM, NULL, 0);
+  gw_cache_store_t *z = gw_cache_store_format(shm, MEM, "t", NULL, 0);
   pid_t pid = fork();
   if (pid == 0) {
     uint64_t t;

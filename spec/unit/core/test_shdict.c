@@ -1,6 +1,6 @@
 /* test_shdict.c - shdict.c's pure part: the table, TTLs, LRU eviction, the
  * buddy allocator giving every byte back, incr, keys, and the zones.
- * unit: shdict shm_alloc shm_zone */
+ * unit: shdict shm_alloc shm_region shm_zone */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
