@@ -180,13 +180,15 @@ RSpec.describe 'response cache' do
       if req['If-None-Match'] == '"v1"'
         [304, { 'ETag' => '"v1"', 'Cache-Control' => 'max-age=60' }, '']
       else
-        [200, { 'ETag' => '"v1"', 'Cache-Control' => 'max-age=0', 'Last-Modified' => 'Tue, 14 Nov 2023 22:13:20 GMT' }, "full #{n}"]
+        [200, { 'ETag' => '"v1"', 'Cache-Control' => 'max-age=0', 'Last-Modified' => 'Tue, 14 Nov 2023 22:13:20 GMT',
+                'Age' => '100' }, "full #{n}"]
       end
     end
     start(up, ':api')
     expect(get('/e')['X-Cache-Status']).to eq('MISS')
     r = get('/e') # stale at once (max-age=0): revalidated
     expect([r.status, r.body, r['X-Cache-Status']]).to eq([200, 'full 1', 'REVALIDATED'])
+    expect(r['Age']).to eq('0') # received again just now (the first answer was 100 s old)
     cond = up.seen[1]
     expect([cond['If-None-Match'], cond['If-Modified-Since']]).to eq(['"v1"', 'Tue, 14 Nov 2023 22:13:20 GMT'])
     r = get('/e') # the 304's max-age=60 made it fresh

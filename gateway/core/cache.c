@@ -178,9 +178,10 @@ static void wake_waiters(const cache_req_t *st)
 
 /* -- answering from the store -------------------------------------------------- */
 
-/* Replaces the response's head with the stored one (status, fields, Age);
- * the fields set before the content (a phase's) stay, as for any head. */
-static void stored_head(gw_request_t *req, gw_cache_handle_t *h)
+/* Replaces the response's head with the stored one (status, fields, Age:
+ * the seconds since stored_ms); the fields set before the content (a
+ * phase's) stay, as for any head. */
+static void stored_head(gw_request_t *req, gw_cache_handle_t *h, int64_t stored_ms)
 {
   const gw_cache_meta_t *m = gw_cache_handle_meta(h);
   gw_request_head_replace(req);
@@ -201,7 +202,7 @@ static void stored_head(gw_request_t *req, gw_cache_handle_t *h)
     }
     p = eol ? eol + 1 : end;
   }
-  int64_t age = (wall_ms() - m->stored_ms) / 1000;
+  int64_t age = (wall_ms() - stored_ms) / 1000;
   char a[24];
   gw_headers_add(&req->resp.headers, "Age", 3, a, (size_t)snprintf(a, sizeof(a), "%lld", (long long)(age > 0 ? age : 0)));
 }
@@ -277,7 +278,7 @@ static void answer(cache_req_t *st, gw_cache_handle_t *h, const char *status)
   req->cache.status = status;
   req->filter.applied = 1; /* stored as the filters left it */
   evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
-  stored_head(req, h);
+  stored_head(req, h, m->stored_ms);
   int rc = 0;
   if (not_modified(req, m)) {
     req->resp.status = 304;
@@ -732,8 +733,9 @@ static void end_store(cache_req_t *st, int complete)
   unlock(st);
 }
 
-/* A 304 to our conditional request: the entry is fresh again. */
-static void refresh(cache_req_t *st)
+/* A 304 to our conditional request: the entry is fresh again (received
+ * now). Returns its new stored_ms. */
+static int64_t refresh(cache_req_t *st)
 {
   gw_request_t *req = st->req;
   const gw_cache_meta_t *om = gw_cache_handle_meta(st->old);
@@ -749,6 +751,7 @@ static void refresh(cache_req_t *st)
   size_t klen;
   const char *key = key_of(st, &klen);
   gw_cache_store_refresh(st->cf->store, key, klen, &m);
+  return m.stored_ms;
 }
 
 /* The handler's answer is an error a stale entry may replace. */
@@ -766,10 +769,11 @@ static int stale_instead(const cache_req_t *st, int status)
 static void take_old_head(cache_req_t *st, const char *status)
 {
   gw_request_t *req = st->req;
-  if (strcmp(status, "REVALIDATED") == 0) refresh(st);
+  int64_t stored_ms = gw_cache_handle_meta(st->old)->stored_ms;
+  if (strcmp(status, "REVALIDATED") == 0) stored_ms = refresh(st);
   else gw_log_warn("cache %s: %.*s: the upstream answered %d; serving the stale entry", st->cf->zone,
                    (int)req->in.path_len, req->in.target, req->resp.status);
-  stored_head(req, st->old);
+  stored_head(req, st->old, stored_ms);
   req->cache.status = status;
 }
 
