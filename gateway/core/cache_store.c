@@ -90,8 +90,7 @@ struct gw_cache_handle_s {
   size_t head_len;
   uint64_t body_len;
   const char *body;                  /* in memory: into this allocation */
-  struct evbuffer_file_segment *seg; /* a file: its body */
-  int fd;                            /* a file: its descriptor (the segment's), else -1 */
+  int fd;                            /* a file: its descriptor (the handle's), else -1 */
   uint64_t body_off;                 /* a file: where the body starts in it */
 };                                   /* then the copied bytes */
 
@@ -408,20 +407,6 @@ static int open_body(gw_cache_store_t *s, gw_cache_handle_t *h, const uint8_t *h
   }
   h->fd = fd;
   h->body_off = hdr_len;
-  if (h->body_len == 0) {
-    close(fd);
-    h->fd = -1;
-    return 0;
-  }
-  /* sendfile to a socket, else read (never mmap: a file truncated
-   * underneath would be a SIGBUS) */
-  h->seg = evbuffer_file_segment_new(fd, (ev_off_t)hdr_len, (ev_off_t)h->body_len,
-                                     EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
-  if (h->seg == NULL) {
-    close(fd);
-    h->fd = -1;
-    return -1;
-  }
   return 0;
 }
 
@@ -508,7 +493,24 @@ int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t of
 {
   if (offset > h->body_len || len > h->body_len - offset) return -1;
   if (len == 0) return 0;
-  if (h->seg) return evbuffer_add_file_segment(out, h->seg, (ev_off_t)offset, (ev_off_t)len);
+  if (h->fd >= 0) {
+    /* A segment of just this range (one of the whole body would be read
+     * whole into memory for a buffer that does not drain to a socket): sent
+     * by sendfile to a socket, else read; never mmap (a file truncated
+     * underneath would be a SIGBUS). */
+    int fd = fcntl(h->fd, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    struct evbuffer_file_segment *seg =
+        evbuffer_file_segment_new(fd, (ev_off_t)(h->body_off + offset), (ev_off_t)len,
+                                  EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
+    if (seg == NULL) {
+      close(fd);
+      return -1;
+    }
+    int rc = evbuffer_add_file_segment(out, seg, 0, (ev_off_t)len);
+    evbuffer_file_segment_free(seg); /* out holds its own reference */
+    return rc;
+  }
   return evbuffer_add(out, h->body + offset, (size_t)len);
 }
 
@@ -522,7 +524,7 @@ int gw_cache_handle_file(const gw_cache_handle_t *h, uint64_t *offset)
 void gw_cache_handle_release(gw_cache_handle_t *h)
 {
   if (h == NULL) return;
-  if (h->seg) evbuffer_file_segment_free(h->seg);
+  if (h->fd >= 0) close(h->fd);
   free(h);
 }
 

@@ -20,8 +20,8 @@
  * is written as PATH/tmp/<hash>.<pid>.<n> and renamed into place on commit.
  * Each file starts with a header: a magic, a version, the key, the
  * metadata, the head, the body's length and a checksum of all that header;
- * then the body. At start (a zone mapped anew) the index is rebuilt from
- * those files (the loader, as nginx's cache loader); a reload that declares
+ * then the body (cache_file.c). At start (a zone mapped anew) the index is
+ * rebuilt from those files (cache_loader.c, as nginx's cache loader); a reload that declares
  * the zone again with the same memory size and path keeps the region and
  * so the index; a file that fails its checks is removed with a log line.
  *
@@ -44,12 +44,13 @@
  * outlive a restart in the files); the store does not interpret them. The
  * fill locks use CLOCK_MONOTONIC internally.
  *
- * Every operation takes the zone's process-shared robust mutex for a short
- * time: copying in or out, and the renames, unlinks and header rewrites
- * that keep the index and the directory in step (a body is written and
- * read outside it); nothing here calls back into the caller. A worker
- * killed while holding it: the next locker finds the index half-changed
- * and empties it (files are left to the loader of the next start), as shdict.c does. */
+ * Every operation takes the zone's robust process-shared lock (shm_region.c)
+ * for a short time: copying in or out, and the renames, unlinks and header
+ * rewrites that keep the index and the directory in step (a body is
+ * written and read outside it); nothing here calls back into the caller. A
+ * worker killed while holding it mid-change: the next locker empties the
+ * index (the files are left to the loader of the next start), as shdict.c
+ * does. */
 #ifndef GW_CACHE_STORE_H
 #define GW_CACHE_STORE_H
 
@@ -159,9 +160,12 @@ const char *gw_cache_handle_head(const gw_cache_handle_t *h, size_t *len);
 /* The body's length in bytes. */
 uint64_t gw_cache_handle_body_length(const gw_cache_handle_t *h);
 /* Appends body bytes [offset, offset + len) to out: a copy from the handle
- * for a body in memory, a file segment (evbuffer_add_file_segment: sendfile
- * when out drains to a socket, else read; never mmap) for a file. 0, or -1 if the range is outside the body or the
- * segment cannot be made. May be called any number of times (a Range). */
+ * for a body in memory; for a file, a file segment of that range
+ * (evbuffer_add_file_segment: sent by sendfile when out drains to a
+ * socket, else read into memory as it is added, so a large body is best
+ * read in pieces or sent with gw_cache_handle_file; never mmap). 0, or -1
+ * if the range is outside the body or the segment cannot be made. May be
+ * called any number of times (a Range). */
 int gw_cache_handle_read(gw_cache_handle_t *h, struct evbuffer *out, uint64_t offset, uint64_t len);
 /* A body in a file: a new descriptor of that file (O_CLOEXEC, the caller's
  * to close) and in *offset where the body starts in it, so a protocol can

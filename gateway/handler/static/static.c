@@ -322,7 +322,8 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
 /* Answers req with the regular file f (found at rel). */
 static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const char *rel, size_t rel_len)
 {
-  const char *ctype = content_type(h, rel, rel_len);
+  if (f->type == NULL) f->type = content_type(h, rel, rel_len); /* by name: the entry's for good */
+  const char *ctype = f->type;
   const char *coding = NULL;
   gw_file_t *z = h->gzip_static ? precompressed(h, req, rel, rel_len, &coding) : NULL;
   gw_file_t *b = z ? z : f; /* what is sent */
