@@ -9,10 +9,9 @@
  * from inside another fiber), always from the root context, and through a
  * Ruby proc (Gateway::RESUME), not mrb_fiber_resume(): see there why. A
  * fiber that parks with nothing pending (a bare Fiber.yield) fails its
- * request instead of hanging it. While a fiber runs, the GC arena of the C
- * code that resumed it keeps it alive; while it is parked its only GC root is
- * one slot of the worker's `roots` array, taken when it parks (most
- * handlers never do) and given back at finish or abort.
+ * request instead of hanging it. While a fiber is parked its only GC root is
+ * one slot of the worker's `roots` array, taken at start and given back at
+ * finish or abort.
  *
  * What a request holds of Ruby (its fiber's root slot, its Gateway::Request
  * object, a req.proxy_pass URL) lives in a script_t, the request's
@@ -21,8 +20,10 @@
  * Fibers are reused, as threads in a pool: the runner loops, reporting each
  * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
  * (its context and stacks) costs more than the rest of a small handler, and
- * the idle ones are few. A fiber that was aborted while parked, died, or
- * grew a large stack is dropped instead. */
+ * the idle ones are few. A fiber keeps its root slot while it waits for
+ * its next job (the idle pool is a list of slots), so taking one from the
+ * pool and giving it back touch no Ruby object. A fiber that was aborted
+ * while parked, died, or grew a large stack is dropped instead. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -79,7 +80,8 @@ static struct {
   int *free_slots;          /* free indexes of `roots` (stack) */
   int nfree, free_cap;
   struct RProc *runners[2]; /* by fiber_kind_t */
-  mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
+  int *idle_slots[2];       /* root slots of the fibers of each kind waiting for their next job (stacks) */
+  int nidle[2];
   struct RProc *resumers[3]; /* Gateway::RESUME[1], [2]: resume a fiber with 1 or 2 values */
   int job_done;             /* the fiber just resumed reported its job done */
   int will_wait;            /* ... or called an async primitive, which parks it */
@@ -102,8 +104,7 @@ typedef struct script_s {
                                cleared when the request ends */
   int req_slot;             /* slot in `roots` holding rb_req made on demand; -1: none */
   int last_slot;            /* slot in `roots` holding its last_response; -1: none */
-  mrb_value fiber;          /* the fiber running the code, or nil */
-  int root_slot;            /* slot in `roots` holding it while parked; -1: none */
+  int root_slot;            /* slot in `roots` holding the running fiber; -1: none */
   int failed;               /* the code raised; the response is 500 */
   run_kind_t kind;          /* what the fiber runs */
   gw_filter_done_cb done;   /* a filter's continuation, and its argument */
@@ -145,8 +146,8 @@ int gw_mruby_worker_init(gw_context_t *ctx)
     if (mrb->exc || !mrb_proc_p(runner)) return -1;
     rt.runners[kind] = mrb_proc_ptr(runner);
     mrb_gc_register(mrb, runner); /* even if the constant is reassigned */
-    rt.idle_fibers[kind] = mrb_ary_new(mrb);
-    mrb_gc_register(mrb, rt.idle_fibers[kind]);
+    rt.idle_slots[kind] = malloc(IDLE_FIBERS * sizeof(int));
+    if (rt.idle_slots[kind] == NULL) return -1;
   }
   mrb_value resume = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RESUME"));
   if (mrb->exc || !mrb_array_p(resume) || RARRAY_LEN(resume) != 3) return -1;
@@ -173,6 +174,8 @@ void gw_mruby_worker_dispose(void)
   gw_cpu_limit_stop();
   mrb_gc_unregister(rt.mrb, rt.roots);
   free(rt.free_slots);
+  free(rt.idle_slots[0]);
+  free(rt.idle_slots[1]);
   if (rt.gc_ev) event_free(rt.gc_ev);
   while (rt.spare) {
     script_t *s = rt.spare;
@@ -184,8 +187,8 @@ void gw_mruby_worker_dispose(void)
 
 unsigned gw_mruby_parked_fibers(void)
 {
-  /* Every used root slot holds a parked fiber or a running sub-request task. */
-  return rt.ctx ? (unsigned)(RARRAY_LEN(rt.roots) - rt.nfree) : 0;
+  /* Every used root slot but the idle fibers' holds a parked fiber or a running sub-request task. */
+  return rt.ctx ? (unsigned)(RARRAY_LEN(rt.roots) - rt.nfree - rt.nidle[0] - rt.nidle[1]) : 0;
 }
 
 static int take_slot(void)
@@ -209,6 +212,11 @@ static void give_slot(int slot)
   rt.free_slots[rt.nfree++] = slot;
 }
 
+static mrb_value fiber_of(const script_t *s)
+{
+  return RARRAY_PTR(rt.roots)[s->root_slot]; /* a slot taken is within the array */
+}
+
 /* A fiber left parked for good (an abort, or not kept for reuse). mruby's GC
  * counts objects, not the stacks their contexts malloc'd, so thousands of
  * them can pile up before it runs: collect them now and then. */
@@ -220,21 +228,14 @@ static void count_dropped(void)
   }
 }
 
-/* Roots the request's fiber: the C frames that kept it alive while it ran
- * are about to return. */
-static void keep_fiber(script_t *s)
-{
-  if (s->root_slot < 0) s->root_slot = gw_mrb_root(s->fiber);
-}
-
-/* Lets go of the request's fiber (if it has one), and unroots it. */
+/* Unroots the request's fiber (if it has one). */
 static void drop_fiber(script_t *s)
 {
-  if (mrb_nil_p(s->fiber)) return;
-  if (mrb_test(mrb_fiber_alive_p(rt.mrb, s->fiber))) count_dropped();
-  if (s->root_slot >= 0) give_slot(s->root_slot);
-  s->root_slot = -1;
-  s->fiber = mrb_nil_value();
+  if (s->root_slot >= 0) {
+    if (mrb_test(mrb_fiber_alive_p(rt.mrb, fiber_of(s)))) count_dropped();
+    give_slot(s->root_slot);
+    s->root_slot = -1;
+  }
 }
 
 static fiber_kind_t fiber_kind(run_kind_t kind)
@@ -242,23 +243,21 @@ static fiber_kind_t fiber_kind(run_kind_t kind)
   return kind == RUN_BODY_FILTER ? FIBER_FILTER_RUNNER : FIBER_RUNNER;
 }
 
-/* The job is over and the fiber waits for the next: back to the idle pool,
- * unless the pool is full or the fiber's stacks grew (deep recursion), which
- * would keep that memory for good. */
+/* The job is over and the fiber waits for the next: back to the idle pool
+ * with its root slot, unless the pool is full or the fiber's stacks grew
+ * (deep recursion), which would keep that memory for good. */
 static void recycle_fiber(script_t *s)
 {
-  mrb_value fiber = s->fiber;
-  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber))->cxt;
-  mrb_value pool = rt.idle_fibers[fiber_kind(s->kind)];
-  if (RARRAY_LEN(pool) < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
+  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt;
+  fiber_kind_t kind = fiber_kind(s->kind);
+  if (rt.nidle[kind] < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
       cx->ciend - cx->cibase <= IDLE_FIBER_FRAMES) {
-    mrb_ary_push(rt.mrb, pool, fiber);
+    rt.idle_slots[kind][rt.nidle[kind]++] = s->root_slot;
   } else {
     count_dropped();
+    give_slot(s->root_slot);
   }
-  if (s->root_slot >= 0) give_slot(s->root_slot);
   s->root_slot = -1;
-  s->fiber = mrb_nil_value();
 }
 
 /* The request ended: drop its ties to Ruby. */
@@ -297,7 +296,6 @@ static script_t *script_of(gw_request_t *req)
   s->super.release = script_release;
   s->req = req;
   s->rb_req = mrb_nil_value();
-  s->fiber = mrb_nil_value();
   s->root_slot = s->req_slot = s->last_slot = -1;
   req->handler.state = &s->super;
   return s;
@@ -410,7 +408,7 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
 {
   gw_request_t *req = s->req;
   mrb_state *mrb = rt.mrb;
-  mrb_value fiber = s->fiber;
+  mrb_value fiber = fiber_of(s);
   resume_args_t a = {rt.resumers[argc], argc + 1, {fiber, argv[0], argc > 1 ? argv[1] : mrb_nil_value()}};
   mrb_bool raised = FALSE;
   rt.current = req;
@@ -467,10 +465,8 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
       snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->trace.waiting_for);
       gw_trace_event(req, ev);
     }
-    keep_fiber(s);
     return; /* parked: a pending operation will resume it */
   }
-  if (!mrb_nil_p(s->fiber)) keep_fiber(s); /* failed: kept until the request lets it go */
   complete(s, result);
 }
 
@@ -503,14 +499,14 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int 
   s->done = done;
   s->done_arg = done_arg;
   mrb_value rbreq = with_req ? request_object(mrb, s) : mrb_nil_value();
-  mrb_value pool = rt.idle_fibers[fiber_kind(kind)];
-  mrb_value fiber;
-  if (RARRAY_LEN(pool) > 0) {
-    fiber = mrb_ary_pop(mrb, pool);
-    mrb_gc_protect(mrb, fiber); /* until rooted below */
+  fiber_kind_t fk = fiber_kind(kind);
+  int slot = -1;
+  if (rt.nidle[fk] > 0) {
+    slot = rt.idle_slots[fk][--rt.nidle[fk]]; /* rooted there already */
   } else {
-    fiber = mrb_funcall_with_block(mrb, mrb_obj_value(rt.fiber_class), rt.sym_new, 0, NULL,
-                                   mrb_obj_value(rt.runners[fiber_kind(kind)]));
+    mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(rt.fiber_class), rt.sym_new, 0, NULL,
+                                             mrb_obj_value(rt.runners[fk]));
+    if (!mrb->exc) slot = gw_mrb_root(fiber);
   }
   drop_fiber(s); /* the handler's fiber, before its body filter's */
   if (mrb->exc) { /* out of memory, in practice */
@@ -518,7 +514,7 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int 
     mrb->exc = NULL;
     complete(s, mrb_nil_value());
   } else {
-    s->fiber = fiber; /* kept alive by this arena (mrb_gc_protect, or made in it) until it parks */
+    s->root_slot = slot;
     mrb_value argv[2] = {code, rbreq};
     run(s, with_req ? 2 : 1, argv);
   }
@@ -787,8 +783,8 @@ static int in_request_fiber(mrb_state *mrb)
 {
   gw_request_t *req = rt.current;
   const script_t *s = req ? (const script_t *)req->handler.state : NULL;
-  if (s == NULL || mrb_nil_p(s->fiber)) return 0;
-  return ((struct RFiber *)mrb_ptr(s->fiber))->cxt == mrb->c;
+  if (s == NULL || s->root_slot < 0) return 0;
+  return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
 }
 
 void gw_mruby_no_wait(const char *what) { rt.no_wait = what; }
