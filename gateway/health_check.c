@@ -75,7 +75,7 @@ static void start_check(check_t *k)
   gw_upstream_group_t *g = k->cg->g;
   const gw_upstream_server_t *s = &g->servers[k->index];
   gw_context_t *ctx = k->cg->ctx;
-  gw_httpclient_params_t p = {.h2 = g->h2c, .http = {
+  gw_httpclient_params_t p = {.http = {
       .host = s->host,
       .port = s->port,
       .addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL,
