@@ -45,7 +45,7 @@
 #               spec/https_upstream_spec.rb and rake bench:https_upstream)
 #   fuzzing:    clang, libclang-rt-14-dev (libFuzzer's runtime and clang's
 #               ASan/UBSan for it: `rake fuzz:ci`, which .ci/run runs, builds
-#               every target in tools/fuzz/ with -fsanitize=fuzzer)
+#               every target in spec/fuzz/ with -fsanitize=fuzzer)
 #   grpc:       python3-grpcio, python3-grpc-tools (the real gRPC server and
 #               client of spec/grpc_spec.rb and rake bench:grpc, stubs made
 #               with grpc_tools.protoc; it imports pkg_resources without
@@ -55,7 +55,7 @@
 #               send-proxy-v2 in spec/proxy_protocol_spec.rb; its binary is run
 #               by the spec on free ports, never the service)
 #   compression: zlib1g-dev, libbrotli-dev, libzstd-dev (gzip, br and zstd on
-#               the fly: gateway/encoder.c); brotli and zstd (the CLI decoders
+#               the fly: gateway/core/encoder.c); brotli and zstd (the CLI decoders
 #               spec/compress_spec.rb checks bodies with)
 #   package:    debhelper (dpkg-buildpackage of debian/: `rake deb`), lintian
 #               (its check), ronn (gateway(8) and gateway.rb(5) from

@@ -1,5 +1,5 @@
 # gRPC through the edge: grpc_pass / proxy_pass "h2c://" forward HTTP/2
-# streams to an HTTP/2 upstream (h2_client.c, an nghttp2 client session):
+# streams to an HTTP/2 upstream (http2_client.c, an nghttp2 client session):
 # unary and streaming calls both ways with flow control, metadata and
 # trailers (grpc-status) passed through, deadlines, and gRPC-shaped failures
 # (grpc-status 14 UNAVAILABLE / 4 DEADLINE_EXCEEDED) instead of HTML 502s.

@@ -1,4 +1,4 @@
-# Static files: `location "/p", root: "public"` / `alias:` (gateway/static.c),
+# Static files: `location "/p", root: "public"` / `alias:` (gateway/handler/static/static.c),
 # req.send_file, and fallback:. HTTP semantics (types, validators, 304,
 # ranges, HEAD, precompressed siblings, 405), safety (no path leaves its
 # root: dot segments plain and encoded, encoded slashes and NULs,

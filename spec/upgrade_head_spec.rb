@@ -1,9 +1,9 @@
 # Upgrade heads are the protocol's (request.h: gw_protocol_t.upgrade): a
 # websocket: handler and a proxied WebSocket only set the answer (101,
 # Upgrade, Sec-WebSocket-*, the upstream's end-to-end fields); HTTP/1.1
-# (conn.c) writes a "101 Switching Protocols" head with exactly those fields
+# (http1_server.c) writes a "101 Switching Protocols" head with exactly those fields
 # and Connection: Upgrade, nothing else (no Content-Length, Date, Server),
-# and the upstream's first bytes right after it; HTTP/2 (h2.c) a 200 without
+# and the upstream's first bytes right after it; HTTP/2 (http2_server.c) a 200 without
 # the fields it forbids or RFC 8441 drops. The HTTP/2 client is
 # spec/support/h2_ws_client.py (python3-h2), the upstream a FakeUpstream.
 require 'digest'

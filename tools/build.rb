@@ -1,6 +1,6 @@
 # The build: reads build_config.rb and each gem's mrbgem.rake, and defines
 # rake file tasks that build mruby itself (from Debian's source package, with
-# tools/mruby/build_config.rb), compile gateway/*.c, the gems (src/*.c, and
+# tools/mruby/build_config.rb), compile gateway/**/*.c, the gems (src/*.c, and
 # mrblib/*.rb through that mruby's mrbc into C), Debian's llhttp sources, and
 # link build/gateway.
 #
@@ -47,6 +47,22 @@ module Gateway
 
     LLHTTP_SRC = '/usr/share/llhttp'
     LLHTTP_INC = '/usr/share/include/llhttp'
+
+    # gateway/ is folders by concern (docs/DESIGN.md); basenames are unique
+    # across them, and every folder is on the include path, so a file
+    # includes "x.h" wherever x.h lives.
+    def self.sources(ext = 'c')
+      Dir["gateway/**/*.#{ext}"].sort
+    end
+
+    def self.include_flags
+      sources('h').map { |f| "-I#{File.dirname(f)}" }.uniq
+    end
+
+    # gateway/FOLDER/NAME.c for a module NAME (unit tests and fuzz targets name modules).
+    def self.source_of(name)
+      sources.find { |f| File.basename(f, '.c') == name } or raise "no gateway source for module #{name}"
+    end
 
     GemInfo = Struct.new(:dir, :name, :cname, :srcs, :mrblib, :tests, :libs)
 
@@ -160,12 +176,12 @@ module Gateway
       cflags, ldflags, own_libs = variant_flags(variant)
       mrb = MRubyBuild.for(variant)
       mruby_cflags = -> { mrb.cflags }
-      base = cflags + [mruby_cflags, '-Igateway', "-I#{LLHTTP_INC}"]
+      base = cflags + [mruby_cflags, *Build.include_flags, "-I#{LLHTTP_INC}"]
       # Every object that sees mruby's headers is rebuilt with mruby (dashboard.c includes its page).
-      headers = Dir['gateway/*.{h,html}'] + ["#{LLHTTP_INC}/llhttp.h", mrb.library]
+      headers = Build.sources('{h,html}') + ["#{LLHTTP_INC}/llhttp.h", mrb.library]
       objs = []
 
-      Dir['gateway/*.c'].sort.each do |src|
+      Build.sources.each do |src|
         next if File.basename(src) == 'mrbtest_main.c'
         objs << compile(File.join(out, 'obj', src.sub(/\.c\z/, '.o')), src, base, headers)
       end
@@ -211,8 +227,8 @@ module Gateway
 
       define_test_binary(variant, out, base, headers, objs, libs, cflags, ldflags, mrb)
 
-      test_main = compile(File.join(out, 'obj', 'gateway', 'mrbtest_main.o'), 'gateway/mrbtest_main.c', base, headers)
-      core_objs = objs.reject { |o| o.end_with?('/gateway/main.o') }
+      test_main = compile(File.join(out, 'obj', 'gateway', 'mrbtest_main.o'), 'gateway/process/mrbtest_main.c', base, headers)
+      core_objs = objs.reject { |o| o.end_with?('/gateway/process/main.o') }
       file mrbtest(variant) => [test_main, *core_objs, mrb.library] do
         sh [cc, *cflags, *ldflags, '-o', mrbtest(variant), test_main, *core_objs, *libs].join(' ')
       end

@@ -8,12 +8,12 @@
 #   ruby tools/layers.rb [--warn-only] [--dot FILE] [--root DIR]
 #   ruby tools/layers_selftest.rb      its own test
 #
-# A module is a file's basename (conn.c + conn.h = "conn"; a header without a
+# A module is a file's basename (http1_server.c + http1_server.h = "conn"; a header without a
 # .c is its own module); a gem's module is "<gem>/<file>", the gem named
 # without "mruby-gateway-"/"mruby-". Two graphs between modules:
 #   include  a file's `#include "x.h"` lines that resolve to a file of the tree
 #            (a gem's own src/ first, then gateway/); other headers are ignored.
-#   call     A -> B when A's object (build/obj/gateway/*.o, build/gems/*/*.o)
+#   call     A -> B when A's object (build/obj/gateway/**/*.o, build/gems/*/*.o)
 #            has an undefined symbol that B's object defines (`nm -P -g`).
 #            Taking a function's address counts as a use of its module; a call
 #            through a pointer one was handed names no symbol and is no edge:
@@ -55,20 +55,23 @@ module Layers
 
   # path => module for every .c and .h of gateway/ and of the gems' src/.
   def sources(root)
-    core = Dir[File.join(root, 'gateway', '*.{c,h}')].to_h { |f| [f, File.basename(f).sub(/\.[ch]\z/, '')] }
+    core = Dir[File.join(root, 'gateway', '**', '*.{c,h}')].to_h { |f| [f, File.basename(f).sub(/\.[ch]\z/, '')] }
     gems = Dir[File.join(root, 'mrbgems', '*', 'src', '*.{c,h}')].to_h { |f| [f, gem_module(File.dirname(f, 2), f)] }
     core.merge(gems)
   end
 
   def include_graph(root)
     files = sources(root)
+    # Every folder of gateway/ is on the include path: "x.h" is gateway/**/x.h.
+    by_name = files.keys.select { |f| f.start_with?(File.join(root, 'gateway', '')) }.to_h { |f| [File.basename(f), f] }
     g = Graph.new('include', {})
     files.each do |path, mod|
       g.edges[mod] ||= {}
       File.foreach(path) do |line|
         next unless (name = line[/^\s*#\s*include\s*"([^"]+)"/, 1])
 
-        target = [File.join(File.dirname(path), name), File.join(root, 'gateway', name)].find { |p| files[p] }
+        target = File.join(File.dirname(path), name)
+        target = by_name[name] unless files[target]
         g.add(mod, files[target], "#{File.basename(path)}: #{name}") if target
       end
     end
@@ -78,8 +81,9 @@ module Layers
   # Objects whose source is in the tree: mrblib.o, gem_init.o, llhttp are not.
   def objects(root)
     objs = {}
-    Dir[File.join(root, 'build', 'obj', 'gateway', '*.o')].each do |o|
-      objs[o] = File.basename(o, '.o') if File.exist?(File.join(root, 'gateway', File.basename(o, '.o') + '.c'))
+    Dir[File.join(root, 'build', 'obj', 'gateway', '**', '*.o')].each do |o|
+      src = File.join(root, o.delete_prefix(File.join(root, 'build', 'obj', '')).sub(/\.o\z/, '.c'))
+      objs[o] = File.basename(o, '.o') if File.exist?(src)
     end
     Dir[File.join(root, 'build', 'gems', '*', '*.o')].each do |o|
       gem_dir = File.join(root, 'mrbgems', File.basename(File.dirname(o)))

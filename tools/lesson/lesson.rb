@@ -253,7 +253,7 @@ module Gateway
       replay = { title: "rake lesson, #{Time.now.utc.strftime('%Y-%m-%d %H:%M UTC')}: #{@seconds.round} s per phase, " \
                         "S = #{SERVICE_MS.round} ms",
                  samples: @samples, phases: phases }
-      page = File.read(File.join(@root, 'gateway/dashboard.html'))
+      page = File.read(File.join(@root, 'gateway/handler/status/dashboard.html'))
       data = JSON.generate(replay).gsub('</', '<\/')
       style = '<style>table.little { border-collapse: collapse; background: #fff; margin: 6px 0; } ' \
               'table.little td, table.little th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; } ' \

@@ -2,7 +2,7 @@
 # `apt-get source mruby`, Debian's patches applied) instead of linking
 # Debian's prebuilt libmruby.a: that one lacks MRB_USE_DEBUG_HOOK, and the
 # gateway needs the VM's code-fetch hook to interrupt a handler stuck in a CPU
-# loop (cpu_limit:, gateway/cpu_limit.c).
+# loop (cpu_limit:, gateway/script/cpu_limit.c).
 #
 # tools/build.rb runs mruby's own Rakefile with this file as MRUBY_CONFIG,
 # out of tree: everything goes to $GATEWAY_MRUBY_OUT (build/mruby), the

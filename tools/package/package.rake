@@ -26,9 +26,9 @@ module GatewayPackage
   end
 
   def self.check_version!
-    gw = File.read('gateway/version.h')[/GW_VERSION "([^"]+)"/, 1]
+    gw = File.read('gateway/base/version.h')[/GW_VERSION "([^"]+)"/, 1]
     return if gw == version
-    abort "rake deb: debian/changelog says #{version}, gateway/version.h #{gw}: make them agree"
+    abort "rake deb: debian/changelog says #{version}, gateway/base/version.h #{gw}: make them agree"
   end
 
   def self.stage

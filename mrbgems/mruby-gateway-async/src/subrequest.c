@@ -1,7 +1,7 @@
 /* subrequest.c - Async::HTTP: sub-requests as start-now/join-later tasks.
  *
  * Async::HTTP._gw_start creates an Async::HTTP::Task and starts the core
- * sub-request (gateway/subrequest.c). While it runs, the Task object is a GC
+ * sub-request (gateway/script/subrequest.c). While it runs, the Task object is a GC
  * root and the task is pending on the parent request (an abort cancels it).
  * On completion the result (Async::HTTP::Response or an exception) is stored
  * in the Task's @result; if the handler is parked in Task#join, its fiber is

@@ -1,6 +1,6 @@
 # Compression on the fly (`compress:`) and multi-range answers (`max_ranges:`)
 # of a server or location, checked here (so an error names the config line)
-# and handed to the core (gateway/compress.c, gateway/static.c) as plain
+# and handed to the core (gateway/core/compress.c, gateway/handler/static/static.c) as plain
 # values: Location#compress (a Hash, or nil: off) and Location#max_ranges.
 module Gateway
   module Compress

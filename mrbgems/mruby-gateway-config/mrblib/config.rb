@@ -1,6 +1,6 @@
 # The configuration DSL. A config file is an mruby script evaluated once by the
 # master; its top-level `server` and `upstream` calls fill Gateway::Config.current,
-# which the C core reads (gateway/config.c). Every validation error is raised
+# which the C core reads (gateway/process/config_load.c). Every validation error is raised
 # here, so its backtrace points at the user's file and line.
 module Gateway
   class Config

@@ -1,7 +1,7 @@
 # Process-wide directives, nginx's "main" context: the pid file, the error log
 # and the access log. Each may appear once, at the top level of the config
 # file; the values are stored on Gateway::Config.current, where the C core
-# reads them (gateway/settings.c). Relative paths are relative to the config
+# reads them (gateway/core/settings.c). Relative paths are relative to the config
 # file's folder.
 #
 #   pid "/run/gateway.pid"         default: /tmp/gateway-<hash of the config path>.pid

@@ -1,5 +1,5 @@
 # Static files: the options of a `location "/p", root: "public"` (or alias:)
-# location, checked here and handed to the core (gateway/static.c) as one
+# location, checked here and handed to the core (gateway/handler/static/static.c) as one
 # Hash in Location#static.
 module Gateway
   module Static

@@ -17,7 +17,7 @@ module Gateway
 
   LOG_LEVELS = [:debug, :info, :notice, :warn, :error, :crit]
 
-  # The one host:port splitter of the Ruby side (gateway/addr.c is the C one):
+  # The one host:port splitter of the Ruby side (gateway/net/addr.c is the C one):
   #   "h:80" -> ["h", "80"], "h" -> ["h", nil], "h:" -> ["h", ""],
   #   "[::1]:80" -> ["::1", "80"], "[::1]" -> ["::1", nil],
   #   "::1:80" -> ["::1", "80"] (unbracketed: split at the last ':').

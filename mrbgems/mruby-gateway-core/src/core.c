@@ -19,7 +19,7 @@
 #include <mruby/string.h>
 
 #include "addr.h"
-#include "fcgi.h"
+#include "fcgi_record.h"
 #include "gw_mruby.h"
 #include "log.h"
 #include "url.h"
@@ -91,7 +91,7 @@ static mrb_value gw_mrb_proxy_url_valid(mrb_state *mrb, mrb_value self)
 }
 
 /* Gateway._fastcgi_target?(s): "unix:/path", "IP:port" or a group name, as
- * the FastCGI handler reads it (fcgi.c). */
+ * the FastCGI handler reads it (fcgi_record.c). */
 static mrb_value gw_mrb_fastcgi_target_p(mrb_state *mrb, mrb_value self)
 {
   char *s;

@@ -1,5 +1,5 @@
 /* gw_json.h - the JSON gem's two entry points in C, for its natives and for
- * tools/fuzz/fuzz_json.c. Both raise (JSON::ParserError, JSON::NestingError,
+ * spec/fuzz/fuzz_json.c. Both raise (JSON::ParserError, JSON::NestingError,
  * JSON::GeneratorError, or whatever a to_s/to_json they call raises). */
 #ifndef GW_JSON_H
 #define GW_JSON_H

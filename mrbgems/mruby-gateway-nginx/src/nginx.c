@@ -18,7 +18,7 @@
 #include "addr.h"
 #include "gw_mruby.h"
 #include "router.h"
-#include "tls.h"
+#include "tls_server.h"
 
 static mrb_value nginx_rputs(mrb_state *mrb, mrb_value self)
 {

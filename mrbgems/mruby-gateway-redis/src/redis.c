@@ -1,5 +1,5 @@
 /* redis.c - Async::Redis's natives over the core's Redis client
- * (gateway/redis.c): the per-worker clients (one pool per address,
+ * (gateway/data/redis.c): the per-worker clients (one pool per address,
  * db and password, shared by every Async::Redis object naming them),
  * command encoding, the pending operation registered on the request, and
  * the replies turned into Ruby objects. Pub/sub messages run their block in

@@ -12,11 +12,11 @@
 #include <mruby/string.h>
 #include <mruby/variable.h>
 
-#include "fcgi.h"
+#include "fcgi_record.h"
 #include "gw_mruby.h"
 #include "proxy.h"
 #include "log.h"
-#include "tls.h"
+#include "tls_server.h"
 
 #define REQ(self) gw_mrb_request_ptr(mrb, self)
 
@@ -292,7 +292,7 @@ static mrb_value req_fastcgi_pass(mrb_state *mrb, mrb_value self)
 }
 
 /* req._send_file(path): the file answers this request once the handler
- * returns (gateway/static.c). */
+ * returns (gateway/handler/static/static.c). */
 static mrb_value req_send_file(mrb_state *mrb, mrb_value self)
 {
   mrb_value path;

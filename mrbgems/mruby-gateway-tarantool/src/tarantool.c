@@ -1,5 +1,5 @@
 /* tarantool.c - Async::Tarantool's natives over the core's Tarantool client
- * (gateway/tarantool.c): an object's servers (the bridge's per-worker
+ * (gateway/data/tarantool.c): an object's servers (the bridge's per-worker
  * clients, one pool per address, user and password), Ruby values packed
  * into msgpack request bodies, replies read in place (iproto.c's reader)
  * into Ruby objects, the pending operation registered on the request. */

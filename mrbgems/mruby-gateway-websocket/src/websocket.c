@@ -1,5 +1,5 @@
 /* websocket.c - Gateway::WebSocket: the Ruby side of a scripted WebSocket
- * (the connection is gateway/websocket.c's, the handshake ws_handler.c's).
+ * (the connection is gateway/handler/websocket/websocket.c's, the handshake ws_handler.c's).
  *
  * One Ruby object per connection, made by Runner#call in the connection's
  * handler fiber (its "own" fiber). ws.receive parks that fiber until a

@@ -1,0 +1,178 @@
+/* http1_response.c - writes a response head and body into an output buffer. One
+ * evbuffer_add per piece of the head, the body moved (not copied) behind it. */
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "log.h"
+#include "str.h"
+#include "http_status.h"
+#include "http1_response.h"
+
+/* The "Date: ...\r\n" line, formatted once per second per worker. */
+static const char *date_line(gw_context_t *w)
+{
+  time_t now = time(NULL);
+  if (now != w->date_time) {
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(w->date, sizeof(w->date), "Date: %a, %d %b %Y %H:%M:%S GMT\r\n", &tm);
+    w->date_time = now;
+  }
+  return w->date;
+}
+
+
+const char *gw_response_date_line(gw_context_t *w)
+{
+  return date_line(w);
+}
+
+/* Headers the core computes itself; a script's own values are not sent. */
+static int is_managed(const gw_header_t *h)
+{
+  switch (h->name_len) {
+  case 4: return strcasecmp(h->name, "date") == 0;
+  case 10: return strcasecmp(h->name, "connection") == 0 || strcasecmp(h->name, "keep-alive") == 0;
+  case 14: return strcasecmp(h->name, "content-length") == 0;
+  case 17: return strcasecmp(h->name, "transfer-encoding") == 0;
+  default: return 0;
+  }
+}
+
+/* Appends len bytes to the head being built in buf (flushing it to out when
+ * full, which only very large header sets do). */
+typedef struct {
+  char buf[4096];
+  size_t len;
+  struct evbuffer *out;
+} head_t;
+
+static void put(head_t *h, const char *s, size_t len)
+{
+  if (h->len + len > sizeof(h->buf)) {
+    evbuffer_add(h->out, h->buf, h->len);
+    h->len = 0;
+    if (len > sizeof(h->buf)) {
+      evbuffer_add(h->out, s, len);
+      return;
+    }
+  }
+  memcpy(h->buf + h->len, s, len);
+  h->len += len;
+}
+
+#define PUT_LIT(h, s) put(h, s, sizeof(s) - 1)
+
+static void put_uint(head_t *h, size_t v)
+{
+  char tmp[24];
+  char *first = gw_format_uint(tmp + sizeof(tmp), v);
+  put(h, first, (size_t)(tmp + sizeof(tmp) - first));
+}
+
+/* Status line and headers into head; `length` is the Content-Length to
+ * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
+static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepalive, long long length)
+{
+  int status = req->status ? req->status : 200;
+  PUT_LIT(head, "HTTP/1.1 ");
+  put_uint(head, (size_t)status);
+  PUT_LIT(head, " ");
+  const char *reason = gw_http_reason(status);
+  put(head, reason, strlen(reason));
+  PUT_LIT(head, "\r\n");
+  /* nginx's order: its own fields, then those the handler or upstream set
+   * (a Server set there replaces "gateway" and comes with them). */
+  int has_server = 0;
+  for (size_t i = 0; i < req->resp_headers.count && !has_server; i++) {
+    const gw_header_t *h = &req->resp_headers.items[i];
+    has_server = h->name_len == 6 && strcasecmp(h->name, "server") == 0;
+  }
+  if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
+  const char *date = date_line(w);
+  put(head, date, strlen(date));
+  if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
+  if (length == GW_LENGTH_CHUNKED) {
+    PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
+  } else if (length >= 0) {
+    PUT_LIT(head, "Content-Length: ");
+    put_uint(head, (size_t)length);
+    PUT_LIT(head, "\r\n");
+  }
+  if (!keepalive)
+    PUT_LIT(head, "Connection: close\r\n");
+  else if (req->http_minor == 0)
+    PUT_LIT(head, "Connection: keep-alive\r\n");
+  for (size_t i = 0; i < req->resp_headers.count; i++) {
+    const gw_header_t *h = &req->resp_headers.items[i];
+    if (is_managed(h)) continue;
+    put(head, h->name, h->name_len);
+    PUT_LIT(head, ": ");
+    put(head, h->value, h->value_len);
+    PUT_LIT(head, "\r\n");
+  }
+  PUT_LIT(head, "\r\n");
+}
+
+
+size_t gw_response_write_switching(const gw_headers_t *fields, struct evbuffer *out)
+{
+  size_t before = evbuffer_get_length(out);
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  /* No Server, Date or framing: the bytes after it are the new protocol's. */
+  PUT_LIT(&head, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\n");
+  for (size_t i = 0; i < fields->count; i++) {
+    const gw_header_t *h = &fields->items[i];
+    if (is_managed(h)) continue;
+    put(&head, h->name, h->name_len);
+    PUT_LIT(&head, ": ");
+    put(&head, h->value, h->value_len);
+    PUT_LIT(&head, "\r\n");
+  }
+  PUT_LIT(&head, "\r\n");
+  evbuffer_add(out, head.buf, head.len);
+  return evbuffer_get_length(out) - before;
+}
+
+size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, long long length)
+{
+  size_t before = evbuffer_get_length(out);
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  put_head(&head, req, w, keepalive, gw_request_bodyless(req) ? GW_LENGTH_CLOSE : length);
+  evbuffer_add(out, head.buf, head.len);
+  return evbuffer_get_length(out) - before;
+}
+
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive)
+{
+  size_t before = evbuffer_get_length(out);
+  head_t head;
+  head.len = 0;
+  head.out = out;
+  int bodyless = gw_request_bodyless(req);
+  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+  long long length = bodyless ? GW_LENGTH_CLOSE
+                     : req->head && req->head_length >= 0 ? req->head_length
+                                                          : (long long)body_len;
+  put_head(&head, req, w, keepalive, length);
+  size_t head_size = evbuffer_get_length(out) - before + head.len; /* head.buf may have been flushed to out */
+  if (bodyless || req->head) {
+    evbuffer_add(out, head.buf, head.len);
+    if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);
+  } else if (req->inline_body) {
+    put(&head, req->inline_body, body_len);
+    evbuffer_add(out, head.buf, head.len);
+  } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
+    evbuffer_remove(req->resp_body, head.buf + head.len, body_len);
+    evbuffer_add(out, head.buf, head.len + body_len);
+  } else {
+    evbuffer_add(out, head.buf, head.len);
+    evbuffer_add_buffer(out, req->resp_body);
+  }
+  return head_size;
+}
