@@ -2,7 +2,7 @@
  * send on a pooled connection, retry on a group's next server (see
  * httpclient.h).
  *
- * The protocol halves (upstream.c for HTTP/1.1, h2_client.c for HTTP/2) call
+ * The protocol halves (http1_client.c for HTTP/1.1, http2_client.c for HTTP/2) call
  * back into this struct, which forwards to the caller: that is where the
  * client learns whether a response head came (a retry is only safe before)
  * and where a failed attempt turns into the next one. */
@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "addr.h"
-#include "h2_client.h"
+#include "http2_client.h"
 #include "httpclient.h"
 #include "log.h"
 #include "resolver.h"

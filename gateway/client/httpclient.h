@@ -9,8 +9,8 @@
  *   - resolves a host name once (resolver.c; IP literals and unix sockets
  *     skip that),
  *   - picks the protocol from the URL's scheme or the group's servers:
- *     HTTP/1.1 (http://, https://: upstream.c) or HTTP/2 (h2c://, h2:// with
- *     TLS: h2_client.c),
+ *     HTTP/1.1 (http://, https://: http1_client.c) or HTTP/2 (h2c://, h2:// with
+ *     TLS: http2_client.c),
  *   - takes a pooled connection (the protocol's pool, keyed by address, TLS
  *     settings and server name, and the PROXY protocol header),
  *   - streams both ways with back-pressure (pause/resume, body_more,
@@ -31,7 +31,7 @@
 #include "context.h"
 #include "error.h"
 #include "headers.h"
-#include "upstream.h"
+#include "http1_client.h"
 #include "url.h"
 
 typedef struct gw_httpclient_s gw_httpclient_t;
@@ -39,7 +39,7 @@ typedef struct gw_httpclient_s gw_httpclient_t;
 typedef struct {
   /* Where (host/port/addr/unix_path/tls, unused with a group), what
    * (method, target, headers, body or body_source), timeouts and the
-   * streaming callbacks, as for gw_client_request() (upstream.h). Without a
+   * streaming callbacks, as for gw_client_request() (http1_client.h). Without a
    * group the client copies what it needs; with one, method, target,
    * headers and a whole body are borrowed until the done callback (a retry
    * sends them again). */
@@ -70,7 +70,7 @@ void gw_httpclient_url(gw_httpclient_params_t *p, const gw_url_t *u, struct gw_t
 
 /* Starts an exchange on ctx's loop with its pools and resolver. The done
  * callback comes exactly once unless cancelled first, never from inside
- * this function (upstream.h's gw_client_done_cb: a resolve failure gives
+ * this function (http1_client.h's gw_client_done_cb: a resolve failure gives
  * the resolver's error, the host name logged). NULL when out of memory, or
  * when a group's server could not even be tried. */
 gw_httpclient_t *gw_httpclient_start(gw_context_t *ctx, const gw_httpclient_params_t *p, gw_client_done_cb cb,

@@ -69,7 +69,7 @@ typedef struct {
 
 /* ---- the worker's pool ---- */
 
-static gw_fcgi_pool_t *worker_pool(gw_context_t *ctx)
+static gw_pool_t *worker_pool(gw_context_t *ctx)
 {
   if (ctx->fcgi_pool) return ctx->fcgi_pool;
   int keepalive = 0, groups = 0;
