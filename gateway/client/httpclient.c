@@ -18,8 +18,12 @@
 
 struct gw_httpclient_s {
   gw_context_t *ctx;
-  gw_httpclient_params_t p;      /* the caller's; http's address is the attempt's */
+  gw_httpclient_params_t p;      /* the caller's; http's address is the attempt's, its
+                                    callbacks ours (forwarding to those below) */
   gw_client_done_cb cb;
+  gw_client_head_cb on_head;     /* the caller's streaming callbacks */
+  gw_client_body_cb on_body;
+  void (*on_body_sent)(void *arg);
   void *arg;
   gw_client_req_t *h1;           /* the attempt in flight: HTTP/1.1 ... */
   gw_h2_call_t *h2;              /* ... or HTTP/2 ... */
@@ -79,19 +83,19 @@ static void on_head(gw_client_response_t *res, void *arg)
 {
   gw_httpclient_t *x = arg;
   x->got_head = 1;
-  x->p.http.on_head(res, x->arg);
+  x->on_head(res, x->arg);
 }
 
 static void on_body(const char *data, size_t len, void *arg)
 {
   gw_httpclient_t *x = arg;
-  if (x->p.http.on_body) x->p.http.on_body(data, len, x->arg);
+  if (x->on_body) x->on_body(data, len, x->arg);
 }
 
 static void on_body_sent(void *arg)
 {
   gw_httpclient_t *x = arg;
-  x->p.http.on_body_sent(x->arg);
+  x->on_body_sent(x->arg);
 }
 
 static void on_trailers(const gw_headers_t *trailers, void *arg)
@@ -133,23 +137,17 @@ static void on_done(gw_err_t err, gw_client_response_t *res, void *arg)
 
 static int send_now(gw_httpclient_t *x)
 {
-  gw_client_params_t hp = x->p.http;
-  if (hp.on_head) {
-    hp.on_head = on_head;
-    hp.on_body = on_body;
-  }
-  if (hp.on_body_sent) hp.on_body_sent = on_body_sent;
   if (x->p.h2 || (x->p.group && x->p.group->h2c)) {
     gw_context_t *ctx = x->ctx;
     if (ctx->h2_client == NULL) ctx->h2_client = gw_h2_client_new(ctx->base, 60000);
-    gw_h2_params_t h2p = {.http = hp, .deadline_ms = x->p.deadline_ms, .on_trailers = on_trailers};
+    gw_h2_params_t h2p = {.http = x->p.http, .deadline_ms = x->p.deadline_ms, .on_trailers = on_trailers};
     x->h2 = ctx->h2_client ? gw_h2_call_start(ctx->h2_client, &h2p, on_done, x) : NULL;
     if (x->h2 == NULL) return -1;
     if (x->body_trailers) gw_h2_call_body_trailers(x->h2, x->body_trailers);
     if (x->paused) gw_h2_call_pause(x->h2);
     return 0;
   }
-  x->h1 = gw_client_request(x->ctx->pool, &hp, on_done, x);
+  x->h1 = gw_client_request(x->ctx->pool, &x->p.http, on_done, x);
   if (x->h1 == NULL) return -1;
   if (x->paused) gw_client_pause(x->h1);
   return 0;
@@ -245,6 +243,14 @@ gw_httpclient_t *gw_httpclient_start(gw_context_t *ctx, const gw_httpclient_para
   x->p = *p;
   x->cb = cb;
   x->arg = arg;
+  x->on_head = p->http.on_head;
+  x->on_body = p->http.on_body;
+  x->on_body_sent = p->http.on_body_sent;
+  if (p->http.on_head) { /* route them through us */
+    x->p.http.on_head = on_head;
+    x->p.http.on_body = on_body;
+  }
+  if (p->http.on_body_sent) x->p.http.on_body_sent = on_body_sent;
   gw_headers_init(&x->headers);
   if (attempt(x, gw_err_none()) < 0) {
     client_free(x);
