@@ -30,7 +30,7 @@ struct gw_context_s {
   gw_pool_t *pool;          /* keep-alive connections to HTTP/1.1 upstreams (http1_client.c) */
   gw_resolver_t *resolver;  /* c-ares on this loop; NULL if it could not start */
   gw_pool_t *fcgi_pool;     /* FastCGI keep-alive connections: made on first use (fastcgi.c) */
-  gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (proxy.c) */
+  gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (httpclient.c) */
 
   gw_conn_t *conns;         /* every open client connection (http1_server.c keeps the list) */
   size_t nconns;
