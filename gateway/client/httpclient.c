@@ -14,7 +14,6 @@
 #include "httpclient.h"
 #include "log.h"
 #include "resolver.h"
-#include "timeutil.h"
 
 struct gw_httpclient_s {
   gw_context_t *ctx;
@@ -31,7 +30,6 @@ struct gw_httpclient_s {
   const gw_headers_t *body_trailers; /* borrowed (gw_httpclient_body_trailers) */
   unsigned paused : 1;
   unsigned got_head : 1;         /* a response head reached the caller: no retry */
-  unsigned server_held : 1;      /* p.server counts this exchange as active */
   /* copies of the request, made only while a name is resolved (no group) */
   char *host, *method, *target, *body;
   gw_headers_t headers;
@@ -47,17 +45,6 @@ static void client_free(gw_httpclient_t *x)
   free(x->body);
   gw_headers_dispose(&x->headers);
   free(x);
-}
-
-/* The balancer's bookkeeping for the server in use, once per attempt. */
-static void note_server(gw_httpclient_t *x, int failed)
-{
-  if (!x->server_held) return;
-  x->server_held = 0;
-  gw_upstream_group_t *g = x->p.group;
-  gw_upstream_server_t *s = x->p.server;
-  if (gw_balancer_done(g, s, failed, gw_now_ms()))
-    gw_log_warn("upstream %s: server %s marked down for %d ms", g->name, s->label, g->fail_timeout_ms);
 }
 
 static int idempotent(const char *method)
@@ -117,17 +104,13 @@ static void on_done(gw_err_t err, gw_client_response_t *res, void *arg)
   gw_httpclient_t *x = arg;
   x->h1 = NULL;
   x->h2 = NULL;
-  if (x->server_held) {
-    note_server(x, gw_err_is_connect_failure(err.kind) || gw_err_is_timeout(err.kind));
-    if (err.kind != GW_OK && may_retry(x, err.kind)) {
-      gw_upstream_server_t *next = gw_balancer_pick(x->p.group, x->p.tried, NULL, gw_now_ms());
-      if (next) {
-        x->p.tried |= gw_balancer_bit(x->p.group, next);
-        x->p.server = next;
-        x->got_head = 0;
-        if (attempt(x, err) == 0) return;
-        err = gw_err(GW_ERR_CONNECT, "cannot connect to upstream");
-      }
+  gw_balancer_walk_t *w = &x->p.walk;
+  if (w->held) {
+    gw_balancer_walk_done(w, gw_err_is_connect_failure(err.kind) || gw_err_is_timeout(err.kind));
+    if (err.kind != GW_OK && may_retry(x, err.kind) && gw_balancer_walk_next(w)) {
+      x->got_head = 0;
+      if (attempt(x, err) == 0) return;
+      err = gw_err(GW_ERR_CONNECT, "cannot connect to upstream");
     }
   }
   finish(x, err, res);
@@ -137,7 +120,7 @@ static void on_done(gw_err_t err, gw_client_response_t *res, void *arg)
 
 static int send_now(gw_httpclient_t *x)
 {
-  if (x->p.h2 || (x->p.group && x->p.group->h2c)) {
+  if (x->p.h2 || (x->p.walk.group && x->p.walk.group->h2c)) {
     gw_context_t *ctx = x->ctx;
     if (ctx->h2_client == NULL) ctx->h2_client = gw_h2_client_new(ctx->base, 60000);
     gw_h2_params_t h2p = {.http = x->p.http, .deadline_ms = x->p.deadline_ms, .on_trailers = on_trailers};
@@ -194,29 +177,25 @@ static int keep_request(gw_httpclient_t *x)
 static int attempt(gw_httpclient_t *x, gw_err_t why)
 {
   gw_client_params_t *h = &x->p.http;
-  gw_upstream_server_t *s = x->p.server;
-  if (x->p.group) {
+  gw_upstream_server_t *s = x->p.walk.server;
+  if (x->p.walk.group) {
     h->unix_path = s->unix_path;
     h->host = s->host;
     h->port = s->port;
     h->addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL;
     h->addrlen = s->addrlen;
     h->tls = s->tls || x->p.tls_all ? x->p.group_tls : NULL;
-    s->active++;
-    x->server_held = 1;
+    gw_balancer_walk_use(&x->p.walk);
     if (x->p.on_server) x->p.on_server(s, why, x->arg);
   }
   int rc;
   if (h->unix_path || h->addr || x->ctx->resolver == NULL || h->host == NULL || gw_addr_is_ip(h->host)) {
     rc = send_now(x);
   } else {
-    if (x->p.group == NULL && x->host == NULL && keep_request(x) < 0) rc = -1;
+    if (x->p.walk.group == NULL && x->host == NULL && keep_request(x) < 0) rc = -1;
     else rc = (x->lookup = gw_resolve(x->ctx->resolver, h->host, h->port, on_resolved, x)) ? 0 : -1;
   }
-  if (rc < 0 && x->server_held) { /* never tried: not a failure of the server */
-    x->server_held = 0;
-    s->active--;
-  }
+  if (rc < 0) gw_balancer_walk_drop(&x->p.walk); /* never tried: not a failure of the server */
   return rc;
 }
 
@@ -288,7 +267,7 @@ void gw_httpclient_body_trailers(gw_httpclient_t *x, const gw_headers_t *trailer
 
 int gw_httpclient_detach(gw_httpclient_t *x, struct evbuffer *rest, struct gw_tls_client_conn_s **tls)
 {
-  note_server(x, 0);
+  gw_balancer_walk_done(&x->p.walk, 0);
   return x->h1 ? gw_client_detach(x->h1, rest, tls) : -1;
 }
 
@@ -298,12 +277,12 @@ void gw_httpclient_cancel(gw_httpclient_t *x)
   if (x->lookup) gw_resolve_cancel(x->lookup);
   if (x->h2) gw_h2_call_cancel(x->h2);
   else if (x->h1) gw_client_cancel(x->h1);
-  if (x->server_held) x->p.server->active--;
+  gw_balancer_walk_drop(&x->p.walk);
   client_free(x);
 }
 
 void gw_httpclient_reject(gw_httpclient_t *x)
 {
-  note_server(x, 1);
+  gw_balancer_walk_done(&x->p.walk, 1);
   gw_httpclient_cancel(x);
 }

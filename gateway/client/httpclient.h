@@ -49,15 +49,14 @@ typedef struct {
   /* Response trailer fields (HTTP/2), just before the done callback of a
    * complete response. May be NULL. */
   void (*on_trailers)(const gw_headers_t *trailers, void *arg);
-  /* An upstream group instead of http's address: server is the first to
-   * try (the caller picked it: gw_balancer_pick), tried its bit. The
-   * servers' protocol is the group's (h2c); https servers (or every one
-   * with tls_all) use group_tls. on_server, when set, is told of each
-   * server before the exchange is sent to it: why GW_OK for the first,
-   * else the error of the one before (the caller logs, names the server). */
-  gw_upstream_group_t *group;
-  gw_upstream_server_t *server;
-  uint32_t tried;
+  /* An upstream group instead of http's address (walk.group NULL: none):
+   * the walk started at the server the caller picked
+   * (gw_balancer_walk_first). The servers' protocol is the group's (h2c);
+   * https servers (or every one with tls_all) use group_tls. on_server,
+   * when set, is told of each server before the exchange is sent to it: why
+   * GW_OK for the first, else the error of the one before (the caller logs,
+   * names the server). */
+  gw_balancer_walk_t walk;
   struct gw_tls_client_s *group_tls;
   int tls_all;
   void (*on_server)(const gw_upstream_server_t *s, gw_err_t why, void *arg);

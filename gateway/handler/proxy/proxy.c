@@ -535,12 +535,10 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   op->https = u->tls;
   gw_headers_init(&op->headers);
   op->h2c = u->h2c;
-  gw_upstream_server_t *first = NULL;
   if (u->unix_path) {
     snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
   } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
-    first = gw_balancer_pick(op->group, 0, key, gw_now_ms());
-    if (first == NULL) {
+    if (gw_balancer_walk_first(&op->params.walk, op->group, key) == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
       op_free(op);
       fail_now(req, 502);
@@ -583,9 +581,6 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
   };
   if (op->group) {
-    op->params.group = op->group;
-    op->params.server = first;
-    op->params.tried = gw_balancer_bit(op->group, first);
     op->params.group_tls = tls_settings(req, op->group);
     op->params.tls_all = op->https;
     op->params.on_server = on_server;
