@@ -136,12 +136,12 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
     const gw_access_part_t *p = &al->parts[i];
     switch (p->var) {
     case GW_ALV_LITERAL: put(p->text, p->len); break;
-    case GW_ALV_REMOTE_ADDR: put_str(req->remote_addr); break;
+    case GW_ALV_REMOTE_ADDR: put_str(req->client.remote_addr); break;
     case GW_ALV_PROXY_PROTOCOL_ADDR:
-      if (req->proxy_protocol_addr) put_str(req->proxy_protocol_addr);
+      if (req->client.proxy_protocol_addr) put_str(req->client.proxy_protocol_addr);
       else put_dash();
       break;
-    case GW_ALV_REALIP_REMOTE_ADDR: put_str(req->balancer_addr ? req->balancer_addr : req->remote_addr); break;
+    case GW_ALV_REALIP_REMOTE_ADDR: put_str(req->client.balancer_addr ? req->client.balancer_addr : req->client.remote_addr); break;
     case GW_ALV_TIME_LOCAL:
       update_time(wall.tv_sec);
       put(time_local, strlen(time_local));
@@ -155,21 +155,21 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       break;
     case GW_ALV_PID: put_uint((unsigned long long)getpid()); break;
     case GW_ALV_REQUEST:
-      if (req->method == NULL || req->target_len == 0) {
+      if (req->in.method == NULL || req->in.target_len == 0) {
         put_dash();
         break;
       }
-      put(req->method, strlen(req->method));
+      put(req->in.method, strlen(req->in.method));
       put(" ", 1);
-      put_escaped(req->target, req->target_len);
+      put_escaped(req->in.target, req->in.target_len);
       put(" ", 1);
       put(gw_request_protocol(req), 8);
       break;
-    case GW_ALV_METHOD: put_str(req->method); break;
-    case GW_ALV_URI: put_escaped(req->target, req->target ? req->path_len : 0); break;
-    case GW_ALV_REQUEST_URI: put_escaped(req->target, req->target ? req->target_len : 0); break;
+    case GW_ALV_METHOD: put_str(req->in.method); break;
+    case GW_ALV_URI: put_escaped(req->in.target, req->in.target ? req->in.path_len : 0); break;
+    case GW_ALV_REQUEST_URI: put_escaped(req->in.target, req->in.target ? req->in.target_len : 0); break;
     case GW_ALV_ARGS:
-      if (req->target && gw_request_query_len(req)) put_escaped(req->target + req->path_len + 1, gw_request_query_len(req));
+      if (req->in.target && gw_request_query_len(req)) put_escaped(req->in.target + req->in.path_len + 1, gw_request_query_len(req));
       else put_dash();
       break;
     case GW_ALV_SERVER_PROTOCOL: put(gw_request_protocol(req), 8); break;
@@ -177,30 +177,30 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
     case GW_ALV_STATUS: put_uint((unsigned long long)status); break;
     case GW_ALV_BYTES_SENT: put_uint(bytes_sent); break;
     case GW_ALV_BODY_BYTES_SENT: put_uint(body_bytes); break;
-    case GW_ALV_REQUEST_TIME: put_seconds(gw_now_ms() - req->start_ms); break;
-    case GW_ALV_UPSTREAM_ADDR: put_str(req->upstream_addr); break;
+    case GW_ALV_REQUEST_TIME: put_seconds(gw_now_ms() - req->in.start_ms); break;
+    case GW_ALV_UPSTREAM_ADDR: put_str(req->upstream.addr); break;
     case GW_ALV_UPSTREAM_STATUS:
-      if (req->upstream_status) put_uint((unsigned long long)req->upstream_status);
+      if (req->upstream.status) put_uint((unsigned long long)req->upstream.status);
       else put_dash();
       break;
     case GW_ALV_UPSTREAM_RESPONSE_TIME:
-      if (req->upstream_addr[0]) put_seconds(req->upstream_ms);
+      if (req->upstream.addr[0]) put_seconds(req->upstream.ms);
       else put_dash();
       break;
     case GW_ALV_UPSTREAM_REUSED:
-      if (req->upstream_addr[0]) put(req->upstream_reused ? "1" : "0", 1);
+      if (req->upstream.addr[0]) put(req->upstream.reused ? "1" : "0", 1);
       else put_dash();
       break;
     case GW_ALV_HTTP2:
-      if (req->http_major != 2) put_dash();
-      else put_str(req->tls ? "h2" : "h2c");
+      if (req->in.http_major != 2) put_dash();
+      else put_str(req->client.tls ? "h2" : "h2c");
       break;
     case GW_ALV_STREAM_ID:
-      if (req->stream_id > 0) put_uint((unsigned long long)req->stream_id);
+      if (req->in.stream_id > 0) put_uint((unsigned long long)req->in.stream_id);
       else put_dash();
       break;
-    case GW_ALV_HTTP: put_header(&req->headers, p->text); break;
-    case GW_ALV_SENT_HTTP: put_header(&req->resp_headers, p->text); break;
+    case GW_ALV_HTTP: put_header(&req->in.headers, p->text); break;
+    case GW_ALV_SENT_HTTP: put_header(&req->resp.headers, p->text); break;
     }
   }
   put("\n", 1);

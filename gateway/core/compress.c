@@ -29,7 +29,7 @@ typedef struct {
   long long in_total;       /* input so far */
 } gw_compress_t;
 
-/* A whole response's compressed body before it replaces resp_body; always
+/* A whole response's compressed body before it replaces resp.body; always
  * left empty. */
 static struct evbuffer *scratch;
 
@@ -39,29 +39,29 @@ static unsigned char outbuf[32 * 1024];
 
 static const gw_compress_conf_t *conf_of(const gw_request_t *req)
 {
-  return req->location && req->parent == NULL ? req->location->compress : NULL;
+  return req->handler.location && req->parent == NULL ? req->handler.location->compress : NULL;
 }
 
 /* 1 when the response may be compressed at all (then Vary is due); length
  * is the body's, -1 when unknown. */
 static int eligible(const gw_request_t *req, const gw_compress_conf_t *cf, long long length)
 {
-  if (req->head) return 0;
-  int st = req->status ? req->status : 200;
+  if (req->in.head) return 0;
+  int st = req->resp.status ? req->resp.status : 200;
   if (st < 200 || st == 204 || st == 206 || st == 304) return 0;
   if (length >= 0 && length < cf->min_length) return 0;
-  const gw_header_t *ce = gw_headers_find(&req->resp_headers, "content-encoding");
+  const gw_header_t *ce = gw_headers_find(&req->resp.headers, "content-encoding");
   if (ce && ce->value_len > 0) return 0;
-  if (gw_headers_have_token(&req->resp_headers, "cache-control", "no-transform")) return 0;
-  const gw_header_t *ct = gw_headers_find(&req->resp_headers, "content-type");
+  if (gw_headers_have_token(&req->resp.headers, "cache-control", "no-transform")) return 0;
+  const gw_header_t *ct = gw_headers_find(&req->resp.headers, "content-type");
   if (ct) return gw_compress_type_matches(ct->value, ct->value_len, cf->types, cf->ntypes);
-  return req->text_plain && gw_compress_type_matches("text/plain", 10, cf->types, cf->ntypes);
+  return req->resp.text_plain && gw_compress_type_matches("text/plain", 10, cf->types, cf->ntypes);
 }
 
 /* Replaces the (only) field name with prefix + its old value + suffix. */
 static void rewrite_field(gw_request_t *req, const char *name, const char *prefix, const char *suffix)
 {
-  gw_header_t *h = gw_headers_find(&req->resp_headers, name);
+  gw_header_t *h = gw_headers_find(&req->resp.headers, name);
   size_t pl = strlen(prefix), sl = strlen(suffix), n = pl + h->value_len + sl;
   char small[512];
   char *v = n <= sizeof(small) ? small : malloc(n);
@@ -72,15 +72,15 @@ static void rewrite_field(gw_request_t *req, const char *name, const char *prefi
   char nm[32];
   size_t nl = h->name_len < sizeof(nm) ? h->name_len : sizeof(nm) - 1;
   memcpy(nm, h->name, nl); /* the field's own spelling */
-  gw_headers_remove(&req->resp_headers, name);
-  gw_headers_add(&req->resp_headers, nm, nl, v, n);
+  gw_headers_remove(&req->resp.headers, name);
+  gw_headers_add(&req->resp.headers, nm, nl, v, n);
   if (v != small) free(v);
 }
 
 /* "Vary: Accept-Encoding", added to the Vary the response has (once). */
 static void add_vary(gw_request_t *req)
 {
-  gw_headers_t *hs = &req->resp_headers;
+  gw_headers_t *hs = &req->resp.headers;
   if (gw_headers_have_token(hs, "vary", "accept-encoding") || gw_headers_have_token(hs, "vary", "*")) return;
   size_t nvary = 0;
   for (size_t i = 0; i < hs->count; i++)
@@ -93,7 +93,7 @@ static void add_vary(gw_request_t *req)
 
 static gw_coding_t negotiate(const gw_request_t *req, const gw_compress_conf_t *cf)
 {
-  const gw_header_t *ae = gw_headers_find(&req->headers, "accept-encoding");
+  const gw_header_t *ae = gw_headers_find(&req->in.headers, "accept-encoding");
   if (ae == NULL) return GW_CODING_NONE;
   return gw_compress_negotiate(ae->value, ae->value_len, cf->encodings, cf->nencodings);
 }
@@ -102,10 +102,10 @@ static gw_coding_t negotiate(const gw_request_t *req, const gw_compress_conf_t *
 static void apply_head(gw_request_t *req, gw_coding_t c)
 {
   const char *name = gw_coding_name(c);
-  gw_headers_remove(&req->resp_headers, "content-length");
-  gw_headers_remove(&req->resp_headers, "accept-ranges"); /* ranges of the compressed bytes: none */
-  gw_headers_add(&req->resp_headers, "Content-Encoding", 16, name, strlen(name));
-  const gw_header_t *etag = gw_headers_find(&req->resp_headers, "etag");
+  gw_headers_remove(&req->resp.headers, "content-length");
+  gw_headers_remove(&req->resp.headers, "accept-ranges"); /* ranges of the compressed bytes: none */
+  gw_headers_add(&req->resp.headers, "Content-Encoding", 16, name, strlen(name));
+  const gw_header_t *etag = gw_headers_find(&req->resp.headers, "etag");
   if (etag && !(etag->value_len >= 2 && etag->value[0] == 'W' && etag->value[1] == '/'))
     rewrite_field(req, "etag", "W/", ""); /* another representation: no longer byte-for-byte the same */
 }
@@ -130,36 +130,36 @@ static struct evbuffer *get_scratch(void)
 
 static void compress_whole(gw_request_t *req)
 {
-  if (req->location == NULL || req->location->compress == NULL) return; /* the common case */
-  size_t len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+  if (req->handler.location == NULL || req->handler.location->compress == NULL) return; /* the common case */
+  size_t len = req->resp.inline_body ? req->resp.inline_len : evbuffer_get_length(req->resp.body);
   const gw_compress_conf_t *cf = NULL;
   gw_coding_t c = decide(req, (long long)len, &cf);
   if (c == GW_CODING_NONE) return;
   struct evbuffer *out = get_scratch();
   gw_encoder_t *e = out ? gw_encoder_new(c, cf->level[c], (long long)len) : NULL;
   int rc = e ? 0 : -1;
-  if (e && req->inline_body) {
-    rc = gw_encoder_run(e, req->inline_body, len, GW_ENC_FINISH, out);
+  if (e && req->resp.inline_body) {
+    rc = gw_encoder_run(e, req->resp.inline_body, len, GW_ENC_FINISH, out);
   } else if (e) {
     struct evbuffer_iovec small[16], *v = small;
-    int n = evbuffer_peek(req->resp_body, -1, NULL, NULL, 0);
+    int n = evbuffer_peek(req->resp.body, -1, NULL, NULL, 0);
     if (n > 16 && (v = malloc((size_t)n * sizeof(*v))) == NULL) rc = -1;
-    if (rc == 0) evbuffer_peek(req->resp_body, -1, NULL, v, n);
+    if (rc == 0) evbuffer_peek(req->resp.body, -1, NULL, v, n);
     for (int i = 0; rc == 0 && i < n; i++) rc = gw_encoder_run(e, v[i].iov_base, v[i].iov_len, GW_ENC_CONTINUE, out);
     if (rc == 0) rc = gw_encoder_run(e, NULL, 0, GW_ENC_FINISH, out);
     if (v != small) free(v);
   }
   gw_encoder_free(e);
   if (rc < 0) { /* sent as it is */
-    gw_log_error("%.*s: %s compression failed (out of memory?); sent uncompressed", (int)req->path_len, req->target,
+    gw_log_error("%.*s: %s compression failed (out of memory?); sent uncompressed", (int)req->in.path_len, req->in.target,
                  gw_coding_name(c));
     if (out) evbuffer_drain(out, evbuffer_get_length(out));
     return;
   }
   apply_head(req, c);
-  req->inline_body = NULL;
-  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
-  evbuffer_add_buffer(req->resp_body, out);
+  req->resp.inline_body = NULL;
+  evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
+  evbuffer_add_buffer(req->resp.body, out);
 }
 
 /* -- streamed responses --------------------------------------------------------- */
@@ -200,8 +200,8 @@ static int encode_out(gw_compress_t *st, gw_request_t *req, const void *in, size
 static void run_failed(gw_compress_t *st)
 {
   gw_request_t *req = st->req;
-  gw_log_error("%.*s: compression failed (out of memory?); the response is cut short", (int)req->path_len,
-               req->target);
+  gw_log_error("%.*s: compression failed (out of memory?); the response is cut short", (int)req->in.path_len,
+               req->in.target);
   st->broken = 1;
 }
 
@@ -218,7 +218,7 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
   if (st->paused) {
     st->paused = 0;
     if (st->dirty) arm(st);
-    if (req->on_drain) req->on_drain(req); /* may end or abort the request: nothing after */
+    if (req->handler.on_drain) req->handler.on_drain(req); /* may end or abort the request: nothing after */
     return;
   }
   if (st->fresh) { /* more came since: not quiet yet */
@@ -234,14 +234,14 @@ static void on_turn(evutil_socket_t fd, short what, void *arg)
 
 static long long compress_begin(gw_request_t *req, long long length)
 {
-  if (req->location == NULL || req->location->compress == NULL) return length;
+  if (req->handler.location == NULL || req->handler.location->compress == NULL) return length;
   const gw_compress_conf_t *cf = NULL;
   gw_coding_t c = decide(req, length, &cf);
   if (c == GW_CODING_NONE) return length;
   gw_compress_t *st = calloc(1, sizeof(*st));
   if (st == NULL || (st->enc = gw_encoder_new(c, cf->level[c], length)) == NULL) {
     free(st);
-    gw_log_error("%.*s: out of memory for %s compression; sent uncompressed", (int)req->path_len, req->target,
+    gw_log_error("%.*s: out of memory for %s compression; sent uncompressed", (int)req->in.path_len, req->in.target,
                  gw_coding_name(c));
     return length;
   }
@@ -249,13 +249,13 @@ static long long compress_begin(gw_request_t *req, long long length)
   st->length = length;
   evtimer_assign(&st->turn, req->ctx->base, on_turn, st);
   apply_head(req, c);
-  req->stage_state = st;
+  req->resp.stage_state = st;
   return -1;
 }
 
 static int compress_data(gw_request_t *req, const char *data, size_t len)
 {
-  gw_compress_t *st = req->stage_state;
+  gw_compress_t *st = req->resp.stage_state;
   if (st->broken || st->finished) return 0;
   st->in_total += (long long)len;
   /* The whole announced body (often one piece): finish now, no flush to wait for. */
@@ -285,20 +285,20 @@ static int compress_data(gw_request_t *req, const char *data, size_t len)
 
 static int compress_end(gw_request_t *req)
 {
-  gw_compress_t *st = req->stage_state;
+  gw_compress_t *st = req->resp.stage_state;
   int rc = st->broken ? -2 : st->finished ? 0 : encode_out(st, req, NULL, 0, GW_ENC_FINISH);
   if (rc == -2 && !st->broken) run_failed(st);
   /* The request no longer runs, so a client gone meanwhile (-1) aborted
    * nothing: st is still ours to free. */
-  if (req->stage_state == st) compress_free(req);
+  if (req->resp.stage_state == st) compress_free(req);
   return rc < 0 ? -1 : 0;
 }
 
 static void compress_free(gw_request_t *req)
 {
-  gw_compress_t *st = req->stage_state;
+  gw_compress_t *st = req->resp.stage_state;
   if (st == NULL) return;
-  req->stage_state = NULL;
+  req->resp.stage_state = NULL;
   event_del(&st->turn);
   gw_encoder_free(st->enc);
   free(st);

@@ -1,5 +1,5 @@
 /* context.h - what the requests of one worker share: its event loop, VM,
- * config, server, upstream pool and resolver, and its client connections.
+ * config, server, upstream pools and resolver, and its client connections.
  *
  * worker.c creates it and fills in the hooks; every layer below reaches the
  * worker only through this struct (h2o's h2o_context_t), so none of them
@@ -32,8 +32,9 @@ struct gw_context_s {
   gw_pool_t *fcgi_pool;     /* FastCGI keep-alive connections: made on first use (fastcgi.c) */
   gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (httpclient.c) */
 
-  gw_conn_t *conns;         /* every open client connection (http1_server.c keeps the list) */
-  size_t nconns;
+  gw_conn_t *http1_conns;   /* the open HTTP/1.1 connections (http1_server.c keeps the list;
+                               http2_server.c the HTTP/2 ones) */
+  size_t nconns;            /* every open client connection, HTTP/1.1 and HTTP/2 */
   int stopping;             /* graceful stop: answer with Connection: close */
 
   char date[40];            /* "Date: ...\r\n" cached per second (http1_response.c) */

@@ -15,7 +15,7 @@
 
 #include "regex.h"
 #include "router.h"
-#include "static_http.h"
+#include "uri_path.h"
 
 static int cmp_location(const void *a, const void *b)
 {
@@ -45,7 +45,7 @@ static int may_differ(const char *path, size_t len)
 
 ssize_t gw_router_normalised(const char *path, size_t len, char *out, size_t cap)
 {
-  return may_differ(path, len) ? gw_static_path_decode(path, len, out, cap) : -1;
+  return may_differ(path, len) ? gw_uri_path_decode(path, len, out, cap) : -1;
 }
 
 /* The regex step: the first regex location (from index i on) whose pattern
@@ -101,7 +101,7 @@ const gw_location_t *gw_router_match(const gw_server_t *server, const char *path
    * "/admin" to another that forwards them. */
   char local[512];
   char *norm = len + 2 <= sizeof(local) ? local : malloc(len + 2);
-  ssize_t nlen = norm ? gw_static_path_route(path, len, norm, len + 2) : -1;
+  ssize_t nlen = norm ? gw_uri_path_route(path, len, norm, len + 2) : -1;
   if (nlen < 0 || match(server, norm, (size_t)nlen) != hit) hit = &gw_router_refused;
   if (norm != local) free(norm);
   return hit;

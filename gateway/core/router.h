@@ -27,7 +27,7 @@ const gw_location_t *gw_router_match(const gw_server_t *server, const char *path
  * location; its fields are all zero. */
 extern const gw_location_t gw_router_refused;
 
-/* path percent-decoded once and normalised (nginx's $uri; static_http.h)
+/* path percent-decoded once and normalised (nginx's $uri; uri_path.h)
  * into out (cap >= len + 2), when it may differ from path (it holds a '%',
  * "//" or "/."): its length. -1 when it cannot differ or does not decode
  * (a bad %XX, %00, %2F, ".." above the root). */

@@ -75,7 +75,7 @@ static void put_uint(head_t *h, size_t v)
  * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
 static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepalive, long long length)
 {
-  int status = req->status ? req->status : 200;
+  int status = req->resp.status ? req->resp.status : 200;
   PUT_LIT(head, "HTTP/1.1 ");
   put_uint(head, (size_t)status);
   PUT_LIT(head, " ");
@@ -85,14 +85,14 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
   /* nginx's order: its own fields, then those the handler or upstream set
    * (a Server set there replaces "gateway" and comes with them). */
   int has_server = 0;
-  for (size_t i = 0; i < req->resp_headers.count && !has_server; i++) {
-    const gw_header_t *h = &req->resp_headers.items[i];
+  for (size_t i = 0; i < req->resp.headers.count && !has_server; i++) {
+    const gw_header_t *h = &req->resp.headers.items[i];
     has_server = h->name_len == 6 && strcasecmp(h->name, "server") == 0;
   }
   if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
   const char *date = date_line(w);
   put(head, date, strlen(date));
-  if (req->text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
+  if (req->resp.text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   if (length == GW_LENGTH_CHUNKED) {
     PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
   } else if (length >= 0) {
@@ -102,10 +102,10 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
   }
   if (!keepalive)
     PUT_LIT(head, "Connection: close\r\n");
-  else if (req->http_minor == 0)
+  else if (req->in.http_minor == 0)
     PUT_LIT(head, "Connection: keep-alive\r\n");
-  for (size_t i = 0; i < req->resp_headers.count; i++) {
-    const gw_header_t *h = &req->resp_headers.items[i];
+  for (size_t i = 0; i < req->resp.headers.count; i++) {
+    const gw_header_t *h = &req->resp.headers.items[i];
     if (is_managed(h)) continue;
     put(head, h->name, h->name_len);
     PUT_LIT(head, ": ");
@@ -155,24 +155,24 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *
   head.len = 0;
   head.out = out;
   int bodyless = gw_request_bodyless(req);
-  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
+  size_t body_len = req->resp.inline_body ? req->resp.inline_len : evbuffer_get_length(req->resp.body);
   long long length = bodyless ? GW_LENGTH_CLOSE
-                     : req->head && req->head_length >= 0 ? req->head_length
+                     : req->in.head && req->resp.head_length >= 0 ? req->resp.head_length
                                                           : (long long)body_len;
   put_head(&head, req, w, keepalive, length);
   size_t head_size = evbuffer_get_length(out) - before + head.len; /* head.buf may have been flushed to out */
-  if (bodyless || req->head) {
+  if (bodyless || req->in.head) {
     evbuffer_add(out, head.buf, head.len);
-    if (!req->inline_body) evbuffer_drain(req->resp_body, body_len);
-  } else if (req->inline_body) {
-    put(&head, req->inline_body, body_len);
+    if (!req->resp.inline_body) evbuffer_drain(req->resp.body, body_len);
+  } else if (req->resp.inline_body) {
+    put(&head, req->resp.inline_body, body_len);
     evbuffer_add(out, head.buf, head.len);
   } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
-    evbuffer_remove(req->resp_body, head.buf + head.len, body_len);
+    evbuffer_remove(req->resp.body, head.buf + head.len, body_len);
     evbuffer_add(out, head.buf, head.len + body_len);
   } else {
     evbuffer_add(out, head.buf, head.len);
-    evbuffer_add_buffer(out, req->resp_body);
+    evbuffer_add_buffer(out, req->resp.body);
   }
   return head_size;
 }

@@ -7,7 +7,7 @@
 #include "request.h"
 
 /* Appends status line, headers (Server, Date, Content-Length, Connection as
- * needed) and body to out. Moves the body out of req->resp_body. Both
+ * needed) and body to out. Moves the body out of req->resp.body. Both
  * writers return the size of the head. */
 size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive);
 

@@ -12,7 +12,7 @@
  * pipelined responses leave in order, and a burst of pipelined requests is
  * answered with one write. A request to a proxy_pass location that has a
  * body is the exception: the parser also pauses at the end of its head, the
- * request starts, and the body is parsed into req.body as it arrives while
+ * request starts, and the body is parsed into req.in.body as it arrives while
  * the upstream takes it (reading stops while too much waits: back-pressure).
  *
  * Limits and the framing checks llhttp 8.1 leaves to us (obs-fold, duplicate
@@ -120,10 +120,10 @@ static int on_message_begin(llhttp_t *p)
   a->head_bytes = a->nheaders = a->ncontent_length = a->ntransfer_encoding = a->nhost = 0;
   a->last_cb = CB_NONE;
   a->hname_len = a->hvalue_len = 0;
-  a->req.target_len = 0;
-  a->req.start_ms = gw_now_ms();
+  a->req.in.target_len = 0;
+  a->req.in.start_ms = gw_now_ms();
   a->body_bytes = 0;
-  a->req.method = NULL; /* known once the request-target starts (on_url) */
+  a->req.in.method = NULL; /* known once the request-target starts (on_url) */
   if (c->state == GW_CONN_IDLE) {
     c->state = GW_CONN_HEAD;
     if (c->served) set_timer(c, c->ctx->server->limits.header_timeout_ms);
@@ -136,10 +136,10 @@ static int on_url(llhttp_t *p, const char *at, size_t n)
   gw_conn_t *c = p->data;
   gw_conn_active_t *a = c->a;
   gw_request_t *r = &a->req;
-  if (r->target_len == 0) r->method = llhttp_method_name(p->method); /* for the access log of a rejected head */
-  if (r->target_len + n > c->ctx->server->limits.max_request_line) return reject(c, 414);
+  if (r->in.target_len == 0) r->in.method = llhttp_method_name(p->method); /* for the access log of a rejected head */
+  if (r->in.target_len + n > c->ctx->server->limits.max_request_line) return reject(c, 414);
   a->head_bytes += n;
-  return append(&r->target, &r->target_len, &r->target_cap, at, n) ? reject(c, 500) : 0;
+  return append(&r->in.target, &r->in.target_len, &r->in.target_cap, at, n) ? reject(c, 500) : 0;
 }
 
 static int commit_header(gw_conn_t *c)
@@ -157,7 +157,7 @@ static int commit_header(gw_conn_t *c)
   /* Trailing whitespace is not part of the value (RFC 9110 §5.5). */
   while (a->hvalue_len > 0 && (a->hvalue[a->hvalue_len - 1] == ' ' || a->hvalue[a->hvalue_len - 1] == '\t'))
     a->hvalue_len--;
-  if (gw_headers_add(&a->req.headers, a->hname, a->hname_len, a->hvalue ? a->hvalue : "", a->hvalue_len))
+  if (gw_headers_add(&a->req.in.headers, a->hname, a->hname_len, a->hvalue ? a->hvalue : "", a->hvalue_len))
     return reject(c, 500);
   a->hname_len = a->hvalue_len = 0;
   return 0;
@@ -223,21 +223,21 @@ static int valid_host(const char *v, size_t len)
 static int absolute_to_origin_form(gw_request_t *r)
 {
   size_t skip = 0;
-  if (r->target_len > 7 && strncasecmp(r->target, "http://", 7) == 0) skip = 7;
-  else if (r->target_len > 8 && strncasecmp(r->target, "https://", 8) == 0) skip = 8;
+  if (r->in.target_len > 7 && strncasecmp(r->in.target, "http://", 7) == 0) skip = 7;
+  else if (r->in.target_len > 8 && strncasecmp(r->in.target, "https://", 8) == 0) skip = 8;
   if (skip == 0) return 0;
-  const char *auth = r->target + skip;
-  size_t alen = 0, rest = r->target_len - skip;
+  const char *auth = r->in.target + skip;
+  size_t alen = 0, rest = r->in.target_len - skip;
   while (alen < rest && auth[alen] != '/' && auth[alen] != '?') alen++;
   if (alen == 0 || memchr(auth, '@', alen) || !valid_host(auth, alen)) return -1;
-  gw_headers_remove(&r->headers, "host");
-  if (gw_headers_add(&r->headers, "Host", 4, auth, alen) < 0) return -1;
+  gw_headers_remove(&r->in.headers, "host");
+  if (gw_headers_add(&r->in.headers, "Host", 4, auth, alen) < 0) return -1;
   const char *path = auth + alen;
   size_t plen = rest - alen, off = 0;
-  if (plen == 0 || path[0] == '?') r->target[off++] = '/';
-  memmove(r->target + off, path, plen);
-  r->target_len = off + plen;
-  r->target[r->target_len] = '\0';
+  if (plen == 0 || path[0] == '?') r->in.target[off++] = '/';
+  memmove(r->in.target + off, path, plen);
+  r->in.target_len = off + plen;
+  r->in.target[r->in.target_len] = '\0';
   gw_request_split_target(r);
   return 0;
 }
@@ -248,35 +248,35 @@ static int on_headers_complete(llhttp_t *p)
   gw_conn_active_t *a = c->a;
   gw_request_t *r = &a->req;
   if (p->http_major != 1) return reject(c, 505);
-  r->http_minor = p->http_minor;
-  r->method_id = p->method;
-  r->method = llhttp_method_name(p->method);
-  r->head = p->method == HTTP_HEAD;
-  if (r->target_len == 0) return reject(c, 400);
+  r->in.http_minor = p->http_minor;
+  r->in.method_id = p->method;
+  r->in.method = llhttp_method_name(p->method);
+  r->in.head = p->method == HTTP_HEAD;
+  if (r->in.target_len == 0) return reject(c, 400);
   gw_request_split_target(r);
   int chunked = (p->flags & F_CHUNKED) != 0;
   if (a->ncontent_length > 1) return reject(c, 400);
-  if (a->ntransfer_encoding > 0 && (r->http_minor == 0 || a->ncontent_length > 0)) return reject(c, 400);
+  if (a->ntransfer_encoding > 0 && (r->in.http_minor == 0 || a->ncontent_length > 0)) return reject(c, 400);
   /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
-  if (a->nhost > 1 || (r->http_minor == 1 && a->nhost == 0)) return reject(c, 400);
-  const gw_header_t *host = a->nhost ? gw_headers_find(&r->headers, "host") : NULL;
+  if (a->nhost > 1 || (r->in.http_minor == 1 && a->nhost == 0)) return reject(c, 400);
+  const gw_header_t *host = a->nhost ? gw_headers_find(&r->in.headers, "host") : NULL;
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
   if (absolute_to_origin_form(r) < 0) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
    * (gzip, chunked) would reach an upstream re-framed and mislabelled. */
   if (chunked) {
-    const gw_header_t *te = gw_headers_find(&r->headers, "transfer-encoding");
+    const gw_header_t *te = gw_headers_find(&r->in.headers, "transfer-encoding");
     if (te == NULL || strcasecmp(te->value, "chunked") != 0) return reject(c, 501);
   }
   if (p->method == HTTP_CONNECT) return reject(c, 405);
   /* Only origin-form ("/...") is left, or asterisk-form for OPTIONS (RFC
    * 9112 §3.2.4); any other target is an invalid request-line: 400 (§3). */
-  if (r->target[0] != '/' && !(p->method == HTTP_OPTIONS && r->target_len == 1 && r->target[0] == '*'))
+  if (r->in.target[0] != '/' && !(p->method == HTTP_OPTIONS && r->in.target_len == 1 && r->in.target[0] == '*'))
     return reject(c, 400);
-  r->keepalive = llhttp_should_keep_alive(p);
+  r->in.keepalive = llhttp_should_keep_alive(p);
   /* Routed now: a path refused by the router is rejected as a bad head;
    * the location decides the body limit, and whether the body streams. */
-  const gw_location_t *loc = r->location = gw_router_match(c->ctx->server, r->target, r->path_len);
+  const gw_location_t *loc = r->handler.location = gw_router_match(c->ctx->server, r->in.target, r->in.path_len);
   if (loc == &gw_router_refused) {
     gw_request_log_refused(r);
     return reject(c, 400);
@@ -285,16 +285,16 @@ static int on_headers_complete(llhttp_t *p)
   if (!has_body) return 0;
   a->max_body = loc ? loc->max_body : c->ctx->server->limits.max_body;
   if (!chunked && p->content_length > a->max_body) return reject(c, 413);
-  gw_header_t *expect = gw_headers_find(&r->headers, "expect");
-  if (expect && r->http_minor == 1) {
+  gw_header_t *expect = gw_headers_find(&r->in.headers, "expect");
+  if (expect && r->in.http_minor == 1) {
     if (strcasecmp(expect->value, "100-continue") != 0) return reject(c, 417);
     evbuffer_add(a->out, "HTTP/1.1 100 Continue\r\n\r\n", 25);
   }
   c->state = GW_CONN_BODY;
   set_timer(c, c->ctx->server->limits.body_timeout_ms);
   if (loc && loc->stream_body) { /* start now; conn_process() feeds the body as it comes */
-    r->body_streaming = 1;
-    r->body_length = chunked ? -1 : (long long)p->content_length;
+    r->in.body_streaming = 1;
+    r->in.body_length = chunked ? -1 : (long long)p->content_length;
     return HPE_PAUSED;
   }
   return 0;
@@ -308,7 +308,7 @@ static int on_body(llhttp_t *p, const char *at, size_t n)
   a->body_bytes += n;
   if (a->body_bytes > a->max_body) return reject(c, 413);
   set_timer(c, c->ctx->server->limits.body_timeout_ms); /* a gap between reads */
-  return evbuffer_add(r->body, at, n) ? reject(c, 500) : 0;
+  return evbuffer_add(r->in.body, at, n) ? reject(c, 500) : 0;
 }
 
 static int on_message_complete(llhttp_t *p)
@@ -407,12 +407,12 @@ static int take_active(gw_conn_t *c)
   }
   a->parser.data = c;
   a->req.proto_ctx = c;
-  a->req.remote_addr = c->remote_addr;
-  a->req.remote_port = c->remote_port;
-  a->req.balancer_addr = c->balancer_addr;
-  a->req.proxy_protocol_addr = c->balancer_addr ? c->remote_addr : NULL;
-  a->req.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
-  a->req.client_fd = c->fd;
+  a->req.client.remote_addr = c->remote_addr;
+  a->req.client.remote_port = c->remote_port;
+  a->req.client.balancer_addr = c->balancer_addr;
+  a->req.client.proxy_protocol_addr = c->balancer_addr ? c->remote_addr : NULL;
+  a->req.client.tls = c->tls ? gw_tls_info(conn_tls(c)) : NULL;
+  a->req.client.fd = c->fd;
   c->a = a;
   return 0;
 }
@@ -453,7 +453,7 @@ static void give_active(gw_conn_t *c)
 static int may_give_active(const gw_conn_t *c)
 {
   const gw_conn_active_t *a = c->a;
-  return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.running && !a->mid_message &&
+  return a != NULL && c->state == GW_CONN_IDLE && !a->writing && !a->flush_soon && !a->req.handler.running && !a->mid_message &&
          !a->has_file && c->pos == c->len && evbuffer_get_length(a->out) == 0;
 }
 
@@ -492,9 +492,9 @@ gw_conn_t *gw_conn_new(gw_context_t *ctx, int fd, const struct sockaddr *peer, c
   set_reading(c, 1);
   /* The first request gets the header timeout from the moment of accept. */
   set_timer(c, c->ctx->server->limits.header_timeout_ms);
-  c->next = ctx->conns;
-  if (ctx->conns) ctx->conns->prev = c;
-  ctx->conns = c;
+  c->next = ctx->http1_conns;
+  if (ctx->http1_conns) ctx->http1_conns->prev = c;
+  ctx->http1_conns = c;
   ctx->nconns++;
   return c;
 }
@@ -503,7 +503,7 @@ static void conn_free(gw_conn_t *c)
 {
   gw_context_t *ctx = c->ctx;
   if (c->prev) c->prev->next = c->next;
-  else ctx->conns = c->next;
+  else ctx->http1_conns = c->next;
   if (c->next) c->next->prev = c->prev;
   ctx->nconns--;
   event_del(&c->timer_ev);
@@ -520,7 +520,7 @@ static void conn_close(gw_conn_t *c)
 {
   if (c->dead) return;
   c->dead = 1;
-  if (c->a && c->a->req.running) gw_request_abort(&c->a->req);
+  if (c->a && c->a->req.handler.running) gw_request_abort(&c->a->req);
   if (c->a && c->a->has_file) {
     close(c->a->file_fd);
     c->a->has_file = 0;
@@ -715,9 +715,9 @@ static const char *status_reason_for_log(int status)
 /* Answers a request that failed to parse, then closes. */
 static void reject_request(gw_conn_t *c, int status)
 {
-  if (c->a->req.running) { /* a streamed body went wrong while its request ran */
+  if (c->a->req.handler.running) { /* a streamed body went wrong while its request ran */
     gw_request_abort(&c->a->req);
-    if (c->a->req.streaming) { /* the response has begun: all we can do is close */
+    if (c->a->req.resp.streaming) { /* the response has begun: all we can do is close */
       gw_log_info("%s: %d %s in a streamed request body; closing", c->remote_addr, status,
                   status_reason_for_log(status));
       conn_close(c);
@@ -727,10 +727,10 @@ static void reject_request(gw_conn_t *c, int status)
   gw_log_info("%s: %d %s (%s)", c->remote_addr, status, status_reason_for_log(status),
               llhttp_get_error_reason(&c->a->parser) ? llhttp_get_error_reason(&c->a->parser) : "");
   gw_request_t *r = &c->a->req;
-  r->keepalive = 0;
-  r->head = 0;
-  r->http_minor = 1;
-  if (r->target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
+  r->in.keepalive = 0;
+  r->in.head = 0;
+  r->in.http_minor = 1;
+  if (r->in.target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
   size_t before = evbuffer_get_length(c->a->out);
   size_t head = gw_response_write(r, c->a->out, c->ctx, 0);
@@ -747,13 +747,13 @@ static void reject_request(gw_conn_t *c, int status)
 
 static int body_full(const gw_conn_t *c)
 {
-  return c->a->req.body_streaming && evbuffer_get_length(c->a->req.body) >= BODY_HIGH_WATER;
+  return c->a->req.in.body_streaming && evbuffer_get_length(c->a->req.in.body) >= BODY_HIGH_WATER;
 }
 
 /* A streamed request body grew or ended: tell its consumer. */
 static void body_arrived(gw_conn_t *c)
 {
-  if (c->a->req.on_body_more != NULL) c->a->req.on_body_more(&c->a->req);
+  if (c->a->req.handler.on_body_more != NULL) c->a->req.handler.on_body_more(&c->a->req);
 }
 
 static int take_h2c(gw_conn_t *c);
@@ -762,7 +762,7 @@ static int take_h2c(gw_conn_t *c);
  * also parses the body of a running request that streams it. */
 static void conn_process(gw_conn_t *c)
 {
-  while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->a->req.body_streaming)) {
+  while (!c->dead && !c->close_after && (c->state != GW_CONN_BUSY || c->a->req.in.body_streaming)) {
     if (c->pos == c->len || body_full(c)) break;
     if (evbuffer_get_length(c->a->out) > OUT_HIGH_WATER || c->a->has_file) break;
     /* llhttp 8.1 takes "\r\n\n" as the end of a head: head_scan.c checks
@@ -779,15 +779,15 @@ static void conn_process(gw_conn_t *c)
     llhttp_errno_t err = llhttp_execute(&c->a->parser, start, c->len - c->pos);
     if (err == HPE_OK) {
       c->pos = c->len;
-      if (c->a->req.body_streaming && c->a->body_bytes > body_before) body_arrived(c);
+      if (c->a->req.in.body_streaming && c->a->body_bytes > body_before) body_arrived(c);
       break;
     }
     if (err == HPE_PAUSED) {
       c->pos = (size_t)(llhttp_get_error_pos(&c->a->parser) - c->buf);
       llhttp_resume(&c->a->parser);
-      if (c->a->req_ready && c->a->req.body_streaming) { /* the last of a streamed body */
+      if (c->a->req_ready && c->a->req.in.body_streaming) { /* the last of a streamed body */
         c->a->req_ready = 0;
-        c->a->req.body_streaming = 0;
+        c->a->req.in.body_streaming = 0;
         set_timer(c, 0);
         body_arrived(c);
         continue;
@@ -796,7 +796,7 @@ static void conn_process(gw_conn_t *c)
       c->a->req_ready = 0;
       if (c->a->parser.upgrade && c->ctx->server->http2 && take_h2c(c)) return;
       c->state = GW_CONN_BUSY;
-      set_timer(c, c->a->req.body_streaming ? c->ctx->server->limits.body_timeout_ms : 0);
+      set_timer(c, c->a->req.in.body_streaming ? c->ctx->server->limits.body_timeout_ms : 0);
       gw_stats_self->requests++;
       gw_request_start(&c->a->req); /* may finish (http1_send) before returning */
       continue;
@@ -822,7 +822,7 @@ static void conn_process(gw_conn_t *c)
     set_reading(c, 0);
     return;
   }
-  set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
+  set_reading(c, !(c->state == GW_CONN_BUSY && !c->a->req.in.body_streaming && c->len - c->pos >= OWN_BUF_MIN));
 }
 
 /* Detach: http2_server.c owns the socket (and the TLS state) now; c is freed from its timer. */
@@ -872,11 +872,11 @@ static int take_h2(gw_conn_t *c)
 static int take_h2c(gw_conn_t *c)
 {
   gw_conn_active_t *a = c->a;
-  if (c->tls || a->req.http_minor != 1 || a->body_bytes > 0 || a->req.body_streaming ||
+  if (c->tls || a->req.in.http_minor != 1 || a->body_bytes > 0 || a->req.in.body_streaming ||
       evbuffer_get_length(a->out) > 0 || a->has_file)
     return 0;
   unsigned char settings[GW_H2C_SETTINGS_MAX];
-  int n = gw_h2c_upgrade_settings(&a->req.headers, settings);
+  int n = gw_h2c_upgrade_settings(&a->req.in.headers, settings);
   if (n < 0) return 0;
   /* The 101 is HTTP/1.1's: written here, sent by http2_server.c ahead of its SETTINGS. */
   gw_header_t h2c = {"Upgrade", 7, "h2c", 3};
@@ -961,9 +961,9 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
       return;
     }
     /* EOF or error. A client that leaves mid-request is logged (nginx's 499). */
-    if (c->state == GW_CONN_BUSY && c->a->req.running) {
+    if (c->state == GW_CONN_BUSY && c->a->req.handler.running) {
       gw_log_info("%s: client closed the connection while %s %.*s was in progress", c->remote_addr,
-                  c->a->req.method, (int)c->a->req.path_len, c->a->req.target);
+                  c->a->req.in.method, (int)c->a->req.in.path_len, c->a->req.in.target);
       gw_access_log_write(&c->a->req, 499, 0, 0); /* nginx's 499: nothing was sent */
     }
     conn_close(c);
@@ -984,7 +984,7 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     conn_leave(c);
     return;
   }
-  if (c->state != GW_CONN_BUSY || c->a->req.body_streaming) conn_process(c);
+  if (c->state != GW_CONN_BUSY || c->a->req.in.body_streaming) conn_process(c);
   else if (c->buf == shared_buf) keep_leftover(c);
   /* Decrypted bytes left inside OpenSSL: no socket event will come for them. */
   if (c->tls && !c->dead && c->reading && gw_tls_pending(conn_tls(c))) event_active(&c->read_ev, EV_READ, 1);
@@ -1003,8 +1003,8 @@ static void on_write(evutil_socket_t fd, short what, void *arg)
     conn_close(c);
   } else if (conn_flush(c) == 0 && c->state != GW_CONN_CLOSING && c->state != GW_CONN_BUSY) {
     conn_process(c); /* pipelined requests waiting for output room */
-  } else if (!c->dead && c->a->req.streaming && c->a->req.on_drain && evbuffer_get_length(c->a->out) < OUT_LOW_WATER) {
-    c->a->req.on_drain(&c->a->req); /* room again: the producer may go on */
+  } else if (!c->dead && c->a->req.resp.streaming && c->a->req.handler.on_drain && evbuffer_get_length(c->a->out) < OUT_LOW_WATER) {
+    c->a->req.handler.on_drain(&c->a->req); /* room again: the producer may go on */
   }
   conn_leave(c);
 }
@@ -1028,7 +1028,7 @@ static void on_timer(evutil_socket_t fd, short what, void *arg)
   }
   c->deadline = 0;
   conn_enter(c);
-  if (c->state == GW_CONN_BUSY && c->a->req.body_streaming) c->state = GW_CONN_BODY; /* still reading it */
+  if (c->state == GW_CONN_BUSY && c->a->req.in.body_streaming) c->state = GW_CONN_BODY; /* still reading it */
   switch (c->state) {
   case GW_CONN_HEAD:
   case GW_CONN_BODY:
@@ -1060,7 +1060,7 @@ static int may_keep_alive(const gw_conn_t *c)
   /* Not after an Upgrade request that was not upgraded either: llhttp takes
    * what follows for the other protocol (and a parser in that state must
    * not go back to the spares). */
-  return c->a->req.keepalive && !c->ctx->stopping && !c->a->req.body_streaming && !c->a->parser.upgrade;
+  return c->a->req.in.keepalive && !c->ctx->stopping && !c->a->req.in.body_streaming && !c->a->parser.upgrade;
 }
 
 /* A response is queued whole (or its last piece): count and log it, then get
@@ -1068,16 +1068,16 @@ static int may_keep_alive(const gw_conn_t *c)
 static void response_done(gw_conn_t *c, int keepalive, size_t bytes_sent, size_t head_bytes)
 {
   gw_request_t *req = &c->a->req;
-  int status = req->status ? req->status : 200;
+  int status = req->resp.status ? req->resp.status : 200;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(req, status, bytes_sent, bytes_sent - head_bytes);
-  if (c->ctx->server->latency_histogram && !(req->location && req->location->no_latency)) {
+  if (c->ctx->server->latency_histogram && !(req->handler.location && req->handler.location->no_latency)) {
     double now = gw_now_ms();
-    gw_stats_latency(now, now - req->start_ms);
+    gw_stats_latency(now, now - req->in.start_ms);
   }
   gw_request_logged(req); /* the location's log phase */
   c->served = 1;
-  c->read_whole = !req->body_streaming && !c->a->parser.upgrade;
+  c->read_whole = !req->in.body_streaming && !c->a->parser.upgrade;
   gw_request_reset(req);
   llhttp_resume(&c->a->parser);
   c->a->mid_message = 0; /* between two messages: a spare part may keep this parser */
@@ -1105,12 +1105,12 @@ static void http1_send(gw_request_t *req)
 
 /* -- streamed request bodies (proxy_pass) -- */
 
-/* A streamed request body was taken from req.body: read more if paused. */
+/* A streamed request body was taken from req.in.body: read more if paused. */
 static void http1_body_taken(gw_request_t *req)
 {
   gw_conn_t *c = req->proto_ctx;
-  if (c->dead || !c->a->req.body_streaming || c->reading) return;
-  if (evbuffer_get_length(c->a->req.body) >= BODY_LOW_WATER) return;
+  if (c->dead || !c->a->req.in.body_streaming || c->reading) return;
+  if (evbuffer_get_length(c->a->req.in.body) >= BODY_LOW_WATER) return;
   conn_enter(c);
   set_timer(c, c->ctx->server->limits.body_timeout_ms);
   conn_process(c);
@@ -1127,8 +1127,8 @@ static void http1_stream_head(gw_request_t *req, long long content_length)
   int keepalive = may_keep_alive(c);
   long long length = content_length;
   c->a->stream_chunked = 0;
-  if (!req->head && !gw_request_bodyless(req) && length < 0) {
-    if (req->http_minor >= 1) {
+  if (!req->in.head && !gw_request_bodyless(req) && length < 0) {
+    if (req->in.http_minor >= 1) {
       length = GW_LENGTH_CHUNKED;
       c->a->stream_chunked = 1;
     } else { /* an HTTP/1.0 client: the body ends when we close */
@@ -1139,12 +1139,12 @@ static void http1_stream_head(gw_request_t *req, long long content_length)
   c->a->stream_keepalive = keepalive;
   c->a->stream_head_bytes = gw_response_write_head(req, c->a->out, c->ctx, keepalive, length);
   c->a->stream_bytes = c->a->stream_head_bytes;
-  req->streaming = 1;
+  req->resp.streaming = 1;
   conn_flush_soon(c); /* with the body if it came in the same read, else alone */
 }
 
 /* Queues a piece of the body: 0, 1 when the output is over its high water
- * mark (the producer pauses until req->on_drain), -1 when the connection
+ * mark (the producer pauses until req->handler.on_drain), -1 when the connection
  * closed (the request was aborted). */
 static int http1_stream_body(gw_request_t *req, const char *data, size_t len)
 {
@@ -1165,8 +1165,8 @@ static void http1_stream_end(gw_request_t *req, int complete)
 {
   gw_conn_t *c = req->proto_ctx;
   if (c->dead) return;
-  req->streaming = 0;
-  req->on_drain = NULL;
+  req->resp.streaming = 0;
+  req->handler.on_drain = NULL;
   if (complete && c->a->stream_chunked) c->a->stream_bytes += gw_chunked_end(c->a->out);
   /* Cut short: close after what was sent, so the client sees the body end
    * early (before its length, or without the last chunk), never a fake
@@ -1177,7 +1177,7 @@ static void http1_stream_end(gw_request_t *req, int complete)
 /* 1 when the client's TE field lists "trailers" (RFC 9110 §10.1.4). */
 static int accepts_trailers(const gw_request_t *req)
 {
-  const gw_header_t *te = gw_headers_find(&req->headers, "te");
+  const gw_header_t *te = gw_headers_find(&req->in.headers, "te");
   if (te == NULL) return 0;
   for (const char *p = te->value; (p = strcasestr(p, "trailers")) != NULL; p += 8) {
     int starts = p == te->value || p[-1] == ',' || p[-1] == ' ' || p[-1] == '\t';
@@ -1198,8 +1198,8 @@ static void http1_stream_trailers(gw_request_t *req, const gw_headers_t *trailer
     http1_stream_end(req, 1);
     return;
   }
-  req->streaming = 0;
-  req->on_drain = NULL;
+  req->resp.streaming = 0;
+  req->handler.on_drain = NULL;
   size_t before = evbuffer_get_length(c->a->out);
   evbuffer_add(c->a->out, "0\r\n", 3);
   for (size_t i = 0; i < trailers->count; i++) {
@@ -1224,9 +1224,9 @@ static void http1_stream_file(gw_request_t *req, int fd, long long offset, long 
     close(fd);
     return;
   }
-  req->streaming = 0;
-  req->on_drain = NULL;
-  if (len > 0 && !req->head) {
+  req->resp.streaming = 0;
+  req->handler.on_drain = NULL;
+  if (len > 0 && !req->in.head) {
     c->a->has_file = 1;
     c->a->file_fd = fd;
     c->a->file_off = offset;
@@ -1244,7 +1244,7 @@ static void http1_stream_file(gw_request_t *req, int fd, long long offset, long 
 static int http1_can_upgrade(const gw_request_t *req)
 {
   const gw_conn_t *c = req->proto_ctx;
-  return !c->dead && !req->body_streaming && req->http_minor == 1;
+  return !c->dead && !req->in.body_streaming && req->in.http_minor == 1;
 }
 
 static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbuffer *from_client,
@@ -1255,11 +1255,11 @@ static int http1_upgrade(gw_request_t *req, struct evbuffer *to_client, struct e
   if (c->dead) return -1;
   /* What was queued, then the 101 from the handler's fields, then what the
    * caller put in to_client (a proxied upgrade: the upstream's first bytes). */
-  size_t head = gw_response_write_switching(&req->resp_headers, c->a->out) + evbuffer_get_length(to_client);
+  size_t head = gw_response_write_switching(&req->resp.headers, c->a->out) + evbuffer_get_length(to_client);
   evbuffer_prepend_buffer(to_client, c->a->out);
   if (c->len > c->pos) evbuffer_add(from_client, c->buf + c->pos, c->len - c->pos);
   int status = 101;
-  req->status = status;
+  req->resp.status = status;
   gw_stats_self->responses[1]++;
   gw_access_log_write(req, status, head, 0);
   gw_request_logged(req);

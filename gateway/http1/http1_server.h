@@ -18,7 +18,7 @@ typedef enum {
   GW_CONN_HEAD,        /* reading a request head: header timer */
   GW_CONN_BODY,        /* reading a body: body timer */
   GW_CONN_BUSY,        /* a request is being handled; reading paused once buffered,
-                          except for the rest of a body it streams (req.body_streaming) */
+                          except for the rest of a body it streams (req.in.body_streaming) */
   GW_CONN_CLOSING      /* final response queued: flush, half-close, drain, close */
 } gw_conn_state_t;
 
@@ -86,7 +86,7 @@ struct gw_conn_s {
   int remote_port;          /* ... and its port */
   char *balancer_addr;      /* owned: the socket peer's address when a PROXY protocol
                                header named the client (remote_addr); else NULL */
-  gw_conn_t *next, *prev;   /* ctx->conns */
+  gw_conn_t *next, *prev;   /* ctx->http1_conns */
 };
 
 /* Takes ownership of a freshly accepted socket from client; balancer: the

@@ -15,7 +15,7 @@
  *    hold up the others. nghttp2 is asked for frames only while the
  *    connection's `out` is below OUT_HIGH_WATER; above it reading stops too
  *    (a client that floods PINGs without reading the answers stalls itself).
- *  - Request bodies: bytes go into req->body. The connection window is given
+ *  - Request bodies: bytes go into req->in.body. The connection window is given
  *    back at once; a stream's window only as its consumer takes the bytes
  *    (body_taken) when the body streams to proxy_pass, so an upload waits
  *    for a slow upstream without the gateway buffering more than a window.
@@ -291,16 +291,16 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   s->conn = h;
   s->id = id;
   gw_request_t *r = &s->req;
-  r->http_major = 2;
-  r->http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
-  r->stream_id = id;
-  r->keepalive = 1;
-  r->method = NULL;
-  r->remote_addr = h->remote_addr;
-  r->balancer_addr = h->balancer_addr[0] ? h->balancer_addr : NULL;
-  r->proxy_protocol_addr = h->balancer_addr[0] ? h->remote_addr : NULL;
-  r->tls = h->tls ? gw_tls_info(h->tls) : NULL;
-  r->start_ms = gw_now_ms();
+  r->in.http_major = 2;
+  r->in.http_minor = 1; /* code that tells HTTP/1.0 from later versions sees a modern client */
+  r->in.stream_id = id;
+  r->in.keepalive = 1;
+  r->in.method = NULL;
+  r->client.remote_addr = h->remote_addr;
+  r->client.balancer_addr = h->balancer_addr[0] ? h->balancer_addr : NULL;
+  r->client.proxy_protocol_addr = h->balancer_addr[0] ? h->remote_addr : NULL;
+  r->client.tls = h->tls ? gw_tls_info(h->tls) : NULL;
+  r->in.start_ms = gw_now_ms();
   s->max_body = h->ctx->server->limits.max_body;
   s->next = h->streams;
   if (h->streams) h->streams->prev = s;
@@ -326,7 +326,7 @@ static void stream_log(h2_stream_t *s, int status)
   s->logged = 1;
   gw_stats_self->responses[status >= 100 && status < 600 ? status / 100 : 0]++;
   gw_access_log_write(&s->req, status, s->resp_bytes + s->head_bytes, s->resp_bytes);
-  if (s->req.method && s->req.target_len) gw_request_logged(&s->req);
+  if (s->req.in.method && s->req.in.target_len) gw_request_logged(&s->req);
 }
 
 /* -- responses ------------------------------------------------------------------ */
@@ -417,7 +417,7 @@ static int submit_head(h2_stream_t *s, long long content_length, int with_body)
   char *status = s->answered ? copy_status : s->status_text, *length = s->answered ? copy_length : s->length_text;
   uint8_t own = s->answered ? NGHTTP2_NV_FLAG_NONE : NGHTTP2_NV_FLAG_NO_COPY_VALUE;
   const uint8_t fixed = NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE;
-  unsigned st = r->status >= 100 && r->status <= 999 ? (unsigned)r->status : 200;
+  unsigned st = r->resp.status >= 100 && r->resp.status <= 999 ? (unsigned)r->resp.status : 200;
   status[0] = (char)('0' + st / 100);
   status[1] = (char)('0' + st / 10 % 10);
   status[2] = (char)('0' + st % 10);
@@ -429,15 +429,15 @@ static int submit_head(h2_stream_t *s, long long content_length, int with_body)
   } while (0)
   NV(":status", 7, status, 3, own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
   int has_server = 0;
-  for (size_t i = 0; i < r->resp_headers.count && n < MAX_NV - 5; i++) {
-    const gw_header_t *hd = &r->resp_headers.items[i];
+  for (size_t i = 0; i < r->resp.headers.count && n < MAX_NV - 5; i++) {
+    const gw_header_t *hd = &r->resp.headers.items[i];
     if (is_connection_specific(hd->name, hd->name_len)) continue;
     if (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) continue;
     if (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0) has_server = 1;
     NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
   }
   if (!has_server) NV("server", 6, "gateway", 7, fixed);
-  if (r->text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25, fixed);
+  if (r->resp.text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25, fixed);
   const char *date = gw_response_date_line(h->ctx); /* "Date: ...\r\n" */
   size_t dlen = strlen(date);
   if (dlen > 8) NV("date", 4, date + 6, dlen - 8, fixed);
@@ -461,31 +461,31 @@ static void h2_send(gw_request_t *req)
   h2_stream_t *s = req->proto_ctx;
   if (s->closed) return;
   int bodyless = gw_request_bodyless(req);
-  size_t body_len = req->inline_body ? req->inline_len : evbuffer_get_length(req->resp_body);
-  long long length = bodyless ? -1 : req->head && req->head_length >= 0 ? req->head_length : (long long)body_len;
-  if (!bodyless && !req->head) {
+  size_t body_len = req->resp.inline_body ? req->resp.inline_len : evbuffer_get_length(req->resp.body);
+  long long length = bodyless ? -1 : req->in.head && req->resp.head_length >= 0 ? req->resp.head_length : (long long)body_len;
+  if (!bodyless && !req->in.head) {
     /* a small whole body is copied flat (the request's may not outlive this
      * call: a Ruby string), and read from there by data_read */
     size_t at = s->whole.len;
-    if (req->inline_body && body_len <= WHOLE_BODY_MAX && gw_buf_append(&s->whole, req->inline_body, body_len) == 0) {
+    if (req->resp.inline_body && body_len <= WHOLE_BODY_MAX && gw_buf_append(&s->whole, req->resp.inline_body, body_len) == 0) {
       s->body_off = at;
       s->body_end = s->whole.len;
-    } else if (req->inline_body) evbuffer_add(s->out, req->inline_body, body_len);
-    else evbuffer_add_buffer(s->out, req->resp_body);
+    } else if (req->resp.inline_body) evbuffer_add(s->out, req->resp.inline_body, body_len);
+    else evbuffer_add_buffer(s->out, req->resp.body);
     s->resp_bytes = body_len;
   }
   s->out_eof = 1;
-  submit_head(s, length, !bodyless && !req->head && body_len > 0);
-  stream_log(s, req->status ? req->status : 200);
+  submit_head(s, length, !bodyless && !req->in.head && body_len > 0);
+  stream_log(s, req->resp.status ? req->resp.status : 200);
 }
 
 static void h2_stream_head(gw_request_t *req, long long content_length)
 {
   h2_stream_t *s = req->proto_ctx;
   if (s->closed) return;
-  req->streaming = 1;
+  req->resp.streaming = 1;
   s->out_eof = 0;
-  int with_body = !req->head && !gw_request_bodyless(req);
+  int with_body = !req->in.head && !gw_request_bodyless(req);
   if (!with_body) s->out_eof = 1;
   submit_head(s, content_length, with_body);
 }
@@ -494,7 +494,7 @@ static int h2_stream_body(gw_request_t *req, const char *data, size_t len)
 {
   h2_stream_t *s = req->proto_ctx;
   if (s->closed || s->conn->dead) return -1;
-  if (req->head || gw_request_bodyless(req)) return 0;
+  if (req->in.head || gw_request_bodyless(req)) return 0;
   evbuffer_add(s->out, data, len);
   s->resp_bytes += len;
   if (s->deferred) {
@@ -512,8 +512,8 @@ static int h2_stream_body(gw_request_t *req, const char *data, size_t len)
 static void h2_stream_end(gw_request_t *req, int complete)
 {
   h2_stream_t *s = req->proto_ctx;
-  req->streaming = 0;
-  req->on_drain = NULL;
+  req->resp.streaming = 0;
+  req->handler.on_drain = NULL;
   if (s->closed || s->conn->dead) return;
   if (complete) {
     s->out_eof = 1;
@@ -525,7 +525,7 @@ static void h2_stream_end(gw_request_t *req, int complete)
     nghttp2_submit_rst_stream(s->conn->session, NGHTTP2_FLAG_NONE, s->id, NGHTTP2_INTERNAL_ERROR);
   }
   flush_soon(s->conn);
-  stream_log(s, req->status ? req->status : 200);
+  stream_log(s, req->resp.status ? req->resp.status : 200);
 }
 
 /* The trailer fields of s (lower-cased names: HTTP/2), as its last frame. */
@@ -553,7 +553,7 @@ static void submit_trailers(h2_stream_t *s)
 static void h2_stream_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
   h2_stream_t *s = req->proto_ctx;
-  if (!s->closed && !s->conn->dead && !req->head && !gw_request_bodyless(req) && trailers->count > 0 &&
+  if (!s->closed && !s->conn->dead && !req->in.head && !gw_request_bodyless(req) && trailers->count > 0 &&
       s->trailers == NULL) {
     s->trailers = malloc(sizeof(*s->trailers));
     if (s->trailers) {
@@ -573,7 +573,7 @@ static void h2_body_taken(gw_request_t *req)
 {
   h2_stream_t *s = req->proto_ctx;
   if (s->closed || s->conn->dead) return;
-  size_t taken = s->body_in - evbuffer_get_length(req->body);
+  size_t taken = s->body_in - evbuffer_get_length(req->in.body);
   if (taken > s->body_consumed) {
     nghttp2_session_consume_stream(s->conn->session, s->id, taken - s->body_consumed);
     s->body_consumed = taken;
@@ -699,7 +699,7 @@ static const gw_io_t pipe_io = {pipe_read, pipe_write, pipe_pending, pipe_shutdo
 static int h2_can_upgrade(const gw_request_t *req)
 {
   const h2_stream_t *s = req->proto_ctx;
-  return req->websocket_connect && !s->closed && !s->answered && !s->conn->dead;
+  return req->in.websocket_connect && !s->closed && !s->answered && !s->conn->dead;
 }
 
 /* The handler accepted the extended CONNECT: a 200 head goes out (no
@@ -719,14 +719,14 @@ static int h2_upgrade(gw_request_t *req, struct evbuffer *to_client, struct evbu
     flush_soon(s->conn);
     return -1;
   }
-  evbuffer_add_buffer(from_client, req->body); /* DATA that came before the answer */
+  evbuffer_add_buffer(from_client, req->in.body); /* DATA that came before the answer */
   p->s = s;
   p->eof = s->ended_remote;
   s->pipe = p;
   s->out_eof = 0;
-  int status = req->status >= 200 && req->status < 300 ? req->status : 200; /* a 101 too */
-  req->status = status;
-  gw_headers_remove(&req->resp_headers, "sec-websocket-accept");
+  int status = req->resp.status >= 200 && req->resp.status < 300 ? req->resp.status : 200; /* a 101 too */
+  req->resp.status = status;
+  gw_headers_remove(&req->resp.headers, "sec-websocket-accept");
   if (submit_head(s, -1, 1) != 0) {
     s->pipe = NULL;
     p->s = NULL;
@@ -756,7 +756,7 @@ static void answer_error(h2_stream_t *s, int status)
 {
   gw_request_t *r = &s->req;
   gw_log_info("%s: HTTP/2 stream %d: %d %s", s->conn->remote_addr, s->id, status, gw_http_reason(status));
-  if (r->target_len) gw_request_split_target(r);
+  if (r->in.target_len) gw_request_split_target(r);
   gw_request_simple_response(r, status, NULL);
   h2_send(r);
 }
@@ -797,11 +797,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
   if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
   if (s->started) { /* trailers: kept for a body that streams on (gRPC), else dropped */
     gw_request_t *r = &s->req;
-    if (!r->body_streaming || frame->headers.cat != NGHTTP2_HCAT_HEADERS || namelen == 0 || name[0] == ':' ||
+    if (!r->in.body_streaming || frame->headers.cat != NGHTTP2_HCAT_HEADERS || namelen == 0 || name[0] == ':' ||
         !gw_header_field_is_safe((const char *)name, namelen, (const char *)value, valuelen))
       return 0;
-    if (r->trailers == NULL && (r->trailers = malloc(sizeof(*r->trailers))) != NULL) gw_headers_init(r->trailers);
-    if (r->trailers) gw_headers_add(r->trailers, (const char *)name, namelen, (const char *)value, valuelen);
+    if (r->in.trailers == NULL && (r->in.trailers = malloc(sizeof(*r->in.trailers))) != NULL) gw_headers_init(r->in.trailers);
+    if (r->in.trailers) gw_headers_add(r->in.trailers, (const char *)name, namelen, (const char *)value, valuelen);
     return 0;
   }
   if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
@@ -815,27 +815,27 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (namelen == 7 && memcmp(n, ":method", 7) == 0) {
       for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].len == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
-          r->method = methods[i].name;
-          r->method_id = methods[i].id;
+          r->in.method = methods[i].name;
+          r->in.method_id = methods[i].id;
           break;
         }
-      if (r->method == NULL) s->error_status = 501;
+      if (r->in.method == NULL) s->error_status = 501;
     } else if (namelen == 5 && memcmp(n, ":path", 5) == 0) {
       if (valuelen > lim->max_request_line) {
         s->error_status = 414;
         return 0;
       }
-      gw_buf_t b = {r->target, 0, r->target_cap};
+      gw_buf_t b = {r->in.target, 0, r->in.target_cap};
       if (gw_buf_reserve(&b, valuelen + 1) < 0) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-      r->target = b.data;
-      r->target_cap = b.cap;
-      memcpy(r->target, v, valuelen);
-      r->target[valuelen] = '\0';
-      r->target_len = valuelen;
+      r->in.target = b.data;
+      r->in.target_cap = b.cap;
+      memcpy(r->in.target, v, valuelen);
+      r->in.target[valuelen] = '\0';
+      r->in.target_len = valuelen;
     } else if (namelen == 9 && memcmp(n, ":protocol", 9) == 0) { /* RFC 8441 (nghttp2 checked it is a CONNECT) */
       s->protocol = valuelen == 9 && strncasecmp(v, "websocket", 9) == 0 ? 1 : 2;
     } else if (namelen == 10 && memcmp(n, ":authority", 10) == 0) {
-      if (!s->has_host && gw_headers_add(&r->headers, "host", 4, v, valuelen) == 0) s->has_host = 1;
+      if (!s->has_host && gw_headers_add(&r->in.headers, "host", 4, v, valuelen) == 0) s->has_host = 1;
     }
     return 0;
   }
@@ -843,7 +843,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (s->has_host) return 0; /* :authority wins */
     s->has_host = 1;
   }
-  if (gw_headers_add(&r->headers, n, namelen, v, valuelen) != 0) s->error_status = 500;
+  if (gw_headers_add(&r->in.headers, n, namelen, v, valuelen) != 0) s->error_status = 500;
   return 0;
 }
 
@@ -863,27 +863,27 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
     answer_error(s, s->error_status);
     return;
   }
-  if (r->method_id == HTTP_CONNECT && s->protocol != 1) {
+  if (r->in.method_id == HTTP_CONNECT && s->protocol != 1) {
     answer_error(s, s->protocol ? 501 : 405); /* not a forward proxy; only WebSocket is spoken over CONNECT */
     return;
   }
-  if (r->method == NULL || r->target_len == 0) {
+  if (r->in.method == NULL || r->in.target_len == 0) {
     answer_error(s, 400);
     return;
   }
-  if (r->target[0] != '/' && !(r->target_len == 1 && r->target[0] == '*')) {
+  if (r->in.target[0] != '/' && !(r->in.target_len == 1 && r->in.target[0] == '*')) {
     answer_error(s, 400);
     return;
   }
   gw_request_split_target(r);
-  r->head = r->method_id == HTTP_HEAD;
-  if (r->method_id == HTTP_CONNECT) { /* a WebSocket: runs now, its DATA is the connection's */
+  r->in.head = r->in.method_id == HTTP_HEAD;
+  if (r->in.method_id == HTTP_CONNECT) { /* a WebSocket: runs now, its DATA is the connection's */
     if (end_stream) {
       answer_error(s, 400);
       return;
     }
-    r->websocket_connect = 1;
-    r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
+    r->in.websocket_connect = 1;
+    r->handler.location = gw_router_match(h->ctx->server, r->in.target, r->in.path_len);
     stream_start(s);
     return;
   }
@@ -892,22 +892,22 @@ static void head_complete(gw_h2_conn_t *h, h2_stream_t *s, int end_stream)
     stream_start(s);
     return;
   }
-  const gw_location_t *loc = r->location = gw_router_match(h->ctx->server, r->target, r->path_len);
+  const gw_location_t *loc = r->handler.location = gw_router_match(h->ctx->server, r->in.target, r->in.path_len);
   if (loc == &gw_router_refused) {
     gw_request_log_refused(r);
     answer_error(s, 400);
     return;
   }
   s->max_body = loc ? loc->max_body : h->ctx->server->limits.max_body;
-  const gw_header_t *cl = gw_headers_find(&r->headers, "content-length");
+  const gw_header_t *cl = gw_headers_find(&r->in.headers, "content-length");
   long long length = cl ? strtoll(cl->value, NULL, 10) : -1;
   if (length > 0 && (size_t)length > s->max_body) {
     answer_error(s, 413);
     return;
   }
   if (loc && loc->stream_body) {
-    r->body_streaming = 1;
-    r->body_length = length;
+    r->in.body_streaming = 1;
+    r->in.body_length = length;
     stream_start(s);
   }
 }
@@ -935,7 +935,7 @@ static void go_away(gw_h2_conn_t *h, uint32_t code, const char *why)
  * while its request body still streams to the upstream that answers it. */
 static int body_still_wanted(const h2_stream_t *s)
 {
-  return s->started && s->req.running && s->req.body_streaming;
+  return s->started && s->req.handler.running && s->req.in.body_streaming;
 }
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
@@ -955,9 +955,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         s->pipe->eof = 1;
         pipe_wake(s->pipe->rev, EV_READ);
       } else if (!s->started && !s->answered) stream_start(s);
-      else if (s->req.body_streaming) {
-        s->req.body_streaming = 0;
-        if (s->req.on_body_more) s->req.on_body_more(&s->req);
+      else if (s->req.in.body_streaming) {
+        s->req.in.body_streaming = 0;
+        if (s->req.handler.on_body_more) s->req.handler.on_body_more(&s->req);
       }
     }
     break;
@@ -978,9 +978,9 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     if (s->answered && !body_still_wanted(s)) break;
     if (!s->started) {
       stream_start(s);
-    } else if (s->req.body_streaming) {
-      s->req.body_streaming = 0;
-      if (s->req.on_body_more) s->req.on_body_more(&s->req);
+    } else if (s->req.in.body_streaming) {
+      s->req.in.body_streaming = 0;
+      if (s->req.handler.on_body_more) s->req.handler.on_body_more(&s->req);
     }
     break;
   }
@@ -1036,13 +1036,13 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     nghttp2_session_consume_stream(session, id, len);
     return 0;
   }
-  evbuffer_add(r->body, data, len);
+  evbuffer_add(r->in.body, data, len);
   s->body_in += len;
-  if (!r->body_streaming) { /* read whole: the body limit bounds it */
+  if (!r->in.body_streaming) { /* read whole: the body limit bounds it */
     nghttp2_session_consume_stream(session, id, len);
     s->body_consumed += len;
-  } else if (r->on_body_more) {
-    r->on_body_more(r);
+  } else if (r->handler.on_body_more) {
+    r->handler.on_body_more(r);
   }
   return 0;
 }
@@ -1057,10 +1057,10 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
   pipe_lost(s);
   if (error_code == NGHTTP2_NO_ERROR && s->logged && h->resets_left < RESET_BUDGET) h->resets_left++;
   /* no user data to clear: nghttp2 frees the stream after this (no_closed_streams) */
-  if (s->req.running) {
+  if (s->req.handler.running) {
     if (!s->logged) {
       gw_log_info("%s: HTTP/2 stream %d closed while %s %.*s was in progress", h->remote_addr, id,
-                  s->req.method ? s->req.method : "-", (int)s->req.path_len, s->req.target ? s->req.target : "");
+                  s->req.in.method ? s->req.in.method : "-", (int)s->req.in.path_len, s->req.in.target ? s->req.in.target : "");
       gw_access_log_write(&s->req, 499, 0, 0);
       s->logged = 1;
     }
@@ -1157,8 +1157,8 @@ static void flush_soon(gw_h2_conn_t *h)
 static void run_drains(gw_h2_conn_t *h)
 {
   for (h2_stream_t *s = h->streams; s && !h->dead; s = s->next)
-    if (!s->paused && s->req.streaming && s->req.on_drain && evbuffer_get_length(s->out) < STREAM_LOW_WATER) {
-      void (*cb)(gw_request_t *) = s->req.on_drain;
+    if (!s->paused && s->req.resp.streaming && s->req.handler.on_drain && evbuffer_get_length(s->out) < STREAM_LOW_WATER) {
+      void (*cb)(gw_request_t *) = s->req.handler.on_drain;
       cb(&s->req);
     }
 }
@@ -1280,7 +1280,7 @@ static void h2_close(gw_h2_conn_t *h)
   if (h->dead) return;
   h->dead = 1;
   for (h2_stream_t *s = h->streams; s; s = s->next)
-    if (s->req.running) {
+    if (s->req.handler.running) {
       if (!s->logged) {
         gw_access_log_write(&s->req, 499, 0, 0);
         s->logged = 1;
@@ -1391,25 +1391,25 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
   if (h == NULL) return NULL;
   h2_stream_t *s = NULL;
   /* Stream 1 is the request, half-closed (remote): its answer comes on it. */
-  if (nghttp2_session_upgrade2(h->session, settings, settings_len, req->method_id == HTTP_HEAD, NULL) != 0 ||
+  if (nghttp2_session_upgrade2(h->session, settings, settings_len, req->in.method_id == HTTP_HEAD, NULL) != 0 ||
       (s = stream_new(h, 1)) == NULL)
     goto fail;
   nghttp2_session_set_stream_user_data(h->session, 1, s);
   gw_request_t *r = &s->req;
-  r->method = req->method;
-  r->method_id = req->method_id;
-  r->head = req->head;
+  r->in.method = req->in.method;
+  r->in.method_id = req->in.method_id;
+  r->in.head = req->in.head;
   gw_buf_t b = {NULL, 0, 0};
-  if (gw_buf_reserve(&b, req->target_len + 1) < 0) goto fail;
-  memcpy(b.data, req->target, req->target_len + 1);
-  r->target = b.data;
-  r->target_cap = b.cap;
-  r->target_len = req->target_len;
+  if (gw_buf_reserve(&b, req->in.target_len + 1) < 0) goto fail;
+  memcpy(b.data, req->in.target, req->in.target_len + 1);
+  r->in.target = b.data;
+  r->in.target_cap = b.cap;
+  r->in.target_len = req->in.target_len;
   gw_request_split_target(r);
-  for (size_t i = 0; i < req->headers.count; i++) {
-    const gw_header_t *f = &req->headers.items[i];
+  for (size_t i = 0; i < req->in.headers.count; i++) {
+    const gw_header_t *f = &req->in.headers.items[i];
     if (upgrade_only(f)) continue;
-    if (gw_headers_add(&r->headers, f->name, f->name_len, f->value, f->value_len) != 0) goto fail;
+    if (gw_headers_add(&r->in.headers, f->name, f->name_len, f->value, f->value_len) != 0) goto fail;
   }
   s->ended_remote = 1;
   /* The 101 goes first, then our SETTINGS and the response as HTTP/2. */

@@ -445,163 +445,224 @@ static gw_tls_client_t *read_tls_client(mrb_state *mrb, mrb_value h, const char 
   return t;
 }
 
+/* A number of seconds as whole milliseconds, rounded. */
+static int seconds_ms(mrb_state *mrb, mrb_value seconds)
+{
+  return (int)(mrb_as_float(mrb, seconds) * 1000.0 + 0.5);
+}
+
+/* -- read_config's steps: a server, its locations, upstream groups ---------- */
+
+/* workers: a count, or :auto: one per online CPU. */
+static int read_workers(mrb_state *mrb, mrb_value srv)
+{
+  mrb_value workers = iv(mrb, srv, "@workers");
+  if (mrb_integer_p(workers)) return (int)mrb_integer(workers);
+  long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+  return ncpu < 1 ? 1 : ncpu > GW_MAX_AUTO_WORKERS ? GW_MAX_AUTO_WORKERS : (int)ncpu;
+}
+
+static void read_limits(mrb_state *mrb, mrb_value limits, gw_limits_t *lim)
+{
+  lim->max_request_line = limit_size(mrb, limits, "max_request_line");
+  lim->max_header_size = limit_size(mrb, limits, "max_header_size");
+  lim->max_headers = limit_size(mrb, limits, "max_headers");
+  lim->max_body = limit_size(mrb, limits, "max_body");
+  lim->header_timeout_ms = limit_ms(mrb, limits, "header_timeout");
+  lim->body_timeout_ms = limit_ms(mrb, limits, "body_timeout");
+  lim->keepalive_timeout_ms = limit_ms(mrb, limits, "keepalive_timeout");
+  lim->send_timeout_ms = limit_ms(mrb, limits, "send_timeout");
+}
+
+/* What a location does with an upstream: the Host it passes, WebSocket
+ * tunnels' timeout, TLS to https upstreams, its Via. */
+static void read_location_upstream(mrb_state *mrb, mrb_value loc, gw_location_t *l, const char *config_path)
+{
+  l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
+  mrb_value tunnel_timeout = iv(mrb, loc, "@tunnel_timeout"); /* WebSocket proxying: checked by the DSL */
+  if (!mrb_nil_p(tunnel_timeout)) l->tunnel_timeout_ms = seconds_ms(mrb, tunnel_timeout);
+  char where[300];
+  snprintf(where, sizeof(where), "location %s", l->path);
+  l->tls_client = read_tls_client(mrb, iv(mrb, loc, "@tls_client"), config_path, where);
+  mrb_value via = iv(mrb, loc, "@via");
+  if (mrb_string_p(via)) {
+    size_t n = (size_t)RSTRING_LEN(via) + 5;
+    l->via = malloc(n);
+    if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+    snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
+  }
+}
+
+/* A location's own limits: ranges, body size, CPU time (the DSL gave it the
+ * server's cpu_limit unless it had its own). */
+static void read_location_limits(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l)
+{
+  mrb_value max_ranges = iv(mrb, loc, "@max_ranges"); /* checked by the DSL (compress.rb) */
+  l->max_ranges = mrb_integer_p(max_ranges) ? (int)mrb_integer(max_ranges) : 100;
+  mrb_value max_body = iv(mrb, loc, "@max_body");
+  l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
+  mrb_value cpu_limit = iv(mrb, loc, "@cpu_limit");
+  l->cpu_limit_ms = mrb_nil_p(cpu_limit) ? 0 : seconds_ms(mrb, cpu_limit);
+  if (!mrb_nil_p(cpu_limit) && l->cpu_limit_ms < 1) l->cpu_limit_ms = 1;
+  if (l->cpu_limit_ms && (l->header_filter || l->body_filter || !mrb_nil_p(iv(mrb, loc, "@handler"))))
+    s->cpu_limits = 1;
+}
+
+static void read_location(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_location_t *l, const char *config_path)
+{
+  l->path = dup_str(mrb, iv(mrb, loc, "@path"));
+  l->path_len = strlen(l->path);
+  l->exact = mrb_test(iv(mrb, loc, "@exact"));
+  read_regex(mrb, loc, l);
+  read_handlers(mrb, loc, s, l);
+  read_location_upstream(mrb, loc, l, config_path);
+  read_compress(mrb, iv(mrb, loc, "@compress"), l);
+  read_location_limits(mrb, loc, s, l);
+}
+
+/* The server's locations, sorted for the router. */
+static void read_locations(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
+{
+  mrb_value locs = iv(mrb, srv, "@locations");
+  mrb_int nl = RARRAY_LEN(locs);
+  s->locations = calloc((size_t)nl + 1, sizeof(gw_location_t));
+  if (s->locations == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int j = 0; j < nl; j++) {
+    gw_location_t *l = &s->locations[j];
+    s->nlocations++;
+    l->seq = (size_t)j;
+    read_location(mrb, mrb_ary_ref(mrb, locs, j), s, l, config_path);
+  }
+  gw_router_sort(s->locations, s->nlocations);
+}
+
+static void read_server(mrb_state *mrb, mrb_value srv, gw_server_t *s, const char *config_path)
+{
+  s->fd = -1;
+  s->host = dup_str(mrb, iv(mrb, srv, "@host"));
+  s->port = (int)mrb_integer(iv(mrb, srv, "@port"));
+  s->workers = read_workers(mrb, srv);
+  mrb_value reuseport = iv(mrb, srv, "@reuseport");
+  s->reuseport_default = mrb_nil_p(reuseport);
+  s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
+  read_fleet(mrb, srv, s);
+  read_limits(mrb, iv(mrb, srv, "@limits"), &s->limits);
+  read_locations(mrb, srv, s, config_path);
+  s->init_worker = iv(mrb, srv, "@init_worker"); /* kept alive by the config's objects */
+  s->exit_worker = iv(mrb, srv, "@exit_worker");
+  mrb_value stall = iv(mrb, srv, "@stall_timeout");
+  s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : seconds_ms(mrb, stall);
+  mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
+  s->cpu = mrb_nil_p(cpu) ? -1 : mrb_integer_p(cpu) ? (int)mrb_integer(cpu) : GW_CPU_AUTO;
+  read_tls(mrb, srv, s, config_path);
+}
+
+static void read_servers(mrb_state *mrb, mrb_value servers, gw_config_t *cfg)
+{
+  mrb_int n = RARRAY_LEN(servers);
+  cfg->servers = calloc((size_t)n, sizeof(gw_server_t));
+  if (n && cfg->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < n; i++) {
+    cfg->nservers++;
+    read_server(mrb, mrb_ary_ref(mrb, servers, i), &cfg->servers[i], cfg->path);
+  }
+}
+
+/* https:// upstreams without tls_* options: verified against the system's CAs. */
+static void default_tls_client(mrb_state *mrb, gw_config_t *cfg)
+{
+  char err[512];
+  cfg->tls_client = gw_tls_client_new(&(gw_tls_client_config_t){.verify = 1}, err, sizeof(err));
+  if (cfg->tls_client == NULL) mrb_raisef(mrb, E_RUNTIME_ERROR, "%s", err);
+}
+
+static void read_resolver(mrb_state *mrb, mrb_value res, gw_config_t *cfg)
+{
+  if (!mrb_hash_p(res)) return;
+  cfg->resolver_servers = dup_str(mrb, mrb_hash_get(mrb, res, mrb_symbol_value(mrb_intern_lit(mrb, "servers"))));
+  cfg->resolver_timeout_ms = limit_ms(mrb, res, "timeout");
+  cfg->resolver_tries = (int)limit_size(mrb, res, "tries");
+}
+
+/* One server of an upstream group. Validated by the DSL: "unix:/path",
+ * "host:port" or "https://host:port" (Gateway::Upstream). */
+static void read_upstream_server(mrb_state *mrb, const char *addr, int weight, gw_upstream_server_t *us,
+                                 const char *group)
+{
+  us->label = strdup(addr);
+  if (strncmp(addr, "https://", 8) == 0) {
+    us->tls = 1;
+    addr += 8;
+  }
+  us->weight = weight;
+  gw_hostport_t hp;
+  if (gw_addr_unix_path(addr)) {
+    us->unix_path = strdup(gw_addr_unix_path(addr));
+  } else if (gw_addr_split(addr, strlen(addr), &hp, GW_ADDR_BARE_V6) == 0 && hp.port > 0) {
+    us->host = strdup(hp.host);
+    us->port = hp.port;
+    us->addrlen = gw_addr_from_ip(hp.host, hp.port, &us->addr);
+  } else {
+    mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", group, addr);
+  }
+}
+
+static void read_upstream(mrb_state *mrb, mrb_value up, gw_upstream_group_t *g, const char *config_path)
+{
+  g->name = dup_str(mrb, iv(mrb, up, "@name"));
+  g->keepalive = (int)mrb_integer(iv(mrb, up, "@keepalive"));
+  const char *balance = mrb_sym_name(mrb, mrb_symbol(iv(mrb, up, "@balance")));
+  g->balance = strcmp(balance, "least_conn") == 0 ? GW_BALANCE_LEAST_CONN
+               : strcmp(balance, "hash") == 0     ? GW_BALANCE_HASH
+                                                  : GW_BALANCE_ROUND_ROBIN;
+  g->max_fails = (int)mrb_integer(iv(mrb, up, "@max_fails"));
+  g->fail_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@fail_timeout")) * 1000);
+  g->connect_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@connect_timeout")) * 1000);
+  g->timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@timeout")) * 1000);
+  mrb_value proto = iv(mrb, up, "@protocol");
+  g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
+  g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
+  g->send_proxy_protocol = (int)mrb_integer(iv(mrb, up, "@send_proxy_protocol"));
+  char where[300];
+  snprintf(where, sizeof(where), "upstream %s", g->name);
+  g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), config_path, where);
+  mrb_value weights = iv(mrb, up, "@weights");
+  mrb_value servers = iv(mrb, up, "@servers");
+  g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));
+  if (g->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int j = 0; j < RARRAY_LEN(servers); j++) {
+    g->nservers++;
+    read_upstream_server(mrb, mrb_string_cstr(mrb, mrb_ary_ref(mrb, servers, j)),
+                         (int)mrb_integer(mrb_ary_ref(mrb, weights, j)), &g->servers[j], g->name);
+  }
+  read_health_check(mrb, iv(mrb, up, "@health_check"), g);
+}
+
+static void read_upstreams(mrb_state *mrb, mrb_value upstreams, gw_config_t *cfg)
+{
+  mrb_value groups = mrb_hash_values(mrb, upstreams);
+  mrb_int ng = RARRAY_LEN(groups);
+  cfg->groups = calloc((size_t)ng + 1, sizeof(gw_upstream_group_t));
+  if (cfg->groups == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  for (mrb_int i = 0; i < ng; i++) {
+    cfg->ngroups++;
+    read_upstream(mrb, mrb_ary_ref(mrb, groups, i), &cfg->groups[i], cfg->path);
+  }
+}
+
 /* Copies Gateway::Config.current into cfg. Runs under mrb_protect_error. */
 static mrb_value read_config(mrb_state *mrb, void *ud)
 {
   gw_config_t *cfg = ud;
   struct RClass *gw = mrb_module_get(mrb, "Gateway");
   mrb_value current = mrb_funcall(mrb, mrb_obj_value(mrb_class_get_under(mrb, gw, "Config")), "current", 0);
-  mrb_value servers = iv(mrb, current, "@servers");
-  mrb_int n = RARRAY_LEN(servers);
-  cfg->servers = calloc((size_t)n, sizeof(gw_server_t));
-  if (n && cfg->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  for (mrb_int i = 0; i < n; i++) {
-    mrb_value srv = mrb_ary_ref(mrb, servers, i);
-    gw_server_t *s = &cfg->servers[i];
-    cfg->nservers++;
-    s->fd = -1;
-    s->host = dup_str(mrb, iv(mrb, srv, "@host"));
-    s->port = (int)mrb_integer(iv(mrb, srv, "@port"));
-    mrb_value workers = iv(mrb, srv, "@workers");
-    if (mrb_integer_p(workers)) {
-      s->workers = (int)mrb_integer(workers);
-    } else { /* :auto: one per online CPU */
-      long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-      s->workers = ncpu < 1 ? 1 : ncpu > GW_MAX_AUTO_WORKERS ? GW_MAX_AUTO_WORKERS : (int)ncpu;
-    }
-    mrb_value reuseport = iv(mrb, srv, "@reuseport");
-    s->reuseport_default = mrb_nil_p(reuseport);
-    s->reuseport = s->reuseport_default ? GW_REUSEPORT_DEFAULT : mrb_test(reuseport);
-    read_fleet(mrb, srv, s);
-    mrb_value limits = iv(mrb, srv, "@limits");
-    s->limits.max_request_line = limit_size(mrb, limits, "max_request_line");
-    s->limits.max_header_size = limit_size(mrb, limits, "max_header_size");
-    s->limits.max_headers = limit_size(mrb, limits, "max_headers");
-    s->limits.max_body = limit_size(mrb, limits, "max_body");
-    s->limits.header_timeout_ms = limit_ms(mrb, limits, "header_timeout");
-    s->limits.body_timeout_ms = limit_ms(mrb, limits, "body_timeout");
-    s->limits.keepalive_timeout_ms = limit_ms(mrb, limits, "keepalive_timeout");
-    s->limits.send_timeout_ms = limit_ms(mrb, limits, "send_timeout");
-
-    mrb_value locs = iv(mrb, srv, "@locations");
-    mrb_int nl = RARRAY_LEN(locs);
-    s->locations = calloc((size_t)nl + 1, sizeof(gw_location_t));
-    if (s->locations == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-    for (mrb_int j = 0; j < nl; j++) {
-      mrb_value loc = mrb_ary_ref(mrb, locs, j);
-      gw_location_t *l = &s->locations[j];
-      s->nlocations++;
-      l->path = dup_str(mrb, iv(mrb, loc, "@path"));
-      l->path_len = strlen(l->path);
-      l->exact = mrb_test(iv(mrb, loc, "@exact"));
-      l->seq = (size_t)j;
-      read_regex(mrb, loc, l);
-      read_handlers(mrb, loc, s, l);
-      l->pass_host = mrb_test(iv(mrb, loc, "@pass_host"));
-      mrb_value tunnel_timeout = iv(mrb, loc, "@tunnel_timeout"); /* WebSocket proxying: checked by the DSL */
-      if (!mrb_nil_p(tunnel_timeout)) l->tunnel_timeout_ms = (int)(mrb_as_float(mrb, tunnel_timeout) * 1000.0 + 0.5);
-      char where[300];
-      snprintf(where, sizeof(where), "location %s", l->path);
-      l->tls_client = read_tls_client(mrb, iv(mrb, loc, "@tls_client"), cfg->path, where);
-      mrb_value via = iv(mrb, loc, "@via");
-      if (mrb_string_p(via)) {
-        size_t n = (size_t)RSTRING_LEN(via) + 5;
-        l->via = malloc(n);
-        if (l->via == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-        snprintf(l->via, n, "1.1 %s", mrb_string_cstr(mrb, via));
-      }
-      read_compress(mrb, iv(mrb, loc, "@compress"), l);
-      mrb_value max_ranges = iv(mrb, loc, "@max_ranges"); /* checked by the DSL (compress.rb) */
-      l->max_ranges = mrb_integer_p(max_ranges) ? (int)mrb_integer(max_ranges) : 100;
-      mrb_value max_body = iv(mrb, loc, "@max_body");
-      l->max_body = mrb_nil_p(max_body) ? s->limits.max_body : (size_t)mrb_integer(max_body);
-      /* The DSL gave the location the server's cpu_limit unless it had its own. */
-      mrb_value cpu_limit = iv(mrb, loc, "@cpu_limit");
-      l->cpu_limit_ms = mrb_nil_p(cpu_limit) ? 0 : (int)(mrb_as_float(mrb, cpu_limit) * 1000.0 + 0.5);
-      if (!mrb_nil_p(cpu_limit) && l->cpu_limit_ms < 1) l->cpu_limit_ms = 1;
-      if (l->cpu_limit_ms && (l->header_filter || l->body_filter || !mrb_nil_p(iv(mrb, loc, "@handler"))))
-        s->cpu_limits = 1;
-    }
-    gw_router_sort(s->locations, s->nlocations);
-    s->init_worker = iv(mrb, srv, "@init_worker"); /* kept alive by the config's objects */
-    s->exit_worker = iv(mrb, srv, "@exit_worker");
-    mrb_value stall = iv(mrb, srv, "@stall_timeout");
-    s->stall_timeout_ms = mrb_nil_p(stall) ? 0 : (int)(mrb_as_float(mrb, stall) * 1000.0 + 0.5);
-    mrb_value cpu = iv(mrb, srv, "@cpu_affinity");
-    s->cpu = mrb_nil_p(cpu) ? -1 : mrb_integer_p(cpu) ? (int)mrb_integer(cpu) : GW_CPU_AUTO;
-    read_tls(mrb, srv, s, cfg->path);
-  }
-
+  read_servers(mrb, iv(mrb, current, "@servers"), cfg);
   gw_settings_read(mrb, current, &cfg->settings);
-
-  /* https:// upstreams without tls_* options: verified against the system's CAs */
-  char err[512];
-  cfg->tls_client = gw_tls_client_new(&(gw_tls_client_config_t){.verify = 1}, err, sizeof(err));
-  if (cfg->tls_client == NULL) mrb_raisef(mrb, E_RUNTIME_ERROR, "%s", err);
-
+  default_tls_client(mrb, cfg);
   mrb_value limit = iv(mrb, current, "@vm_memory_limit");
   if (!mrb_nil_p(limit)) gw_vm_set_memory_limit(mrb, (size_t)mrb_as_float(mrb, limit));
-
-  mrb_value res = iv(mrb, current, "@resolver");
-  if (mrb_hash_p(res)) {
-    cfg->resolver_servers = dup_str(mrb, mrb_hash_get(mrb, res, mrb_symbol_value(mrb_intern_lit(mrb, "servers"))));
-    cfg->resolver_timeout_ms = limit_ms(mrb, res, "timeout");
-    cfg->resolver_tries = (int)limit_size(mrb, res, "tries");
-  }
-
-  mrb_value groups = mrb_hash_values(mrb, iv(mrb, current, "@upstreams"));
-  mrb_int ng = RARRAY_LEN(groups);
-  cfg->groups = calloc((size_t)ng + 1, sizeof(gw_upstream_group_t));
-  if (cfg->groups == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  for (mrb_int i = 0; i < ng; i++) {
-    mrb_value up = mrb_ary_ref(mrb, groups, i);
-    gw_upstream_group_t *g = &cfg->groups[i];
-    cfg->ngroups++;
-    g->name = dup_str(mrb, iv(mrb, up, "@name"));
-    g->keepalive = (int)mrb_integer(iv(mrb, up, "@keepalive"));
-    const char *balance = mrb_sym_name(mrb, mrb_symbol(iv(mrb, up, "@balance")));
-    g->balance = strcmp(balance, "least_conn") == 0 ? GW_BALANCE_LEAST_CONN
-                 : strcmp(balance, "hash") == 0     ? GW_BALANCE_HASH
-                                                    : GW_BALANCE_ROUND_ROBIN;
-    g->max_fails = (int)mrb_integer(iv(mrb, up, "@max_fails"));
-    g->fail_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@fail_timeout")) * 1000);
-    g->connect_timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@connect_timeout")) * 1000);
-    g->timeout_ms = (int)(mrb_as_float(mrb, iv(mrb, up, "@timeout")) * 1000);
-    mrb_value proto = iv(mrb, up, "@protocol");
-    g->fastcgi = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "fastcgi") == 0;
-    g->h2c = mrb_symbol_p(proto) && strcmp(mrb_sym_name(mrb, mrb_symbol(proto)), "h2c") == 0;
-    g->send_proxy_protocol = (int)mrb_integer(iv(mrb, up, "@send_proxy_protocol"));
-    char where[300];
-    snprintf(where, sizeof(where), "upstream %s", g->name);
-    g->tls_client = read_tls_client(mrb, iv(mrb, up, "@tls_client"), cfg->path, where);
-    mrb_value weights = iv(mrb, up, "@weights");
-    mrb_value servers = iv(mrb, up, "@servers");
-    g->servers = calloc((size_t)RARRAY_LEN(servers) + 1, sizeof(gw_upstream_server_t));
-    if (g->servers == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-    for (mrb_int j = 0; j < RARRAY_LEN(servers); j++) {
-      /* Validated by the DSL: "unix:/path", "host:port" or "https://host:port" (Gateway::Upstream). */
-      const char *addr = mrb_string_cstr(mrb, mrb_ary_ref(mrb, servers, j));
-      gw_upstream_server_t *us = &g->servers[j];
-      g->nservers++;
-      us->label = strdup(addr);
-      if (strncmp(addr, "https://", 8) == 0) {
-        us->tls = 1;
-        addr += 8;
-      }
-      us->weight = (int)mrb_integer(mrb_ary_ref(mrb, weights, j));
-      gw_hostport_t hp;
-      if (gw_addr_unix_path(addr)) {
-        us->unix_path = strdup(gw_addr_unix_path(addr));
-      } else if (gw_addr_split(addr, strlen(addr), &hp, GW_ADDR_BARE_V6) == 0 && hp.port > 0) {
-        us->host = strdup(hp.host);
-        us->port = hp.port;
-        us->addrlen = gw_addr_from_ip(hp.host, hp.port, &us->addr);
-      } else {
-        mrb_raisef(mrb, E_ARGUMENT_ERROR, "upstream %s: bad server address %s", g->name, addr);
-      }
-    }
-    read_health_check(mrb, iv(mrb, up, "@health_check"), g);
-  }
+  read_resolver(mrb, iv(mrb, current, "@resolver"), cfg);
+  read_upstreams(mrb, iv(mrb, current, "@upstreams"), cfg);
   return mrb_nil_value();
 }
 

@@ -45,8 +45,8 @@
 static void publish_stats(gw_context_t *w)
 {
   gw_worker_stats_t *st = gw_stats_self;
-  uint32_t idle = 0, reading = 0, writing = 0;
-  for (gw_conn_t *c = w->conns; c; c = c->next) {
+  uint32_t idle = 0, reading = 0, writing = 0; /* of HTTP/1.1 connections: HTTP/2 ones have streams */
+  for (gw_conn_t *c = w->http1_conns; c; c = c->next) {
     if (c->state == GW_CONN_IDLE) idle++;
     else if (c->state == GW_CONN_HEAD || c->state == GW_CONN_BODY) reading++;
     else writing++;
@@ -122,8 +122,8 @@ static void on_stall_query(int sig)
   char *out = gw_stats_self->stalled_on;
   size_t n = 0, room = sizeof(gw_stats_self->stalled_on) - 1;
   const gw_request_t *req = gw_mrb_current_request_or_null();
-  const char *parts[3] = {req ? req->method : "no request (the loop itself)", req ? " " : "", req ? req->target : ""};
-  size_t lens[3] = {0, req ? 1 : 0, req ? req->target_len : 0};
+  const char *parts[3] = {req ? req->in.method : "no request (the loop itself)", req ? " " : "", req ? req->in.target : ""};
+  size_t lens[3] = {0, req ? 1 : 0, req ? req->in.target_len : 0};
   for (const char *m = parts[0]; *m; m++) lens[0]++;
   for (int i = 0; i < 3; i++)
     for (size_t j = 0; j < lens[i] && n < room; j++) out[n++] = parts[i][j];
@@ -215,6 +215,18 @@ static void stop_accepting(gw_worker_t *w, int graceful)
   w->ctx.server->fd = -1;
 }
 
+/* Every client connection ends: HTTP/1.1 ones (graceful: after the
+ * response in progress), HTTP/2 ones (GOAWAY; graceful: open streams finish). */
+static void shutdown_conns(gw_context_t *ctx, int graceful)
+{
+  gw_conn_t *next;
+  for (gw_conn_t *c = ctx->http1_conns; c; c = next) {
+    next = c->next;
+    gw_conn_shutdown(c, graceful);
+  }
+  gw_h2_shutdown_all(graceful);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
   gw_worker_t *w = arg;
@@ -232,12 +244,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
   if (ctx->server->fd >= 0) stop_accepting(w, graceful);
   gw_proxy_accept_close_all(); /* nothing of a request arrived on these yet */
   gw_health_check_stop();      /* another worker takes the checks over */
-  gw_conn_t *next;
-  for (gw_conn_t *c = ctx->conns; c; c = next) {
-    next = c->next;
-    gw_conn_shutdown(c, graceful);
-  }
-  gw_h2_shutdown_all(graceful); /* HTTP/2: GOAWAY, open streams finish */
+  shutdown_conns(ctx, graceful);
   if (!graceful) event_base_loopexit(ctx->base, NULL); /* after the closes above run */
   on_conn_closed(ctx);
 }
@@ -270,10 +277,12 @@ static void drop_privileges(const gw_settings_t *s)
   }
 }
 
-void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
+/* -- gw_worker_run's steps ------------------------------------------------------ */
+
+/* The process: its log role, its user, its death with the master, the one
+ * listening socket it serves, its CPU. */
+static void become_worker(gw_config_t *cfg, gw_server_t *server, int index)
 {
-  static gw_worker_t worker;
-  gw_worker_t *w = &worker;
   char role[32];
   snprintf(role, sizeof(role), "worker %d:%d", server->port, index);
   gw_log_set_role(role);
@@ -298,27 +307,36 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
     CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof(set), &set) < 0) gw_log_warn("cpu_affinity %d: %s", cpu, strerror(errno));
   }
+}
 
-  gw_context_t *ctx = &w->ctx;
+/* The event loop. The precise timer: libevent's default cached coarse
+ * clock ticks every 4 ms here and fires a 10 ms timer as early as 6 ms. It
+ * costs a timerfd_settime() per loop round, so a server whose locations run
+ * no Ruby (proxy_pass and status only: timeouts in seconds) goes without. */
+static struct event_base *new_loop(const gw_server_t *server)
+{
+  struct event_config *ec = event_config_new();
+  if (server->precise_timers) event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
+  struct event_base *base = event_base_new_with_config(ec);
+  event_config_free(ec);
+  if (base == NULL) {
+    gw_log_crit("cannot create the event loop");
+    _exit(2);
+  }
+  return base;
+}
+
+/* The context every request of this worker shares (context.h): its loop, the
+ * handler runtime, the upstream pool and the resolver. */
+static void context_init(gw_context_t *ctx, gw_config_t *cfg, gw_server_t *server, int index)
+{
   ctx->config = cfg;
   ctx->server = server;
   ctx->index = index;
   ctx->mrb = cfg->mrb;
   ctx->on_conn_closed = on_conn_closed;
   ctx->publish_stats = publish_stats;
-
-  /* The precise timer: libevent's default cached coarse clock ticks every
-   * 4 ms here and fires a 10 ms timer as early as 6 ms. It costs a
-   * timerfd_settime() per loop round, so a server whose locations run no
-   * Ruby (proxy_pass and status only: timeouts in seconds) goes without. */
-  struct event_config *ec = event_config_new();
-  if (server->precise_timers) event_config_set_flag(ec, EVENT_BASE_FLAG_PRECISE_TIMER);
-  ctx->base = event_base_new_with_config(ec);
-  event_config_free(ec);
-  if (ctx->base == NULL) {
-    gw_log_crit("cannot create the event loop");
-    _exit(2);
-  }
+  ctx->base = new_loop(server);
   if (gw_mruby_worker_init(ctx) < 0) {
     gw_log_crit("cannot set up the handler runtime");
     _exit(2);
@@ -337,10 +355,15 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   char err[256];
   ctx->resolver = gw_resolver_new(ctx->base, &rc, err, sizeof(err));
   if (ctx->resolver == NULL) gw_log_error("DNS resolver: %s; host names will not resolve", err);
+}
 
+/* The master's signals (on_signal); SIGHUP and SIGPIPE ignored, nothing
+ * blocked. */
+static void signals_init(gw_worker_t *w)
+{
   int sigs[] = {SIGTERM, SIGINT, SIGQUIT, SIGUSR1};
   for (int i = 0; i < 4; i++) {
-    w->signal_evs[i] = evsignal_new(ctx->base, sigs[i], on_signal, w);
+    w->signal_evs[i] = evsignal_new(w->ctx.base, sigs[i], on_signal, w);
     event_add(w->signal_evs[i], NULL);
   }
   signal(SIGHUP, SIG_IGN);
@@ -348,8 +371,14 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   sigset_t none;
   sigemptyset(&none);
   sigprocmask(SIG_SETMASK, &none, NULL);
+}
 
-  gw_stats_attach(server->port, index, cfg->generation, restarts, stalls);
+/* This worker's slot in the shared stats table, the watchdog's heartbeat
+ * and stall query (SIGUSR2), the gauges each second and the lag probe. */
+static void stats_init(gw_worker_t *w, int index, uint64_t restarts, uint64_t stalls)
+{
+  gw_context_t *ctx = &w->ctx;
+  gw_stats_attach(ctx->server->port, index, ctx->config->generation, restarts, stalls);
   if (gw_stats_table) gw_timeline_attach((int)(gw_stats_self - gw_stats_table));
   gw_stats_self->heartbeat_ms = (int64_t)gw_now_ms();
   struct sigaction stall = {.sa_handler = on_stall_query, .sa_flags = SA_RESTART};
@@ -362,24 +391,27 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   struct timeval probe = gw_timeval_from_ms(LAG_PROBE_MS);
   lag_due_ms = gw_now_ms() + LAG_PROBE_MS;
   event_add(w->lag_ev, &probe);
+}
 
+/* The config's init_worker, the health checks, then connections. */
+static void start_serving(gw_worker_t *w)
+{
+  gw_context_t *ctx = &w->ctx;
+  gw_server_t *server = ctx->server;
   gw_mruby_worker_hook(server->init_worker, "init_worker");
   gw_health_check_start(ctx); /* upstream groups' health_check: (one worker runs each) */
   w->listen_ev = event_new(ctx->base, server->fd, EV_READ | EV_PERSIST, on_accept, w);
   w->accept_pause_ev = evtimer_new(ctx->base, on_accept_resume, w);
   event_add(w->listen_ev, NULL);
   gw_log_info("serving %s:%d", server->host, server->port);
+}
 
-  event_base_dispatch(ctx->base);
-
-  gw_mruby_worker_hook(server->exit_worker, "exit_worker");
-  /* Teardown, so that leak checkers see a clean exit. */
-  gw_conn_t *next;
-  for (gw_conn_t *c = ctx->conns; c; c = next) {
-    next = c->next;
-    gw_conn_shutdown(c, 0);
-  }
-  gw_h2_shutdown_all(0);
+/* Everything closed and freed, so that leak checkers see a clean exit. */
+static void teardown(gw_worker_t *w)
+{
+  gw_context_t *ctx = &w->ctx;
+  gw_server_t *server = ctx->server;
+  shutdown_conns(ctx, 0);
   gw_proxy_accept_close_all();
   gw_health_check_stop();
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
@@ -399,7 +431,23 @@ void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t re
   gw_stats_detach();
   if (server->fd >= 0) close(server->fd);
   gw_mruby_worker_dispose();
-  gw_config_free(cfg, NULL);
+  gw_config_free(ctx->config, NULL);
   event_base_free(ctx->base);
+}
+
+void gw_worker_run(gw_config_t *cfg, gw_server_t *server, int index, uint64_t restarts, uint64_t stalls)
+{
+  static gw_worker_t worker;
+  gw_worker_t *w = &worker;
+  become_worker(cfg, server, index);
+  context_init(&w->ctx, cfg, server, index);
+  signals_init(w);
+  stats_init(w, index, restarts, stalls);
+  start_serving(w);
+
+  event_base_dispatch(w->ctx.base);
+
+  gw_mruby_worker_hook(server->exit_worker, "exit_worker");
+  teardown(w);
   exit(0);
 }

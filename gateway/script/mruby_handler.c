@@ -15,7 +15,7 @@
  *
  * What a request holds of Ruby (its fiber's root slot, its Gateway::Request
  * object, a req.proxy_pass URL) lives in a script_t, the request's
- * handler_state, which the request releases when it finishes or aborts.
+ * handler.state, which the request releases when it finishes or aborts.
  *
  * Fibers are reused, as threads in a pool: the runner loops, reporting each
  * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
@@ -93,7 +93,7 @@ static struct {
   mrb_value ruby_files;     /* Hash: ruby_files: path => [mtime s, ns, size, inode, lambda]; nil: none yet */
 } rt;
 
-/* A request's ties to Ruby (its handler_state). */
+/* A request's ties to Ruby (its handler.state). */
 typedef struct script_s {
   gw_req_state_t super;
   gw_request_t *req;
@@ -278,7 +278,7 @@ static void script_release(gw_req_state_t *state)
 /* req's script_t, made on first use. NULL when out of memory. */
 static script_t *script_of(gw_request_t *req)
 {
-  if (req->handler_state) return (script_t *)req->handler_state; /* only this handler sets one */
+  if (req->handler.state) return (script_t *)req->handler.state; /* only this handler sets one */
   script_t *s = rt.spare;
   if (s != NULL) {
     rt.spare = s->next_spare;
@@ -291,7 +291,7 @@ static script_t *script_of(gw_request_t *req)
   s->req = req;
   s->rb_req = mrb_nil_value();
   s->root_slot = s->req_slot = -1;
-  req->handler_state = &s->super;
+  req->handler.state = &s->super;
   return s;
 }
 
@@ -315,7 +315,7 @@ static void fail_unexpectedly(script_t *s, mrb_value exc)
 {
   gw_request_t *req = s->req;
   mrb_value msg = mrb_inspect(rt.mrb, exc);
-  gw_log_error("handler for %s %.*s failed: %s", req->method, (int)req->path_len, req->target,
+  gw_log_error("handler for %s %.*s failed: %s", req->in.method, (int)req->in.path_len, req->in.target,
                mrb_string_p(msg) ? mrb_string_cstr(rt.mrb, msg) : "?");
   s->failed = 1;
 }
@@ -350,8 +350,8 @@ static void complete(script_t *s, mrb_value result)
     if (verdict == GW_STEP_NEXT && (s->kind == RUN_REWRITE || s->kind == RUN_ACCESS)) {
       /* It answered if it set a status, wrote, or returned [status, headers, body]
        * (Nginx.return 403, req.respond, a Rack triple); else the request goes on. */
-      if (!req->has_output && mrb_array_p(result)) rack_response(s, result);
-      if (req->status != 0 || req->has_output || mrb_array_p(result)) verdict = GW_STEP_ANSWERED;
+      if (!req->resp.has_output && mrb_array_p(result)) rack_response(s, result);
+      if (req->resp.status != 0 || req->resp.has_output || mrb_array_p(result)) verdict = GW_STEP_ANSWERED;
     }
     s->failed = 0;
     s->kind = RUN_HANDLER;
@@ -371,21 +371,21 @@ static void complete(script_t *s, mrb_value result)
     gw_request_head_keep(req);
     gw_static_send_file(req, s->send_path, s->send_len); /* copies the path before the script is released */
     return;
-  } else if (!req->has_output && mrb_string_p(result)) {
+  } else if (!req->resp.has_output && mrb_string_p(result)) {
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
      * GC) before the protocol has written it out. */
-    if (req->status == 0) req->status = 200;
-    req->text_plain = gw_headers_find(&req->resp_headers, "content-type") == NULL;
-    req->inline_body = RSTRING_PTR(result);
-    req->inline_len = (size_t)RSTRING_LEN(result);
-  } else if (!req->has_output && mrb_array_p(result)) {
+    if (req->resp.status == 0) req->resp.status = 200;
+    req->resp.text_plain = gw_headers_find(&req->resp.headers, "content-type") == NULL;
+    req->resp.inline_body = RSTRING_PTR(result);
+    req->resp.inline_len = (size_t)RSTRING_LEN(result);
+  } else if (!req->resp.has_output && mrb_array_p(result)) {
     rack_response(s, result);
-  } else if (req->status == 0) {
-    req->status = !req->has_output && req->default_status ? req->default_status : 200;
+  } else if (req->resp.status == 0) {
+    req->resp.status = !req->resp.has_output && req->resp.default_status ? req->resp.default_status : 200;
   }
   if (gw_trace) {
     char done[48];
-    snprintf(done, sizeof(done), "response ready, status %d", req->status ? req->status : 200);
+    snprintf(done, sizeof(done), "response ready, status %d", req->resp.status ? req->resp.status : 200);
     gw_trace_event(req, done);
   }
   gw_request_finish(req); /* through the location's filters (request.c) */
@@ -410,16 +410,16 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
   rt.will_wait = 0;
   if (gw_trace) {
     char ev[160];
-    if (req->waiting_for[0])
-      snprintf(ev, sizeof(ev), "fiber resumed by %s", req->waiting_for);
+    if (req->trace.waiting_for[0])
+      snprintf(ev, sizeof(ev), "fiber resumed by %s", req->trace.waiting_for);
     else
       snprintf(ev, sizeof(ev), "fiber started (%s)", run_kind_name(s->kind));
     gw_trace_event(req, ev);
-    req->waiting_for[0] = '\0';
+    req->trace.waiting_for[0] = '\0';
   }
-  const gw_location_t *loc = req->location;
+  const gw_location_t *loc = req->handler.location;
   if (loc) gw_cpu_limit_enter(loc->cpu_limit_ms, loc->path, loc->exact);
-  uint32_t was = gw_timeline_enter(GW_TL_FIBER, req->id);
+  uint32_t was = gw_timeline_enter(GW_TL_FIBER, req->trace.id);
   mrb_value result = mrb_protect_error(mrb, do_resume, &a, &raised);
   gw_timeline_leave(was);
   const char *file;
@@ -433,7 +433,7 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
     if (file) snprintf(at, sizeof(at), " at %s:%d", file, line);
     gw_log_error("handler for %s %.*s stopped: it rescued Gateway::CPULimitExceeded and ran on past twice its "
                  "cpu_limit of %g s in location \"%s%s\"%s",
-                 req->method, (int)req->path_len, req->target, loc->cpu_limit_ms / 1000.0, loc->exact ? "= " : "",
+                 req->in.method, (int)req->in.path_len, req->in.target, loc->cpu_limit_ms / 1000.0, loc->exact ? "= " : "",
                  loc->path, at);
     s->failed = 1;
     mrb->exc = NULL;
@@ -446,17 +446,17 @@ static void run(script_t *s, mrb_int argc, const mrb_value *argv)
     /* Parked, but on nothing that will resume it: a bare Fiber.yield. */
     gw_log_error("handler for %s %.*s failed: its fiber yielded without waiting for anything "
                  "(Fiber.yield in a handler; use Async.sleep or Async::HTTP)",
-                 req->method, (int)req->path_len, req->target);
+                 req->in.method, (int)req->in.path_len, req->in.target);
     s->failed = 1;
   } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber)) && s->kind == RUN_LOG) {
     /* The response is out and the request is about to be reused: nothing
      * may wait for it (its wait is cancelled when the phase ends). */
-    gw_log_error("log phase for %s %.*s: it cannot wait (%s); the wait was cancelled", req->method,
-                 (int)req->path_len, req->target, req->waiting_for[0] ? req->waiting_for : "an async call");
+    gw_log_error("log phase for %s %.*s: it cannot wait (%s); the wait was cancelled", req->in.method,
+                 (int)req->in.path_len, req->in.target, req->trace.waiting_for[0] ? req->trace.waiting_for : "an async call");
   } else if (mrb_test(mrb_fiber_alive_p(mrb, fiber))) {
     if (gw_trace) {
       char ev[160];
-      snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->waiting_for);
+      snprintf(ev, sizeof(ev), "fiber suspended, waiting for %s", req->trace.waiting_for);
       gw_trace_event(req, ev);
     }
     return; /* parked: a pending operation will resume it */
@@ -693,9 +693,9 @@ static void task_free(evutil_socket_t fd, short what, void *arg)
 
 static void task_done(gw_request_t *req)
 {
-  if (req->status >= 500) gw_log_error("task %s failed (see above)", req->target);
+  if (req->resp.status >= 500) gw_log_error("task %s failed (see above)", req->in.target);
   if (event_base_once(rt.ctx->base, -1, EV_TIMEOUT, task_free, req, NULL) != 0) {
-    gw_log_error("task %s: cannot free it (out of memory)", req->target);
+    gw_log_error("task %s: cannot free it (out of memory)", req->in.target);
   }
 }
 
@@ -707,16 +707,16 @@ int gw_mrb_task_start(mrb_value proc, const char *label)
   gw_request_t *req = malloc(sizeof(*req));
   if (req == NULL) return -1;
   gw_request_init(req, rt.ctx, rt.ctx->server, &task_protocol, NULL);
-  req->method = "TASK";
-  req->method_id = -1;
-  req->http_minor = 1;
-  req->remote_addr = "-";
+  req->in.method = "TASK";
+  req->in.method_id = -1;
+  req->in.http_minor = 1;
+  req->client.remote_addr = "-";
   if (gw_request_set_target(req, label, strlen(label)) != 0) {
     gw_request_dispose(req);
     free(req);
     return -1;
   }
-  req->running = 1;
+  req->handler.running = 1;
   start_fiber(req, RUN_HANDLER, proc, 1, NULL, NULL);
   return 0;
 }
@@ -737,7 +737,7 @@ void gw_fiber_resume(gw_request_t *req, mrb_value v)
 {
   mrb_state *mrb = rt.mrb;
   int ai = mrb_gc_arena_save(mrb);
-  run((script_t *)req->handler_state, 1, &v);
+  run((script_t *)req->handler.state, 1, &v);
   mrb_gc_arena_restore(mrb, ai);
 }
 
@@ -776,7 +776,7 @@ int gw_mrb_is_request_fiber(mrb_value v)
 static int in_request_fiber(mrb_state *mrb)
 {
   gw_request_t *req = rt.current;
-  const script_t *s = req ? (const script_t *)req->handler_state : NULL;
+  const script_t *s = req ? (const script_t *)req->handler.state : NULL;
   if (s == NULL || s->root_slot < 0) return 0;
   return ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt == mrb->c;
 }
@@ -892,7 +892,7 @@ void gw_mrb_blocking(int begin, const char *what)
   static uint32_t was;
   gw_request_t *req = rt.current;
   if (begin)
-    was = gw_timeline_enter(GW_TL_BLOCKED, req ? req->id : 0);
+    was = gw_timeline_enter(GW_TL_BLOCKED, req ? req->trace.id : 0);
   else
     gw_timeline_leave(was);
   if (gw_trace && req) {
@@ -940,14 +940,14 @@ mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str)
 {
   str = mrb_obj_as_string(mrb, str);
-  evbuffer_add(req->resp_body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
-  req->has_output = 1;
+  evbuffer_add(req->resp.body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+  req->resp.has_output = 1;
 }
 
 void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status)
 {
   if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
-  req->status = (int)status;
+  req->resp.status = (int)status;
 }
 
 void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value)

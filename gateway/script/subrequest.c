@@ -45,7 +45,7 @@ static void subreq_free(gw_subreq_t *s)
   event_del(&s->timeout_ev);
   if (s->client) gw_httpclient_cancel(s->client);
   if (s->child) {
-    if (s->child->running) gw_request_abort(s->child);
+    if (s->child->handler.running) gw_request_abort(s->child);
     gw_request_dispose(s->child);
     free(s->child);
   }
@@ -86,13 +86,13 @@ static void deliver_later(gw_subreq_t *s)
 static void on_child_finish(gw_request_t *child)
 {
   gw_subreq_t *s = child->proto_ctx;
-  s->status = child->status ? child->status : 200;
-  gw_headers_copy(&s->headers, &child->resp_headers);
-  if (child->text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
-  if (child->inline_body)
-    evbuffer_add(s->body, child->inline_body, child->inline_len);
+  s->status = child->resp.status ? child->resp.status : 200;
+  gw_headers_copy(&s->headers, &child->resp.headers);
+  if (child->resp.text_plain) gw_headers_add(&s->headers, "Content-Type", 12, "text/plain; charset=utf-8", 25);
+  if (child->resp.inline_body)
+    evbuffer_add(s->body, child->resp.inline_body, child->resp.inline_len);
   else
-    evbuffer_add_buffer(s->body, child->resp_body);
+    evbuffer_add_buffer(s->body, child->resp.body);
   deliver_later(s);
 }
 
@@ -129,7 +129,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
     gw_httpclient_cancel(s->client);
     s->client = NULL;
   }
-  if (s->child && s->child->running) gw_request_abort(s->child);
+  if (s->child && s->child->handler.running) gw_request_abort(s->child);
   s->err = gw_err(GW_ERR_TIMEOUT, "sub-request timed out");
   deliver_later(s);
 }
@@ -142,31 +142,31 @@ static gw_request_t *new_child(gw_subreq_t *s, const gw_subreq_params_t *p)
   gw_request_init(c, parent->ctx, parent->server, &child_protocol, s);
   c->parent = parent;
   c->depth = parent->depth + 1;
-  c->method = p->method;
-  c->method_id = -1;
-  c->head = strcmp(p->method, "HEAD") == 0;
-  c->http_minor = 1;
-  c->target_len = strlen(p->target);
-  c->target_cap = c->target_len + 1;
-  c->target = strdup(p->target);
-  if (c->target == NULL) {
+  c->in.method = p->method;
+  c->in.method_id = -1;
+  c->in.head = strcmp(p->method, "HEAD") == 0;
+  c->in.http_minor = 1;
+  c->in.target_len = strlen(p->target);
+  c->in.target_cap = c->in.target_len + 1;
+  c->in.target = strdup(p->target);
+  if (c->in.target == NULL) {
     gw_request_dispose(c);
     free(c);
     return NULL;
   }
   gw_request_split_target(c);
-  c->remote_addr = parent->remote_addr; /* the parent outlives its sub-requests */
-  c->remote_port = parent->remote_port;
-  c->proxy_protocol_addr = parent->proxy_protocol_addr;
-  c->balancer_addr = parent->balancer_addr;
-  c->tls = parent->tls;
-  c->client_fd = parent->client_fd;
-  gw_headers_copy(&c->headers, p->headers);
-  if (gw_headers_find(&c->headers, "host") == NULL) {
-    const gw_header_t *host = gw_headers_find(&parent->headers, "host");
-    if (host) gw_headers_add(&c->headers, "Host", 4, host->value, host->value_len);
+  c->client.remote_addr = parent->client.remote_addr; /* the parent outlives its sub-requests */
+  c->client.remote_port = parent->client.remote_port;
+  c->client.proxy_protocol_addr = parent->client.proxy_protocol_addr;
+  c->client.balancer_addr = parent->client.balancer_addr;
+  c->client.tls = parent->client.tls;
+  c->client.fd = parent->client.fd;
+  gw_headers_copy(&c->in.headers, p->headers);
+  if (gw_headers_find(&c->in.headers, "host") == NULL) {
+    const gw_header_t *host = gw_headers_find(&parent->in.headers, "host");
+    if (host) gw_headers_add(&c->in.headers, "Host", 4, host->value, host->value_len);
   }
-  if (p->body_len) evbuffer_add(c->body, p->body, p->body_len);
+  if (p->body_len) evbuffer_add(c->in.body, p->body, p->body_len);
   return c;
 }
 
@@ -208,7 +208,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     gw_headers_copy(&hs, p->headers);
     if (gw_headers_find(&hs, "host") == NULL) gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
     /* https, h2: the parent location's tls_* settings, else the defaults */
-    const gw_location_t *loc = parent->location;
+    const gw_location_t *loc = parent->handler.location;
     gw_httpclient_params_t cp = {.http = {
       .method = p->method,
       .target = *u.path ? u.path : "/",

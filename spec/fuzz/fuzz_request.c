@@ -289,7 +289,7 @@ static void run_conn(const uint8_t *data, size_t len, const size_t *cuts, size_t
    * after Connection: close (after its lingering read ends with our close). */
   close(sv[0]);
   for (int i = 0; i < 256 && worker.nconns > 0; i++) event_base_loop(base, EVLOOP_NONBLOCK);
-  if (worker.nconns != 0 || worker.conns != NULL)
+  if (worker.nconns != 0 || worker.http1_conns != NULL)
     FAIL("the connection was not freed after the client closed (%zu open)", worker.nconns);
   if (conns_closed != closed_before + 1) FAIL("the on_conn_closed hook was not called once");
 

@@ -1,14 +1,14 @@
-/* fuzz_static.c - libFuzzer target for the pure parsers of static files
- * (static_http.c): the request-path decoder and normaliser, the Range
- * parser, If-None-Match, Accept-Encoding and HTTP dates.
+/* fuzz_static.c - libFuzzer target for the pure parsers of static files:
+ * the request-path decoder and normaliser (uri_path.c), the Range parser,
+ * If-None-Match, Accept-Encoding and HTTP dates (static_http.c).
  *
  * Input: byte 0 picks a size for the Range parse (its low bits scale a
  * 64-bit size), the rest is the text given to every parser. Checked:
  *   - a decoded path starts with '/', has no "//" and no "." or ".."
  *     segment, no NUL, no backslash, no control byte, and fits its buffer;
- *     decoding it again with gw_static_path_clean is the identity;
+ *     decoding it again with gw_uri_path_clean is the identity;
  *   - the cleaned (not decoded) path obeys the same shape rules;
- *   - the routing form (gw_static_path_route) starts with '/', has no "//",
+ *   - the routing form (gw_uri_path_route) starts with '/', has no "//",
  *     "." or ".." segment and no NUL, fits, and routing it again gives
  *     itself when it holds no '%' (it is decoded once only);
  *   - every range (one, or several after coalescing) lies inside the file
@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "static_http.h"
+#include "uri_path.h"
 
 /* The shape rules every normalised path obeys; strict: also no control
  * byte and no backslash (a file path, not only a route). */
@@ -50,22 +51,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
   size_t len = size - 1;
 
   char *out = malloc(len + 2);
-  ssize_t n = gw_static_path_decode(text, len, out, len + 2);
+  ssize_t n = gw_uri_path_decode(text, len, out, len + 2);
   if (n >= 0) {
     check_path(out, n);
     char *again = malloc((size_t)n + 2);
-    ssize_t m = gw_static_path_clean(out, (size_t)n, again, (size_t)n + 2);
+    ssize_t m = gw_uri_path_clean(out, (size_t)n, again, (size_t)n + 2);
     if (m != n || memcmp(out, again, (size_t)n) != 0) abort();
     free(again);
   }
-  n = gw_static_path_clean(text, len, out, len + 2);
+  n = gw_uri_path_clean(text, len, out, len + 2);
   if (n >= 0) check_path(out, n);
-  n = gw_static_path_route(text, len, out, len + 2);
+  n = gw_uri_path_route(text, len, out, len + 2);
   if (n >= 0) {
     check_shape(out, n, 0);
     if (memchr(out, '%', (size_t)n) == NULL) {
       char *again = malloc((size_t)n + 2);
-      ssize_t m = gw_static_path_route(out, (size_t)n, again, (size_t)n + 2);
+      ssize_t m = gw_uri_path_route(out, (size_t)n, again, (size_t)n + 2);
       if (m != n || memcmp(out, again, (size_t)n) != 0) abort();
       free(again);
     }

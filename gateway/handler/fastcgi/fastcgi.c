@@ -26,9 +26,9 @@
 #include "fcgi_record.h"
 #include "fcgi_client.h"
 #include "log.h"
-#include "static_http.h"
 #include "stats.h"
 #include "str.h"
+#include "uri_path.h"
 
 #define SERVER_SOFTWARE "gateway"
 #define MAX_COLLECTED ((size_t)64 * 1024 * 1024) /* a sub-request's body */
@@ -59,7 +59,7 @@ typedef struct {
   gw_buf_t params;          /* encoded name-value pairs */
   struct evbuffer *gathered;/* a chunked request body gathered whole (owned), or NULL */
   int streaming;            /* the head went to the client */
-  int collecting;           /* no streaming protocol (a sub-request): the body goes to resp_body */
+  int collecting;           /* no streaming protocol (a sub-request): the body goes to resp.body */
   int discard;              /* HEAD, 204, 304: no body to the client */
   int overflow;             /* more body than the Content-Length the script announced */
   long long left;           /* bytes the announced Content-Length still owes; -1 none */
@@ -139,15 +139,15 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fcgi_op_t *
   char num[32];
   const fastcgi_handler_t *h = op->h;
   const char *script = op->script;
-  const char *path = op->uri ? op->uri + op->script_off : req->target;
-  size_t plen = op->uri ? op->script_len : req->path_len;
+  const char *path = op->uri ? op->uri + op->script_off : req->in.target;
+  size_t plen = op->uri ? op->script_len : req->in.path_len;
   size_t qlen = gw_request_query_len(req);
-  const char *query = qlen ? req->target + req->path_len + 1 : "";
+  const char *query = qlen ? req->in.target + req->in.path_len + 1 : "";
   add_std_s(b, h, "GATEWAY_INTERFACE", "CGI/1.1");
   add_std_s(b, h, "SERVER_SOFTWARE", SERVER_SOFTWARE);
-  add_std_s(b, h, "REQUEST_METHOD", req->method);
+  add_std_s(b, h, "REQUEST_METHOD", req->in.method);
   add_std(b, h, "QUERY_STRING", query, qlen);
-  add_std(b, h, "REQUEST_URI", req->target, req->target_len);
+  add_std(b, h, "REQUEST_URI", req->in.target, req->in.target_len);
   add_std(b, h, "DOCUMENT_URI", path, plen);
   add_std(b, h, "SCRIPT_NAME", path, plen);
   const char *root = user_param(h, "DOCUMENT_ROOT");
@@ -161,12 +161,12 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fcgi_op_t *
     add_std(b, h, "PATH_INFO", op->uri + op->info_off, op->info_len);
     if (!user_has(h, "PATH_TRANSLATED")) add_rooted(b, "PATH_TRANSLATED", root, op->uri + op->info_off, op->info_len);
   }
-  add_std_s(b, h, "SERVER_PROTOCOL", req->http_minor ? "HTTP/1.1" : "HTTP/1.0");
-  add_std_s(b, h, "REMOTE_ADDR", req->remote_addr ? req->remote_addr : "");
-  add_std_s(b, h, "REMOTE_PORT", gw_uint_cstr(num, sizeof(num), (unsigned)req->remote_port));
+  add_std_s(b, h, "SERVER_PROTOCOL", req->in.http_minor ? "HTTP/1.1" : "HTTP/1.0");
+  add_std_s(b, h, "REMOTE_ADDR", req->client.remote_addr ? req->client.remote_addr : "");
+  add_std_s(b, h, "REMOTE_PORT", gw_uint_cstr(num, sizeof(num), (unsigned)req->client.remote_port));
   add_std_s(b, h, "SERVER_ADDR", req->server ? req->server->host : "");
   add_std_s(b, h, "SERVER_PORT", gw_uint_cstr(num, sizeof(num), req->server ? (unsigned)req->server->port : 0));
-  const gw_header_t *host = gw_headers_find(&req->headers, "host");
+  const gw_header_t *host = gw_headers_find(&req->in.headers, "host");
   if (host) { /* SERVER_NAME: the Host without its port */
     size_t n = host->value_len;
     const char *v = host->value;
@@ -178,15 +178,15 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fcgi_op_t *
     add_std_s(b, h, "SERVER_NAME", req->server ? req->server->host : "");
   }
   add_std_s(b, h, "REDIRECT_STATUS", "200"); /* php-fpm's cgi.force_redirect */
-  add_std_s(b, h, "REQUEST_SCHEME", req->tls ? "https" : "http");
-  if (req->tls) add_std_s(b, h, "HTTPS", "on"); /* nginx: $https if_not_empty */
-  const gw_header_t *ct = gw_headers_find(&req->headers, "content-type");
+  add_std_s(b, h, "REQUEST_SCHEME", req->client.tls ? "https" : "http");
+  if (req->client.tls) add_std_s(b, h, "HTTPS", "on"); /* nginx: $https if_not_empty */
+  const gw_header_t *ct = gw_headers_find(&req->in.headers, "content-type");
   add_std(b, h, "CONTENT_TYPE", ct ? ct->value : "", ct ? ct->value_len : 0);
   add_std_s(b, h, "CONTENT_LENGTH",
             content_length > 0 || ct ? gw_uint_cstr(num, sizeof(num), (unsigned long long)content_length) : "");
   gw_buf_t name = GW_BUF_INIT;
-  for (size_t i = 0; i < req->headers.count; i++) {
-    const gw_header_t *f = &req->headers.items[i];
+  for (size_t i = 0; i < req->in.headers.count; i++) {
+    const gw_header_t *f = &req->in.headers.items[i];
     if ((f->name_len == 5 && strcasecmp(f->name, "proxy") == 0) ||
         (f->name_len == 12 && strcasecmp(f->name, "content-type") == 0) ||
         (f->name_len == 14 && strcasecmp(f->name, "content-length") == 0))
@@ -211,9 +211,9 @@ static void build_params(gw_buf_t *b, const gw_request_t *req, const fcgi_op_t *
 static void op_free(fcgi_op_t *op)
 {
   gw_request_t *req = op->req;
-  if (req->body_arg == op) {
-    req->on_body_more = NULL;
-    req->body_arg = NULL;
+  if (req->handler.body_arg == op) {
+    req->handler.on_body_more = NULL;
+    req->handler.body_arg = NULL;
   }
   if (op->gathered) evbuffer_free(op->gathered);
   free(op->script);
@@ -234,7 +234,7 @@ static void cancel_op(gw_pending_t *p)
 
 static void on_client_drain(gw_request_t *req)
 {
-  fcgi_op_t *op = req->drain_arg;
+  fcgi_op_t *op = req->handler.drain_arg;
   if (op->client) gw_fcgi_resume(op->client);
 }
 
@@ -242,20 +242,20 @@ static void on_client_drain(gw_request_t *req)
 static void begin_stream(fcgi_op_t *op, long long length)
 {
   gw_request_t *req = op->req;
-  op->discard = req->head || gw_request_bodyless(req);
-  req->on_drain = on_client_drain;
-  req->drain_arg = op;
+  op->discard = req->in.head || gw_request_bodyless(req);
+  req->handler.on_drain = on_client_drain;
+  req->handler.drain_arg = op;
   op->streaming = 1;
-  gw_request_stream_begin(req, op->discard && !req->head ? 0 : length);
+  gw_request_stream_begin(req, op->discard && !req->in.head ? 0 : length);
 }
 
 static void on_head(gw_fcgi_response_t *res, void *arg)
 {
   fcgi_op_t *op = arg;
   gw_request_t *req = op->req;
-  req->upstream_status = res->status;
-  req->upstream_reused = res->reused;
-  req->status = res->status;
+  req->upstream.status = res->status;
+  req->upstream.reused = res->reused;
+  req->resp.status = res->status;
   gw_request_head_replace(req);
   long long length = -1;
   for (size_t i = 0; i < res->headers.count; i++) {
@@ -267,14 +267,14 @@ static void on_head(gw_fcgi_response_t *res, void *arg)
       continue;
     }
     if (gw_header_is_hop_by_hop(h->name, h->name_len)) continue;
-    gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
+    gw_headers_add(&req->resp.headers, h->name, h->name_len, h->value, h->value_len);
   }
-  req->inline_body = NULL;
-  req->text_plain = 0;
-  op->discard = req->head || gw_request_bodyless(req);
+  req->resp.inline_body = NULL;
+  req->resp.text_plain = 0;
+  op->discard = req->in.head || gw_request_bodyless(req);
   op->left = length;
   if (op->collecting) return;
-  if (req->head) req->head_length = length;
+  if (req->in.head) req->resp.head_length = length;
   begin_stream(op, length);
 }
 
@@ -292,11 +292,11 @@ static void on_body(const char *data, size_t len, void *arg)
   }
   if (len == 0) return;
   if (op->collecting) {
-    if (evbuffer_get_length(req->resp_body) + len > MAX_COLLECTED) {
+    if (evbuffer_get_length(req->resp.body) + len > MAX_COLLECTED) {
       op->overflow = 2;
       return;
     }
-    evbuffer_add(req->resp_body, data, len);
+    evbuffer_add(req->resp.body, data, len);
     return;
   }
   int full = gw_request_stream_data(req, data, len);
@@ -330,9 +330,9 @@ static int send_op(fcgi_op_t *op)
     gw_copy_cstr(op->label, sizeof(op->label), s->label);
     gw_balancer_walk_use(&op->walk);
   }
-  gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), op->label);
-  struct evbuffer *body = op->gathered ? op->gathered : req->body;
-  int streamed = req->body_streaming && !op->gathered;
+  gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), op->label);
+  struct evbuffer *body = op->gathered ? op->gathered : req->in.body;
+  int streamed = req->in.body_streaming && !op->gathered;
   size_t blen = streamed ? 0 : evbuffer_get_length(body);
   gw_fcgi_params_t p = {
     .addr = addr,
@@ -342,10 +342,10 @@ static int send_op(fcgi_op_t *op)
     .params_len = op->params.len,
     .body = blen ? (const char *)evbuffer_pullup(body, -1) : NULL,
     .body_len = blen,
-    .body_source = streamed ? req->body : NULL,
-    .body_complete = !req->body_streaming,
+    .body_source = streamed ? req->in.body : NULL,
+    .body_complete = !req->in.body_streaming,
     .on_body_sent = streamed ? on_body_sent : NULL,
-    .idempotent = strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0,
+    .idempotent = strcmp(req->in.method, "GET") == 0 || strcmp(req->in.method, "HEAD") == 0,
     .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
     .on_head = on_head,
@@ -362,26 +362,26 @@ static void on_done(gw_err_t err, void *arg)
   fcgi_op_t *op = arg;
   gw_request_t *req = op->req;
   op->client = NULL;
-  req->upstream_ms = gw_now_ms() - op->sent_ms;
+  req->upstream.ms = gw_now_ms() - op->sent_ms;
   int connect_failed = gw_err_is_connect_failure(err.kind);
   gw_balancer_walk_done(&op->walk, connect_failed || gw_err_is_timeout(err.kind));
   gw_upstream_server_t *next;
   if (connect_failed && op->group && !op->streaming && (next = gw_balancer_walk_next(&op->walk)) != NULL) {
-    gw_log_warn("fastcgi %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, op->label, err.msg,
+    gw_log_warn("fastcgi %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, op->label, err.msg,
                 next->label);
     if (send_op(op) == 0) return;
   }
   gw_request_pending_remove(&op->pending);
   if (err.kind) {
     gw_stats_self->upstream_failures++;
-    gw_log_error("fastcgi %s %.*s to %s: %s%s", req->method, (int)req->path_len, req->target, op->label, err.msg,
+    gw_log_error("fastcgi %s %.*s to %s: %s%s", req->in.method, (int)req->in.path_len, req->in.target, op->label, err.msg,
                  op->streaming ? " after the response began; closing the client connection" : "");
   }
   int streaming = op->streaming;
   int complete = err.kind == GW_OK && !op->overflow && (op->left <= 0 || op->discard);
   if (err.kind == GW_OK && !complete)
-    gw_log_error("fastcgi %s %.*s to %s: the body does not match its Content-Length%s", req->method, (int)req->path_len,
-                 req->target, op->label, streaming ? "; closing the client connection" : "");
+    gw_log_error("fastcgi %s %.*s to %s: the body does not match its Content-Length%s", req->in.method, (int)req->in.path_len,
+                 req->in.target, op->label, streaming ? "; closing the client connection" : "");
   op_free(op);
   if (streaming) {
     gw_request_stream_end(req, complete);
@@ -425,8 +425,8 @@ static void fail_now(gw_request_t *req, int status)
 /* A streamed request body: more arrived, or its end. */
 static void on_stream_more(gw_request_t *req)
 {
-  fcgi_op_t *op = req->body_arg;
-  if (op->client) gw_fcgi_body_more(op->client, !req->body_streaming);
+  fcgi_op_t *op = req->handler.body_arg;
+  if (op->client) gw_fcgi_body_more(op->client, !req->in.body_streaming);
 }
 
 /* Builds the params and sends; answers 500 when that cannot start. */
@@ -434,13 +434,13 @@ static void start_op(fcgi_op_t *op)
 {
   gw_request_t *req = op->req;
   long long clen = op->gathered            ? (long long)evbuffer_get_length(op->gathered)
-                   : req->body_streaming ? req->body_length
-                                         : (long long)evbuffer_get_length(req->body);
+                   : req->in.body_streaming ? req->in.body_length
+                                         : (long long)evbuffer_get_length(req->in.body);
   gw_buf_reserve(&op->params, 1024); /* the usual params in one block, not doubled into */
   build_params(&op->params, req, op, clen);
-  if (req->body_streaming && !op->gathered) {
-    req->on_body_more = on_stream_more;
-    req->body_arg = op;
+  if (req->in.body_streaming && !op->gathered) {
+    req->handler.on_body_more = on_stream_more;
+    req->handler.body_arg = op;
   }
   if (send_op(op) < 0) {
     gw_request_pending_remove(&op->pending);
@@ -453,12 +453,12 @@ static void start_op(fcgi_op_t *op)
  * side to read more; max_body bounds it), then the request starts. */
 static void on_gather_more(gw_request_t *req)
 {
-  fcgi_op_t *op = req->body_arg;
-  evbuffer_add_buffer(op->gathered, req->body);
+  fcgi_op_t *op = req->handler.body_arg;
+  evbuffer_add_buffer(op->gathered, req->in.body);
   gw_request_body_taken(req);
-  if (req->body_streaming) return;
-  req->on_body_more = NULL;
-  req->body_arg = NULL;
+  if (req->in.body_streaming) return;
+  req->handler.on_body_more = NULL;
+  req->handler.body_arg = NULL;
   start_op(op);
 }
 
@@ -469,17 +469,17 @@ static void on_gather_more(gw_request_t *req)
  * not decode (a bad %XX, %00, %2F, a ".." above the root: 400). */
 static int split_path(fcgi_op_t *op, const gw_request_t *req, const gw_regex_t *re)
 {
-  size_t cap = req->path_len + 2;
+  size_t cap = req->in.path_len + 2;
   if ((op->uri = malloc(cap)) == NULL) return -1;
-  ssize_t n = gw_static_path_decode(req->target, req->path_len, op->uri, cap);
+  ssize_t n = gw_uri_path_decode(req->in.target, req->in.path_len, op->uri, cap);
   if (n < 0) return -2;
   op->script_off = 0;
   op->script_len = (size_t)n;
   const size_t *ov;
   int rc = gw_regex_exec(re, op->uri, (size_t)n, 0, 0, &ov);
   if (rc < 0)
-    gw_log_warn("fastcgi %s %.*s: split_path_info: %s; the whole path is the script", req->method, (int)req->path_len,
-                req->target, gw_regex_last_error());
+    gw_log_warn("fastcgi %s %.*s: split_path_info: %s; the whole path is the script", req->in.method, (int)req->in.path_len,
+                req->in.target, gw_regex_last_error());
   int groups = gw_regex_groups(re); /* two, as the config and fastcgi_pass check */
   if (rc == 1 && groups >= 1 && ov[2] != GW_RE_UNSET) {
     op->script_off = ov[2];
@@ -534,7 +534,7 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
     }
   }
   gw_request_pending_add(req, &op->pending, cancel_op);
-  if (req->body_streaming && req->body_length < 0) {
+  if (req->in.body_streaming && req->in.body_length < 0) {
     op->gathered = evbuffer_new();
     if (op->gathered == NULL) {
       gw_request_pending_remove(&op->pending);
@@ -542,8 +542,8 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
       fail_now(req, 500);
       return;
     }
-    req->on_body_more = on_gather_more;
-    req->body_arg = op;
+    req->handler.on_body_more = on_gather_more;
+    req->handler.body_arg = op;
     on_gather_more(req); /* what arrived with the head */
     return;
   }
@@ -553,8 +553,8 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
 void gw_fastcgi_start(gw_request_t *req, const char *target, const char *script_filename, const gw_regex_t *split)
 {
   const fastcgi_handler_t *h = NULL;
-  if (req->location && req->location->handler && strcmp(req->location->handler->name, "fastcgi") == 0)
-    h = (const fastcgi_handler_t *)req->location->handler;
+  if (req->handler.location && req->handler.location->handler && strcmp(req->handler.location->handler->name, "fastcgi") == 0)
+    h = (const fastcgi_handler_t *)req->handler.location->handler;
   if (gw_fastcgi_target_ok(target) < 0) {
     gw_log_error("fastcgi_pass %s: not a FastCGI target (\"unix:/path\", \"IP:port\" or a group)", target);
     fail_now(req, 502);

@@ -108,9 +108,9 @@ static void add_joined(gw_headers_t *dst, const char *name, const gw_headers_t *
 
 static void op_free(proxy_op_t *op)
 {
-  if (op->req->body_arg == op) { /* a streamed request body: nobody takes it any more */
-    op->req->on_body_more = NULL;
-    op->req->body_arg = NULL;
+  if (op->req->handler.body_arg == op) { /* a streamed request body: nobody takes it any more */
+    op->req->handler.on_body_more = NULL;
+    op->req->handler.body_arg = NULL;
   }
   free(op->target);
   gw_headers_dispose(&op->headers);
@@ -135,19 +135,19 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
 static struct gw_tls_client_s *tls_settings(const gw_request_t *req, const gw_upstream_group_t *group)
 {
   if (group && group->tls_client) return group->tls_client;
-  if (req->location && req->location->tls_client) return req->location->tls_client;
+  if (req->handler.location && req->handler.location->tls_client) return req->handler.location->tls_client;
   return req->ctx->config->tls_client;
 }
 
 /* The upstream's status and headers become the response's, minus hop-by-hop. */
 static void take_head(gw_request_t *req, gw_client_response_t *res)
 {
-  req->upstream_status = res->status;
-  req->upstream_reused = res->reused;
-  req->status = res->status;
+  req->upstream.status = res->status;
+  req->upstream.reused = res->reused;
+  req->resp.status = res->status;
   gw_request_head_replace(req);
-  int kept_server = gw_headers_find(&req->resp_headers, "server") != NULL;
-  const char *via = req->location ? req->location->via : NULL;
+  int kept_server = gw_headers_find(&req->resp.headers, "server") != NULL;
+  const char *via = req->handler.location ? req->handler.location->via : NULL;
   const gw_header_t *conn = gw_headers_find(&res->headers, "connection");
   for (size_t i = 0; i < res->headers.count; i++) {
     const gw_header_t *h = &res->headers.items[i];
@@ -156,17 +156,17 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
     if (via && strcasecmp(h->name, "via") == 0) continue; /* joined below */
     /* A Server set before (a phase, the handler) wins, as nginx hides the upstream's. */
     if (kept_server && h->name_len == 6 && strcasecmp(h->name, "server") == 0) continue;
-    gw_headers_add(&req->resp_headers, h->name, h->name_len, h->value, h->value_len);
+    gw_headers_add(&req->resp.headers, h->name, h->name_len, h->value, h->value_len);
   }
-  if (via) add_joined(&req->resp_headers, "Via", &res->headers, via);
-  req->inline_body = NULL;
-  req->text_plain = 0;
+  if (via) add_joined(&req->resp.headers, "Via", &res->headers, via);
+  req->resp.inline_body = NULL;
+  req->resp.text_plain = 0;
 }
 
 /* Streaming: the client's output drained; read from the upstream again. */
 static void on_client_drain(gw_request_t *req)
 {
-  proxy_op_t *op = req->drain_arg;
+  proxy_op_t *op = req->handler.drain_arg;
   gw_httpclient_resume(op->client);
 }
 
@@ -174,8 +174,8 @@ static void on_client_drain(gw_request_t *req)
 static void begin_stream(proxy_op_t *op, long long length)
 {
   gw_request_t *req = op->req;
-  req->on_drain = on_client_drain;
-  req->drain_arg = op;
+  req->handler.on_drain = on_client_drain;
+  req->handler.drain_arg = op;
   op->streaming = 1;
   gw_request_stream_begin(req, length);
 }
@@ -187,12 +187,12 @@ static void begin_stream(proxy_op_t *op, long long length)
  * can hand its socket over (HTTP/1.1, plain or TLS). */
 static int is_websocket_upgrade(const gw_request_t *req)
 {
-  const gw_location_t *l = req->location;
+  const gw_location_t *l = req->handler.location;
   if (l && (l->header_filter || l->body_filter)) return 0; /* filters apply to every response: no tunnel */
-  if (req->websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
-  return req->http_minor == 1 && req->method && strcmp(req->method, "GET") == 0 &&
-         gw_headers_have_token(&req->headers, "connection", "upgrade") &&
-         gw_headers_have_token(&req->headers, "upgrade", "websocket") &&
+  if (req->in.websocket_connect) return gw_request_can_upgrade(req); /* HTTP/2: RFC 8441 */
+  return req->in.http_minor == 1 && req->in.method && strcmp(req->in.method, "GET") == 0 &&
+         gw_headers_have_token(&req->in.headers, "connection", "upgrade") &&
+         gw_headers_have_token(&req->in.headers, "upgrade", "websocket") &&
          gw_request_can_upgrade(req);
 }
 
@@ -210,7 +210,7 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
   gw_request_pending_remove(&op->pending);
   op_free(op);
   if (ufd < 0) {
-    gw_log_error("proxy_pass %s %.*s: out of memory for a WebSocket tunnel", req->method, (int)req->path_len, req->target);
+    gw_log_error("proxy_pass %s %.*s: out of memory for a WebSocket tunnel", req->in.method, (int)req->in.path_len, req->in.target);
     gw_request_simple_response(req, 502, NULL);
     gw_request_finish(req);
   } else {
@@ -218,10 +218,10 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
     const gw_header_t *up = gw_headers_find(&res->headers, "upgrade");
     if (up) gw_request_set_header(req, "Upgrade", 7, up->value, up->value_len);
     evbuffer_add_buffer(to_client, rest); /* what the upstream sent right after: behind the head */
-    int timeout = req->location ? req->location->tunnel_timeout_ms : 0;
+    int timeout = req->handler.location ? req->handler.location->tunnel_timeout_ms : 0;
     struct event_base *base = req->ctx->base;
     char peer[64];
-    snprintf(peer, sizeof(peer), "%s", req->remote_addr ? req->remote_addr : "-");
+    snprintf(peer, sizeof(peer), "%s", req->client.remote_addr ? req->client.remote_addr : "-");
     gw_byte_end_t client;
     int rc = gw_request_upgrade(req, to_client, to_upstream, &client); /* req is gone */
     gw_byte_end_t upstream = {ufd, utls ? &gw_tls_client_io : NULL, utls};
@@ -248,8 +248,8 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   gw_request_t *req = op->req;
   if (op->upgrade && res->status == 101) {
     if (op->ws_key[0] && !accept_matches(op->ws_key, res)) { /* we made the handshake: we check it */
-      gw_log_error("proxy_pass %s %.*s: the upstream's 101 has no valid Sec-WebSocket-Accept", req->method,
-                   (int)req->path_len, req->target);
+      gw_log_error("proxy_pass %s %.*s: the upstream's 101 has no valid Sec-WebSocket-Accept", req->in.method,
+                   (int)req->in.path_len, req->in.target);
       gw_httpclient_reject(op->client);
       op->client = NULL;
       gw_request_pending_remove(&op->pending);
@@ -264,7 +264,7 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
   take_head(req, res);
   const gw_header_t *cl = gw_headers_find(&res->headers, "content-length");
   long long length = cl && !gw_headers_find(&res->headers, "transfer-encoding") ? strtoll(cl->value, NULL, 10) : -1;
-  if (req->head) req->head_length = length;
+  if (req->in.head) req->resp.head_length = length;
   begin_stream(op, length);
 }
 
@@ -279,9 +279,9 @@ static void on_upstream_body(const char *data, size_t len, void *arg)
 /* A streamed request body: more arrived from the client, or its end. */
 static void on_client_body_more(gw_request_t *req)
 {
-  proxy_op_t *op = req->body_arg;
-  if (!req->body_streaming && req->trailers) gw_httpclient_body_trailers(op->client, req->trailers);
-  gw_httpclient_body_more(op->client, !req->body_streaming);
+  proxy_op_t *op = req->handler.body_arg;
+  if (!req->in.body_streaming && req->in.trailers) gw_httpclient_body_trailers(op->client, req->in.trailers);
+  gw_httpclient_body_more(op->client, !req->in.body_streaming);
 }
 
 /* ... and the upstream client took some: the connection may read more. */
@@ -317,19 +317,19 @@ static void grpc_status_fields(gw_headers_t *hs, gw_err_kind_t kind, const char 
 /* ... before any response went out: a Trailers-Only gRPC response. */
 static void grpc_fail(gw_request_t *req, gw_err_t err)
 {
-  req->status = 200;
-  gw_headers_clear(&req->resp_headers);
-  gw_headers_add(&req->resp_headers, "content-type", 12, "application/grpc", 16);
-  grpc_status_fields(&req->resp_headers, err.kind, err.msg);
-  req->inline_body = NULL;
-  req->text_plain = 0;
-  evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+  req->resp.status = 200;
+  gw_headers_clear(&req->resp.headers);
+  gw_headers_add(&req->resp.headers, "content-type", 12, "application/grpc", 16);
+  grpc_status_fields(&req->resp.headers, err.kind, err.msg);
+  req->resp.inline_body = NULL;
+  req->resp.text_plain = 0;
+  evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
 }
 
 /* 1 for a gRPC request: its content-type is application/grpc or application/grpc+proto... */
 static int is_grpc(const gw_request_t *req)
 {
-  const gw_header_t *ct = gw_headers_find(&req->headers, "content-type");
+  const gw_header_t *ct = gw_headers_find(&req->in.headers, "content-type");
   return ct && strncasecmp(ct->value, "application/grpc", 16) == 0 &&
          (ct->value[16] == '\0' || ct->value[16] == '+' || ct->value[16] == ';');
 }
@@ -338,7 +338,7 @@ static int is_grpc(const gw_request_t *req)
  * 1), or 0 when absent or malformed. */
 static int grpc_timeout_ms(const gw_request_t *req)
 {
-  const gw_header_t *t = gw_headers_find(&req->headers, "grpc-timeout");
+  const gw_header_t *t = gw_headers_find(&req->in.headers, "grpc-timeout");
   if (t == NULL || t->value_len < 2 || t->value_len > 9) return 0;
   double v = 0;
   for (size_t i = 0; i + 1 < t->value_len; i++) {
@@ -364,9 +364,9 @@ static void on_server(const gw_upstream_server_t *s, gw_err_t why, void *arg)
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   if (why.kind != GW_OK)
-    gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->method, (int)req->path_len, req->target, req->upstream_addr,
+    gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, req->upstream.addr,
                 why.msg, s->label);
-  gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), s->label);
+  gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), s->label);
   op->sent_ms = gw_now_ms();
 }
 
@@ -375,7 +375,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   op->client = NULL; /* freed once we return */
-  req->upstream_ms = gw_now_ms() - op->sent_ms;
+  req->upstream.ms = gw_now_ms() - op->sent_ms;
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
     gw_headers_t *trailers = op->trailers;
@@ -384,8 +384,8 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
     op_free(op);
     if (err.kind) {
       gw_stats_self->upstream_failures++;
-      gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; %s", req->method, (int)req->path_len,
-                   req->target, req->upstream_addr, err.msg, grpc ? "ending the gRPC call" : "closing the client connection");
+      gw_log_error("proxy_pass %s %.*s to %s: %s after the response began; %s", req->in.method, (int)req->in.path_len,
+                   req->in.target, req->upstream.addr, err.msg, grpc ? "ending the gRPC call" : "closing the client connection");
     }
     if (err.kind && grpc) { /* the client gets a status, not a broken stream */
       gw_headers_t t;
@@ -416,15 +416,15 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
   op_free(op);
   if (err.kind) {
     gw_stats_self->upstream_failures++;
-    gw_log_error("proxy_pass %s %.*s to %s: %s", req->method, (int)req->path_len, req->target, req->upstream_addr, err.msg);
+    gw_log_error("proxy_pass %s %.*s to %s: %s", req->in.method, (int)req->in.path_len, req->in.target, req->upstream.addr, err.msg);
     if (grpc) grpc_fail(req, err);
     else gw_request_simple_response(req, gw_err_status(err.kind), NULL);
   } else {
     take_head(req, res);
-    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
-    evbuffer_add_buffer(req->resp_body, res->body);
-    const gw_header_t *cl = req->head ? gw_headers_find(&res->headers, "content-length") : NULL;
-    if (cl) req->head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
+    evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
+    evbuffer_add_buffer(req->resp.body, res->body);
+    const gw_header_t *cl = req->in.head ? gw_headers_find(&res->headers, "content-length") : NULL;
+    if (cl) req->resp.head_length = strtoll(cl->value, NULL, 10); /* HEAD: the length a GET would have */
     gw_request_finish(req);
     return;
   }
@@ -440,14 +440,14 @@ static void fail_now(gw_request_t *req, int status)
 /* The request-target upstream: the location prefix replaced by the URL's path. */
 static char *upstream_target(const gw_request_t *req, const char *path)
 {
-  size_t prefix = (req->location && *path) ? req->location->path_len : 0;
-  if (prefix > req->path_len) prefix = req->path_len;
+  size_t prefix = (req->handler.location && *path) ? req->handler.location->path_len : 0;
+  if (prefix > req->in.path_len) prefix = req->in.path_len;
   size_t plen = strlen(path);
-  size_t tlen = plen + req->target_len - prefix;
+  size_t tlen = plen + req->in.target_len - prefix;
   char *target = malloc(tlen + 2);
   if (target == NULL) return NULL;
   memcpy(target, path, plen);
-  memcpy(target + plen, req->target + prefix, req->target_len - prefix);
+  memcpy(target + plen, req->in.target + prefix, req->in.target_len - prefix);
   target[tlen] = '\0';
   if (tlen == 0 || target[0] != '/') { /* "?q" alone, or nothing: root */
     memmove(target + 1, target, tlen + 1);
@@ -460,15 +460,15 @@ static char *upstream_target(const gw_request_t *req, const char *path)
 static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const char *host, int pass_host, int upgrade,
                              const char *ws_key)
 {
-  const char *via = req->location ? req->location->via : NULL;
-  const gw_header_t *client_host = gw_headers_find(&req->headers, "host");
+  const char *via = req->handler.location ? req->handler.location->via : NULL;
+  const gw_header_t *client_host = gw_headers_find(&req->in.headers, "host");
   if (pass_host && client_host)
     gw_headers_add(hs, "Host", 4, client_host->value, client_host->value_len);
   else
     gw_headers_add(hs, "Host", 4, host, strlen(host));
-  const gw_header_t *conn = gw_headers_find(&req->headers, "connection");
-  for (size_t i = 0; i < req->headers.count; i++) {
-    const gw_header_t *h = &req->headers.items[i];
+  const gw_header_t *conn = gw_headers_find(&req->in.headers, "connection");
+  for (size_t i = 0; i < req->in.headers.count; i++) {
+    const gw_header_t *h = &req->in.headers.items[i];
     if (upgrade && strcasecmp(h->name, "upgrade") == 0) { /* a WebSocket handshake keeps these two */
       gw_headers_add(hs, h->name, h->name_len, h->value, h->value_len);
       continue;
@@ -487,9 +487,9 @@ static void upstream_headers(const gw_request_t *req, gw_headers_t *hs, const ch
     gw_headers_add(hs, "Upgrade", 7, "websocket", 9);
     gw_headers_add(hs, "Sec-WebSocket-Key", 17, ws_key, strlen(ws_key));
   }
-  add_joined(hs, "X-Forwarded-For", &req->headers, req->remote_addr);
-  if (via) add_joined(hs, "Via", &req->headers, via);
-  if (req->tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
+  add_joined(hs, "X-Forwarded-For", &req->in.headers, req->client.remote_addr);
+  if (via) add_joined(hs, "Via", &req->in.headers, via);
+  if (req->client.tls) gw_headers_add(hs, "X-Forwarded-Proto", 17, "https", 5);
   else gw_headers_add(hs, "X-Forwarded-Proto", 17, "http", 4);
   if (client_host) gw_headers_add(hs, "X-Forwarded-Host", 16, client_host->value, client_host->value_len);
 }
@@ -505,10 +505,10 @@ static void proxy_header(proxy_op_t *op)
   const gw_request_t *req = op->req;
   gw_sockaddr_t src, dst;
   socklen_t slen, dlen = sizeof(dst);
-  int have = req->remote_addr &&
-             gw_addr_parse_literal(req->remote_addr, strlen(req->remote_addr), &src, &slen) == 1 &&
-             req->client_fd >= 0 && getsockname(req->client_fd, &dst.sa, &dlen) == 0;
-  if (have) gw_addr_set_port(&src, req->remote_port);
+  int have = req->client.remote_addr &&
+             gw_addr_parse_literal(req->client.remote_addr, strlen(req->client.remote_addr), &src, &slen) == 1 &&
+             req->client.fd >= 0 && getsockname(req->client.fd, &dst.sa, &dlen) == 0;
+  if (have) gw_addr_set_port(&src, req->client.remote_port);
   int n = gw_proxy_write(op->group->send_proxy_protocol, have ? &src.sa : NULL, have ? &dst.sa : NULL,
                          op->proxy_hdr, sizeof(op->proxy_hdr));
   if (n <= 0) return;
@@ -536,7 +536,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   gw_headers_init(&op->headers);
   op->h2c = u->h2c;
   if (u->unix_path) {
-    snprintf(req->upstream_addr, sizeof(req->upstream_addr), "unix:%s", u->unix_path);
+    snprintf(req->upstream.addr, sizeof(req->upstream.addr), "unix:%s", u->unix_path);
   } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
     if (gw_balancer_walk_first(&op->params.walk, op->group, key) == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
@@ -546,7 +546,7 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     }
     op->h2c = op->group->h2c;
   } else { /* an IP literal, or a host name resolved on the loop (httpclient.c) */
-    gw_copy_cstr(req->upstream_addr, sizeof(req->upstream_addr), u->hostport);
+    gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), u->hostport);
   }
   gw_copy_cstr(op->host, sizeof(op->host), u->host);
   op->target = upstream_target(req, u->path);
@@ -555,27 +555,27 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     op->grpc = is_grpc(req);
     op->deadline_ms = op->grpc ? grpc_timeout_ms(req) : 0;
   }
-  if (op->h2c && req->websocket_connect) { /* RFC 8441 upstream: not spoken here */
+  if (op->h2c && req->in.websocket_connect) { /* RFC 8441 upstream: not spoken here */
     gw_log_error("proxy_pass %s: a WebSocket (HTTP/2 extended CONNECT) to an h2c:// upstream is not supported", url);
     op_free(op);
     fail_now(req, 502);
     return;
   }
-  if (op->upgrade && req->websocket_connect && gw_ws_key_new(op->ws_key) < 0) {
+  if (op->upgrade && req->in.websocket_connect && gw_ws_key_new(op->ws_key) < 0) {
     gw_log_error("proxy_pass %s: no randomness for a Sec-WebSocket-Key", url);
     op_free(op);
     fail_now(req, 502);
     return;
   }
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
-                   req->location && req->location->pass_host, op->upgrade, op->ws_key[0] ? op->ws_key : NULL);
-  size_t body_len = req->body_streaming ? 0 : evbuffer_get_length(req->body);
+                   req->handler.location && req->handler.location->pass_host, op->upgrade, op->ws_key[0] ? op->ws_key : NULL);
+  size_t body_len = req->in.body_streaming ? 0 : evbuffer_get_length(req->in.body);
   gw_client_params_t *hp = &op->params.http;
   *hp = (gw_client_params_t){
-    .method = req->websocket_connect ? "GET" : req->method, /* RFC 8441's CONNECT is HTTP/1.1's GET */
+    .method = req->in.websocket_connect ? "GET" : req->in.method, /* RFC 8441's CONNECT is HTTP/1.1's GET */
     .target = op->target,
     .headers = &op->headers,
-    .body = body_len ? (const char *)evbuffer_pullup(req->body, -1) : NULL,
+    .body = body_len ? (const char *)evbuffer_pullup(req->in.body, -1) : NULL,
     .body_len = body_len,
     .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
@@ -600,16 +600,16 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     hp->on_head = on_upstream_head;
     hp->on_body = on_upstream_body;
     hp->upgrade = 1;
-    req->keepalive = 0;
+    req->in.keepalive = 0;
   }
   /* A request body still arriving goes upstream as it comes (http1_server.c). */
-  if (req->body_streaming) {
-    hp->body_source = req->body;
-    hp->body_length = req->body_length;
+  if (req->in.body_streaming) {
+    hp->body_source = req->in.body;
+    hp->body_length = req->in.body_length;
     hp->body_complete = 0;
     hp->on_body_sent = on_upstream_body_sent;
-    req->on_body_more = on_client_body_more;
-    req->body_arg = op;
+    req->handler.on_body_more = on_client_body_more;
+    req->handler.body_arg = op;
   }
   if (op->group && op->group->send_proxy_protocol) proxy_header(op);
   if (op->target == NULL) {
@@ -624,11 +624,11 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     fail_now(req, 500);
     return;
   }
-  if (req->trailers && !req->body_streaming) gw_httpclient_body_trailers(op->client, req->trailers);
+  if (req->in.trailers && !req->in.body_streaming) gw_httpclient_body_trailers(op->client, req->in.trailers);
   gw_request_pending_add(req, &op->pending, cancel_op);
   if (gw_trace) {
     char ev[400];
-    snprintf(ev, sizeof(ev), "request sent to upstream %s", req->upstream_addr);
+    snprintf(ev, sizeof(ev), "request sent to upstream %s", req->upstream.addr);
     gw_trace_event(req, ev);
   }
 }

@@ -1,6 +1,6 @@
 /* static.c - serves files: the handler of `root:`/`alias:` locations and
  * req.send_file(). The URI is decoded and normalised once
- * (static_http.c), the file opened beneath the root and cached
+ * (uri_path.c), the file opened beneath the root and cached
  * (filecache.c), and the response built with conditional requests
  * (ETag, Last-Modified -> 304), ranges (206, several as multipart/byteranges;
  * 416), precompressed
@@ -29,6 +29,7 @@
 #include "mime.h"
 #include "static.h"
 #include "static_http.h"
+#include "uri_path.h"
 
 #define SMALL_READ (64 * 1024)          /* read into the response up to this */
 #define PIECE (64 * 1024)               /* streamed reads without stream_file */
@@ -78,14 +79,14 @@ static const char *content_type(const gw_static_t *h, const char *name, size_t l
 
 static void add_header(gw_request_t *req, const char *name, const char *value, size_t vlen)
 {
-  gw_headers_add(&req->resp_headers, name, strlen(name), value, vlen);
+  gw_headers_add(&req->resp.headers, name, strlen(name), value, vlen);
 }
 
 /* GET or HEAD (a sub-request has only the method's name). */
 static int get_or_head(const gw_request_t *req)
 {
-  if (req->method_id >= 0) return req->method_id == HTTP_GET || req->method_id == HTTP_HEAD;
-  return strcmp(req->method, "GET") == 0 || strcmp(req->method, "HEAD") == 0;
+  if (req->in.method_id >= 0) return req->in.method_id == HTTP_GET || req->in.method_id == HTTP_HEAD;
+  return strcmp(req->in.method, "GET") == 0 || strcmp(req->in.method, "HEAD") == 0;
 }
 
 static void respond(gw_request_t *req, int status)
@@ -170,7 +171,7 @@ static int pump_next_part(pump_t *p)
 
 static void pump_run(gw_request_t *req)
 {
-  pump_t *p = req->drain_arg;
+  pump_t *p = req->handler.drain_arg;
   char buf[PIECE];
   for (;;) {
     int r;
@@ -179,7 +180,7 @@ static void pump_run(gw_request_t *req)
       ssize_t n = pread(p->fd, buf, want, (off_t)p->off);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) { /* shorter than it was: cut the response short */
-        gw_log_warn("%.*s: the file ended %lld bytes early (truncated while sent?)", (int)req->path_len, req->target,
+        gw_log_warn("%.*s: the file ended %lld bytes early (truncated while sent?)", (int)req->in.path_len, req->in.target,
                     p->left);
         break;
       }
@@ -196,7 +197,7 @@ static void pump_run(gw_request_t *req)
     }
     if (r < 0) return; /* aborted: p was cancelled (freed) with it */
     if (r > 0) { /* over the high water mark: wait for on_drain */
-      req->on_drain = pump_run;
+      req->handler.on_drain = pump_run;
       return;
     }
   }
@@ -209,7 +210,7 @@ static void pump_run(gw_request_t *req)
 
 static int if_range_holds(const gw_request_t *req, const gw_file_t *f)
 {
-  const gw_header_t *ir = gw_headers_find(&req->headers, "if-range");
+  const gw_header_t *ir = gw_headers_find(&req->in.headers, "if-range");
   if (ir == NULL) return 1;
   if (ir->value_len > 0 && ir->value[0] == '"') /* an entity-tag: strong comparison */
     return ir->value_len == f->etag_len && memcmp(ir->value, f->etag, f->etag_len) == 0;
@@ -219,9 +220,9 @@ static int if_range_holds(const gw_request_t *req, const gw_file_t *f)
 
 static int not_modified(const gw_request_t *req, const gw_file_t *f)
 {
-  const gw_header_t *inm = gw_headers_find(&req->headers, "if-none-match");
+  const gw_header_t *inm = gw_headers_find(&req->in.headers, "if-none-match");
   if (inm) return gw_static_etag_match(inm->value, inm->value_len, f->etag, f->etag_len);
-  const gw_header_t *ims = gw_headers_find(&req->headers, "if-modified-since");
+  const gw_header_t *ims = gw_headers_find(&req->in.headers, "if-modified-since");
   if (ims == NULL) return 0;
   time_t t = gw_static_http_date_parse(ims->value, ims->value_len);
   return t >= 0 && f->st.st_mtim.tv_sec <= t;
@@ -230,7 +231,7 @@ static int not_modified(const gw_request_t *req, const gw_file_t *f)
 /* The precompressed sibling the client accepts (NAME.br, then NAME.gz), or NULL. */
 static gw_file_t *precompressed(gw_static_t *h, gw_request_t *req, const char *rel, size_t len, const char **coding)
 {
-  const gw_header_t *ae = gw_headers_find(&req->headers, "accept-encoding");
+  const gw_header_t *ae = gw_headers_find(&req->in.headers, "accept-encoding");
   if (ae == NULL) return NULL;
   static const char *const codings[2][2] = {{"br", ".br"}, {"gzip", ".gz"}};
   char name[4096];
@@ -287,27 +288,27 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
                       m->size) +
              rs[i].len;
   total += snprintf(NULL, 0, PART_TAIL, m->boundary);
-  req->status = 206;
-  gw_headers_remove(&req->resp_headers, "content-type");
+  req->resp.status = 206;
+  gw_headers_remove(&req->resp.headers, "content-type");
   char ct[80];
   add_header(req, "Content-Type", ct,
              (size_t)snprintf(ct, sizeof(ct), "multipart/byteranges; boundary=%s", m->boundary));
-  if (req->head) {
-    req->head_length = total;
+  if (req->in.head) {
+    req->resp.head_length = total;
     multipart_free(m);
     gw_request_finish(req);
     return;
   }
   if (b->data || total <= SMALL_READ || !gw_request_can_stream(req)) {
     int failed = total > SUBREQUEST_MAX;
-    if (failed) gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->path_len, req->target, total);
+    if (failed) gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->in.path_len, req->in.target, total);
     for (size_t i = 0; i <= n && !failed; i++) {
-      part_text(m, i, req->resp_body);
+      part_text(m, i, req->resp.body);
       if (i == n) break;
       if (b->data) {
-        evbuffer_add(req->resp_body, b->data + rs[i].start, (size_t)rs[i].len);
+        evbuffer_add(req->resp.body, b->data + rs[i].start, (size_t)rs[i].len);
       } else if (gw_request_body_add_file(req, b->fd, rs[i].start, rs[i].len) < 0) {
-        gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
+        gw_log_error("%.*s: the file changed while it was read", (int)req->in.path_len, req->in.target);
         gw_filecache_invalidate(h->cache, b);
         failed = 1;
       }
@@ -329,7 +330,7 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
   p->fd = fd;
   p->parts = m;
   gw_request_pending_add(req, &p->pending, pump_cancel);
-  req->drain_arg = p;
+  req->handler.drain_arg = p;
   gw_request_stream_begin(req, total);
   pump_run(req);
 }
@@ -342,7 +343,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
   gw_file_t *z = h->gzip_static ? precompressed(h, req, rel, rel_len, &coding) : NULL;
   gw_file_t *b = z ? z : f; /* what is sent */
   long long size = (long long)b->st.st_size;
-  if (req->status == 0) req->status = 200;
+  if (req->resp.status == 0) req->resp.status = 200;
   gw_request_head_replace(req); /* the file's Content-Type; earlier fields stay */
   add_header(req, "Content-Type", ctype, strlen(ctype));
   add_header(req, "Last-Modified", b->last_modified, b->last_modified_len);
@@ -351,14 +352,14 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
   if (coding) add_header(req, "Content-Encoding", coding, strlen(coding));
   long long off = 0, len = size;
   if (not_modified(req, b)) {
-    req->status = 304;
-    evbuffer_drain(req->resp_body, evbuffer_get_length(req->resp_body));
+    req->resp.status = 304;
+    evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
     gw_request_finish(req);
     goto done;
   }
-  int max_ranges = req->location ? req->location->max_ranges : 100;
+  int max_ranges = req->handler.location ? req->handler.location->max_ranges : 100;
   if (max_ranges > 0) add_header(req, "Accept-Ranges", "bytes", 5);
-  const gw_header_t *range = req->status == 200 && max_ranges > 0 ? gw_headers_find(&req->headers, "range") : NULL;
+  const gw_header_t *range = req->resp.status == 200 && max_ranges > 0 ? gw_headers_find(&req->in.headers, "range") : NULL;
   if (range && if_range_holds(req, b)) {
     char cr[80];
     gw_range_t one, *rs = max_ranges == 1 ? &one : malloc((size_t)max_ranges * sizeof(*rs));
@@ -369,7 +370,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     case GW_RANGE_SINGLE:
       off = rs[0].start;
       len = rs[0].len;
-      req->status = 206;
+      req->resp.status = 206;
       add_header(req, "Content-Range", cr,
                  (size_t)snprintf(cr, sizeof(cr), "bytes %lld-%lld/%lld", off, off + len - 1, size));
       break;
@@ -377,7 +378,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
       serve_multipart(h, req, b, ctype, rs, n); /* owns rs */
       goto done;
     case GW_RANGE_UNSATISFIABLE:
-      req->status = 416;
+      req->resp.status = 416;
       add_header(req, "Content-Range", cr, (size_t)snprintf(cr, sizeof(cr), "bytes */%lld", size));
       if (rs != &one) free(rs);
       gw_request_finish(req);
@@ -387,19 +388,19 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     }
     if (rs != &one) free(rs);
   }
-  if (req->head) {
-    req->head_length = len;
+  if (req->in.head) {
+    req->resp.head_length = len;
     gw_request_finish(req);
   } else if (b->data) { /* in memory: borrowed until the protocol copied it (b stays pinned) */
-    req->inline_body = b->data + off;
-    req->inline_len = (size_t)len;
+    req->resp.inline_body = b->data + off;
+    req->resp.inline_len = (size_t)len;
     gw_request_finish(req);
   } else if (len <= SMALL_READ || !gw_request_can_stream(req)) {
     if (len > SUBREQUEST_MAX) {
-      gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->path_len, req->target, len);
+      gw_log_error("%.*s: %lld bytes: too large for a sub-request", (int)req->in.path_len, req->in.target, len);
       respond(req, 500);
     } else if (gw_request_body_add_file(req, b->fd, off, len) < 0) {
-      gw_log_error("%.*s: the file changed while it was read", (int)req->path_len, req->target);
+      gw_log_error("%.*s: the file changed while it was read", (int)req->in.path_len, req->in.target);
       gw_filecache_invalidate(h->cache, b);
       respond(req, 500);
     } else {
@@ -427,7 +428,7 @@ static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const ch
     p->off = off;
     p->left = len;
     gw_request_pending_add(req, &p->pending, pump_cancel);
-    req->drain_arg = p;
+    req->handler.drain_arg = p;
     pump_run(req);
   }
 done:
@@ -494,7 +495,7 @@ static void list_dir(gw_static_t *h, gw_request_t *req, const char *rel)
       names[j] = names[j - 1];
       names[j - 1] = t;
     }
-  struct evbuffer *out = req->resp_body;
+  struct evbuffer *out = req->resp.body;
   evbuffer_add_printf(out, "<!DOCTYPE html>\n<html><head><title>Index of ");
   put_html(out, rel);
   evbuffer_add_printf(out, "</title></head><body><h1>Index of ");
@@ -511,7 +512,7 @@ static void list_dir(gw_static_t *h, gw_request_t *req, const char *rel)
   }
   free(names);
   evbuffer_add_printf(out, "</ul></body></html>\n");
-  req->status = 200;
+  req->resp.status = 200;
   gw_request_head_replace(req);
   add_header(req, "Content-Type", "text/html; charset=utf-8", 24);
   gw_request_finish(req);
@@ -536,7 +537,7 @@ static void not_found(gw_static_t *h, gw_request_t *req, int may_fallback)
 
 static void refused(gw_request_t *req, const char *rel, int err)
 {
-  gw_log_info("%s %.*s: %s: refused (%s)", req->method, (int)req->path_len, req->target, rel,
+  gw_log_info("%s %.*s: %s: refused (%s)", req->in.method, (int)req->in.path_len, req->in.target, rel,
               err == ELOOP ? "a symlink" : err == EACCES ? "not a regular file, or no permission" : strerror(err));
   respond(req, 403);
 }
@@ -584,16 +585,16 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
     refused(req, rel, EISDIR);
   } else if (f->is_dir) { /* "/dir": to "/dir/", as nginx */
     gw_filecache_done(h->cache, f);
-    char *loc = malloc(req->target_len + 2);
+    char *loc = malloc(req->in.target_len + 2);
     if (loc == NULL) {
       respond(req, 503);
       return;
     }
-    memcpy(loc, req->target, req->path_len);
-    loc[req->path_len] = '/';
-    memcpy(loc + req->path_len + 1, req->target + req->path_len, req->target_len - req->path_len);
+    memcpy(loc, req->in.target, req->in.path_len);
+    loc[req->in.path_len] = '/';
+    memcpy(loc + req->in.path_len + 1, req->in.target + req->in.path_len, req->in.target_len - req->in.path_len);
     gw_request_simple_response(req, 301, NULL);
-    add_header(req, "Location", loc, req->target_len + 1);
+    add_header(req, "Location", loc, req->in.target_len + 1);
     free(loc);
     gw_request_finish(req);
   } else if (may_fallback && is_ruby_file(h, rel, len)) {
@@ -608,14 +609,14 @@ static void serve_path(gw_static_t *h, gw_request_t *req, char *rel, size_t len,
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   gw_static_t *h = (gw_static_t *)self;
-  if (!get_or_head(req) && !is_ruby_file(h, req->target, req->path_len)) {
+  if (!get_or_head(req) && !is_ruby_file(h, req->in.target, req->in.path_len)) {
     gw_request_simple_response(req, 405, NULL);
     add_header(req, "Allow", "GET, HEAD", 9);
     gw_request_finish(req);
     return;
   }
-  const char *p = req->target;
-  size_t n = req->path_len;
+  const char *p = req->in.target;
+  size_t n = req->in.path_len;
   if (h->alias) { /* the location prefix is replaced by the folder */
     size_t skip = h->prefix_len < n ? h->prefix_len : n;
     p += skip;
@@ -627,9 +628,9 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     respond(req, 503);
     return;
   }
-  ssize_t len = gw_static_path_decode(p, n, rel, n + 2);
+  ssize_t len = gw_uri_path_decode(p, n, rel, n + 2);
   if (len < 0) {
-    gw_log_info("%s %.*s: a path that may not reach the file system", req->method, (int)req->path_len, req->target);
+    gw_log_info("%s %.*s: a path that may not reach the file system", req->in.method, (int)req->in.path_len, req->in.target);
     respond(req, 400);
   } else {
     serve_path(h, req, rel, (size_t)len, 1);
@@ -719,13 +720,13 @@ static gw_static_t *absolute_files(void)
 
 void gw_static_send_file(gw_request_t *req, const char *path, size_t n)
 {
-  gw_handler_t *lh = req->location ? req->location->handler : NULL;
+  gw_handler_t *lh = req->handler.location ? req->handler.location->handler : NULL;
   gw_static_t *h = lh && lh->on_req == on_req ? (gw_static_t *)lh : NULL;
   if (n > 0 && path[0] == '/') {
     h = absolute_files();
   } else if (h == NULL) {
     gw_log_error("%s %.*s: req.send_file(\"%.*s\"): a relative path needs a location with root: or alias:",
-                 req->method, (int)req->path_len, req->target, (int)n, path);
+                 req->in.method, (int)req->in.path_len, req->in.target, (int)n, path);
     respond(req, 500);
     return;
   }
@@ -744,7 +745,7 @@ void gw_static_send_file(gw_request_t *req, const char *path, size_t n)
     respond(req, 503);
     return;
   }
-  ssize_t len = gw_static_path_clean(path, n, rel, n + 2);
+  ssize_t len = gw_uri_path_clean(path, n, rel, n + 2);
   if (len < 0) {
     gw_log_error("req.send_file(\"%.*s\"): a path with control bytes, a backslash or a \"..\" above the root",
                  (int)n, path);

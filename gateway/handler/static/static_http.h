@@ -1,31 +1,13 @@
-/* static_http.h - the pure parts of serving files: decoding and normalising
- * a request path, Range and conditional headers, ETag and HTTP dates,
- * Accept-Encoding. No I/O; unit-tested (spec/unit/handler/static/test_static_http.c) and
- * fuzzed (spec/fuzz/fuzz_static.c). static.c builds the handler on them. */
+/* static_http.h - the pure parts of serving files: Range and conditional
+ * headers, ETag and HTTP dates, Accept-Encoding (the request path's
+ * decoding is uri_path.h's). No I/O; unit-tested
+ * (spec/unit/handler/static/test_static_http.c) and fuzzed
+ * (spec/fuzz/fuzz_static.c). static.c builds the handler on them. */
 #ifndef GW_STATIC_HTTP_H
 #define GW_STATIC_HTTP_H
 
 #include <stddef.h>
-#include <sys/types.h>
 #include <time.h>
-
-/* Decodes the percent-encoding of path[0, len) once and normalises it into
- * out (cap >= len + 2): out starts with '/', "//" is collapsed, "."
- * segments are dropped, ".." removes the segment before it; a trailing
- * slash is kept. Returns the length of out (NUL-terminated), or -1 for a
- * path that may not reach the file system: a malformed %XX, an encoded NUL
- * or '/' (%00, %2F: as nginx), a backslash (raw or encoded), a raw control
- * byte, or a ".." that would climb above the root. A path that does not
- * start with '/' is read as if it did (alias: the part after the prefix). */
-ssize_t gw_static_path_decode(const char *path, size_t len, char *out, size_t cap);
-/* The same without the decoding (a file path given by a script: '%' is
- * just a byte). */
-ssize_t gw_static_path_clean(const char *path, size_t len, char *out, size_t cap);
-/* The path a request is routed by (nginx's $uri): every %XX decoded once,
- * "%2F" as '/' too, then normalised as above, with any byte but NUL kept
- * (never a file name). -1 for a malformed %XX, %00, or a ".." above the
- * root. out as above (cap >= len + 2). */
-ssize_t gw_static_path_route(const char *path, size_t len, char *out, size_t cap);
 
 /* How a Range field applies to a file of `size` bytes. */
 typedef enum {

@@ -73,16 +73,16 @@ static int allowed(const dashboard_t *d, const char *addr)
 
 static void answer(gw_request_t *req, int status, const char *type, const char *body, size_t len)
 {
-  req->status = status;
-  gw_headers_add(&req->resp_headers, "Content-Type", 12, type, strlen(type));
-  gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
-  evbuffer_add(req->resp_body, body, len);
+  req->resp.status = status;
+  gw_headers_add(&req->resp.headers, "Content-Type", 12, type, strlen(type));
+  gw_headers_add(&req->resp.headers, "Cache-Control", 13, "no-store", 8);
+  evbuffer_add(req->resp.body, body, len);
   gw_request_finish(req);
 }
 
 static void trace_free(trace_op_t *op)
 {
-  op->req->trace_out = NULL;
+  op->req->trace.out = NULL;
   gw_trace_record_end();
   evbuffer_free(op->events);
   free(op);
@@ -101,11 +101,11 @@ static void on_traced(int status, gw_headers_t *headers, struct evbuffer *body, 
   gw_request_t *req = op->req;
   (void)headers;
   gw_request_pending_remove(&op->pending);
-  struct evbuffer *out = req->resp_body;
+  struct evbuffer *out = req->resp.body;
   evbuffer_add(out, "{\"path\":", 8);
   /* the path was checked for quotes and control bytes on the way in */
   evbuffer_add_printf(out, "\"%s\",\"status\":%d,\"bytes\":%zu,\"pid\":%d,\"t0_ms\":%.3f,\"error\":", op->path,
-                      err.kind == GW_OK ? status : 0, evbuffer_get_length(body), (int)getpid(), req->trace_t0);
+                      err.kind == GW_OK ? status : 0, evbuffer_get_length(body), (int)getpid(), req->trace.t0);
   if (err.kind == GW_OK)
     evbuffer_add(out, "null", 4);
   else
@@ -114,9 +114,9 @@ static void on_traced(int status, gw_headers_t *headers, struct evbuffer *body, 
   evbuffer_add_buffer(out, op->events);
   evbuffer_add(out, "]}\n", 3);
   trace_free(op);
-  req->status = 200;
-  gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
-  gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
+  req->resp.status = 200;
+  gw_headers_add(&req->resp.headers, "Content-Type", 12, "application/json", 16);
+  gw_headers_add(&req->resp.headers, "Cache-Control", 13, "no-store", 8);
   gw_request_finish(req);
 }
 
@@ -164,7 +164,7 @@ static void start_trace(gw_request_t *req)
     gw_request_finish(req);
     return;
   }
-  const char *q = req->target + req->path_len + 1;
+  const char *q = req->in.target + req->in.path_len + 1;
   if (!query_param(q, gw_request_query_len(req), "path", op->path, sizeof(op->path), 0) || op->path[0] != '/') {
     evbuffer_free(op->events);
     free(op);
@@ -189,7 +189,7 @@ static void start_trace(gw_request_t *req)
 static int query_int(gw_request_t *req, const char *name, int def, int lo, int hi)
 {
   char buf[16];
-  if (!query_param(req->target + req->path_len + 1, gw_request_query_len(req), name, buf, sizeof(buf), 0)) return def;
+  if (!query_param(req->in.target + req->in.path_len + 1, gw_request_query_len(req), name, buf, sizeof(buf), 0)) return def;
   char *end;
   long v = strtol(buf, &end, 10);
   return *end || v < lo || v > hi ? def : (int)v;
@@ -198,7 +198,7 @@ static int query_int(gw_request_t *req, const char *name, int def, int lo, int h
 static void set_note(gw_request_t *req)
 {
   char text[GW_STATS_NOTE_MAX + 1];
-  if (!query_param(req->target + req->path_len + 1, gw_request_query_len(req), "text", text, sizeof(text), 1)) {
+  if (!query_param(req->in.target + req->in.path_len + 1, gw_request_query_len(req), "text", text, sizeof(text), 1)) {
     static const char usage[] = "{\"error\":\"give ?text=... (URL-encoded, at most 200 bytes, no control bytes)\"}\n";
     answer(req, 400, "application/json", usage, sizeof(usage) - 1);
     return;
@@ -210,23 +210,23 @@ static void set_note(gw_request_t *req)
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   dashboard_t *d = (dashboard_t *)self;
-  if (!allowed(d, req->remote_addr ? req->remote_addr : "")) {
+  if (!allowed(d, req->client.remote_addr ? req->client.remote_addr : "")) {
     gw_request_simple_response(req, 403, NULL);
     gw_request_finish(req);
     return;
   }
-  const char *rest = req->target + req->location->path_len;
-  size_t rlen = req->path_len > req->location->path_len ? req->path_len - req->location->path_len : 0;
+  const char *rest = req->in.target + req->handler.location->path_len;
+  size_t rlen = req->in.path_len > req->handler.location->path_len ? req->in.path_len - req->handler.location->path_len : 0;
   if (rlen == 0 || (rlen == 1 && rest[0] == '/')) {
     answer(req, 200, "text/html; charset=utf-8", gw_dashboard_html, (size_t)(gw_dashboard_html_end - gw_dashboard_html));
   } else if (rlen == 6 && memcmp(rest, "/stats", 6) == 0) {
     gw_timeline_watch(); /* a page is open: the loops record their timelines */
     req->ctx->publish_stats(req->ctx);
-    gw_status_render_json(req->resp_body, req->ctx->config, 1);
+    gw_status_render_json(req->resp.body, req->ctx->config, 1);
     answer(req, 200, "application/json", "", 0);
   } else if (rlen == 9 && memcmp(rest, "/timeline", 9) == 0) {
     gw_timeline_watch();
-    gw_timeline_render_json(req->resp_body, query_int(req, "ms", 2000, 100, GW_TIMELINE_MAX_MS),
+    gw_timeline_render_json(req->resp.body, query_int(req, "ms", 2000, 100, GW_TIMELINE_MAX_MS),
                             query_int(req, "cols", 600, 10, 2000));
     answer(req, 200, "application/json", "", 0);
   } else if (rlen == 5 && memcmp(rest, "/note", 5) == 0) {

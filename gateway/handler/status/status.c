@@ -128,18 +128,18 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   (void)self;
   req->ctx->publish_stats(req->ctx);
-  req->status = 200;
-  const char *q = req->target + req->path_len;
+  req->resp.status = 200;
+  const char *q = req->in.target + req->in.path_len;
   int prometheus = strstr(q, "format=prometheus") != NULL;
   if (prometheus) {
-    gw_headers_add(&req->resp_headers, "Content-Type", 12, "text/plain; version=0.0.4", 25);
-    render_prometheus(req->resp_body);
-    render_health_prometheus(req->resp_body, req->ctx->config);
+    gw_headers_add(&req->resp.headers, "Content-Type", 12, "text/plain; version=0.0.4", 25);
+    render_prometheus(req->resp.body);
+    render_health_prometheus(req->resp.body, req->ctx->config);
   } else {
-    gw_headers_add(&req->resp_headers, "Content-Type", 12, "application/json", 16);
-    gw_status_render_json(req->resp_body, req->ctx->config, 0);
+    gw_headers_add(&req->resp.headers, "Content-Type", 12, "application/json", 16);
+    gw_status_render_json(req->resp.body, req->ctx->config, 0);
   }
-  gw_headers_add(&req->resp_headers, "Cache-Control", 13, "no-store", 8);
+  gw_headers_add(&req->resp.headers, "Cache-Control", 13, "no-store", 8);
   gw_request_finish(req);
 }
 

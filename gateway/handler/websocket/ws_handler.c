@@ -57,13 +57,13 @@ static void session_done(gw_request_t *req)
 {
   session_t *s = req->proto_ctx;
   if (s->ws) {
-    if (req->status >= 500) gw_ws_close(s->ws, GW_WS_INTERNAL_ERROR, "internal error", 14);
+    if (req->resp.status >= 500) gw_ws_close(s->ws, GW_WS_INTERNAL_ERROR, "internal error", 14);
     gw_ws_release(s->ws);
     s->ws = NULL;
   }
   unlink_session(s); /* only the event below frees it now */
   if (event_base_once(req->ctx->base, -1, EV_TIMEOUT, session_free, s, NULL) != 0)
-    gw_log_error("websocket %.*s: cannot free its session (out of memory)", (int)req->path_len, req->target);
+    gw_log_error("websocket %.*s: cannot free its session (out of memory)", (int)req->in.path_len, req->in.target);
 }
 
 static const gw_protocol_t session_protocol = {.send = session_done};
@@ -86,7 +86,7 @@ static void refuse(gw_request_t *req, int status, const char *why)
 /* The first subprotocol of the client's list (its preference) the location offers. */
 static const char *choose_protocol(const ws_handler_t *h, const gw_request_t *req)
 {
-  const gw_header_t *offered = gw_headers_find((gw_headers_t *)&req->headers, "sec-websocket-protocol");
+  const gw_header_t *offered = gw_headers_find((gw_headers_t *)&req->in.headers, "sec-websocket-protocol");
   if (offered == NULL || h->nprotocols == 0) return NULL;
   const char *p = offered->value;
   while (*p) {
@@ -109,41 +109,41 @@ static session_t *session_new(const gw_request_t *req)
   if (s == NULL) return NULL;
   gw_request_init(&s->req, req->ctx, req->server, &session_protocol, s);
   gw_request_t *r = &s->req;
-  r->method = req->method;
-  r->method_id = req->method_id;
-  r->http_major = req->http_major == 2 ? 2 : 1;
-  r->http_minor = 1;
-  r->websocket_connect = req->websocket_connect;
-  r->location = req->location;
-  r->client_fd = -1;
-  r->remote_port = req->remote_port;
-  r->start_ms = req->start_ms;
-  snprintf(s->remote_addr, sizeof(s->remote_addr), "%s", req->remote_addr ? req->remote_addr : "-");
-  r->remote_addr = s->remote_addr;
-  if (req->tls) { /* OpenSSL's protocol and cipher names are static; the SNI name is the connection's */
-    s->tls_info = *req->tls;
-    s->server_name = req->tls->server_name ? strdup(req->tls->server_name) : NULL;
+  r->in.method = req->in.method;
+  r->in.method_id = req->in.method_id;
+  r->in.http_major = req->in.http_major == 2 ? 2 : 1;
+  r->in.http_minor = 1;
+  r->in.websocket_connect = req->in.websocket_connect;
+  r->handler.location = req->handler.location;
+  r->client.fd = -1;
+  r->client.remote_port = req->client.remote_port;
+  r->in.start_ms = req->in.start_ms;
+  snprintf(s->remote_addr, sizeof(s->remote_addr), "%s", req->client.remote_addr ? req->client.remote_addr : "-");
+  r->client.remote_addr = s->remote_addr;
+  if (req->client.tls) { /* OpenSSL's protocol and cipher names are static; the SNI name is the connection's */
+    s->tls_info = *req->client.tls;
+    s->server_name = req->client.tls->server_name ? strdup(req->client.tls->server_name) : NULL;
     s->tls_info.server_name = s->server_name;
-    r->tls = &s->tls_info;
+    r->client.tls = &s->tls_info;
   }
-  if (gw_request_set_target(r, req->target, req->target_len) != 0 || gw_headers_copy(&r->headers, &req->headers) != 0) {
+  if (gw_request_set_target(r, req->in.target, req->in.target_len) != 0 || gw_headers_copy(&r->in.headers, &req->in.headers) != 0) {
     gw_request_dispose(r);
     free(s);
     return NULL;
   }
-  r->target_changed = 0;
+  r->handler.target_changed = 0;
   return s;
 }
 
 static void on_req(gw_handler_t *self, gw_request_t *req)
 {
   ws_handler_t *h = (ws_handler_t *)self;
-  gw_headers_t *hs = &req->headers;
+  gw_headers_t *hs = &req->in.headers;
   const gw_header_t *key = gw_headers_find(hs, "sec-websocket-key");
   const gw_header_t *version = gw_headers_find(hs, "sec-websocket-version");
   /* HTTP/2 (RFC 8441): the extended CONNECT is the handshake; no Upgrade,
    * Connection or Sec-WebSocket-Key/Accept, the version is still checked. */
-  int h2 = req->websocket_connect;
+  int h2 = req->in.websocket_connect;
   if (h2) {
     if (version == NULL || strcmp(version->value, "13") != 0) {
       refuse(req, 426, "Unsupported Sec-WebSocket-Version: this server speaks version 13.\n");
@@ -154,7 +154,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     refuse(req, 426, "This location speaks WebSocket: send an Upgrade: websocket handshake.\n");
     return;
   }
-  if (!h2 && (req->method == NULL || strcmp(req->method, "GET") != 0))
+  if (!h2 && (req->in.method == NULL || strcmp(req->in.method, "GET") != 0))
     {
       refuse(req, 400, "A WebSocket handshake is a GET request.\n");
       return;
@@ -178,14 +178,14 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   const char *protocol = choose_protocol(h, req);
   char accept[29];
   if (key) gw_ws_accept(key->value, key->value_len, accept); /* RFC 8441 has no key */
-  req->status = 101;
+  req->resp.status = 101;
   int answered = gw_request_set_header(req, "Upgrade", 7, "websocket", 9) == 0 &&
                  (!key || gw_request_set_header(req, "Sec-WebSocket-Accept", 20, accept, 28) == 0) &&
                  (!protocol || gw_request_set_header(req, "Sec-WebSocket-Protocol", 22, protocol, strlen(protocol)) == 0);
   session_t *s = answered ? session_new(req) : NULL;
   struct evbuffer *to_client = evbuffer_new(), *from_client = evbuffer_new();
   if (s == NULL || to_client == NULL || from_client == NULL) {
-    gw_log_error("websocket %.*s: out of memory", (int)req->path_len, req->target);
+    gw_log_error("websocket %.*s: out of memory", (int)req->in.path_len, req->in.target);
     if (s) session_free(-1, 0, s);
     if (to_client) evbuffer_free(to_client);
     if (from_client) evbuffer_free(from_client);
@@ -203,7 +203,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   evbuffer_free(to_client);
   evbuffer_free(from_client);
   if (ws == NULL) {
-    if (rc >= 0) gw_log_error("websocket %.*s: out of memory", (int)s->req.path_len, s->req.target);
+    if (rc >= 0) gw_log_error("websocket %.*s: out of memory", (int)s->req.in.path_len, s->req.in.target);
     session_free(-1, 0, s);
     return;
   }
@@ -211,7 +211,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
   s->next = sessions;
   if (sessions) sessions->prev = s;
   sessions = s;
-  s->req.running = 1;
+  s->req.handler.running = 1;
   h->script->on_req(h->script, &s->req);
 }
 

@@ -62,19 +62,19 @@ static mrb_value nginx_addresses(mrb_state *mrb, mrb_value self)
   (void)self;
   gw_request_t *req = gw_mrb_current_request(mrb);
   mrb_value out[4] = {mrb_nil_value(), mrb_nil_value(), mrb_nil_value(), mrb_nil_value()};
-  for (int side = 0; side < 2 && req->client_fd >= 0; side++) {
+  for (int side = 0; side < 2 && req->client.fd >= 0; side++) {
     gw_sockaddr_t a;
     socklen_t len = sizeof(a);
-    int rc = side == 0 ? getpeername(req->client_fd, &a.sa, &len) : getsockname(req->client_fd, &a.sa, &len);
+    int rc = side == 0 ? getpeername(req->client.fd, &a.sa, &len) : getsockname(req->client.fd, &a.sa, &len);
     char ip[64];
     if (rc != 0 || gw_addr_to_string(&a.sa, ip, sizeof(ip)) != 0) continue;
     int port = a.sa.sa_family == AF_INET ? ntohs(a.in4.sin_port) : ntohs(a.in6.sin6_port);
     out[side * 2] = mrb_str_new_cstr(mrb, ip);
     out[side * 2 + 1] = mrb_fixnum_value(port);
   }
-  if (req->balancer_addr && req->remote_addr) { /* a PROXY header or real_ip named the client (docs/fleet.md) */
-    out[0] = mrb_str_new_cstr(mrb, req->remote_addr);
-    out[1] = req->remote_port > 0 ? mrb_fixnum_value(req->remote_port) : mrb_nil_value();
+  if (req->client.balancer_addr && req->client.remote_addr) { /* a PROXY header or real_ip named the client (docs/fleet.md) */
+    out[0] = mrb_str_new_cstr(mrb, req->client.remote_addr);
+    out[1] = req->client.remote_port > 0 ? mrb_fixnum_value(req->client.remote_port) : mrb_nil_value();
   }
   return mrb_ary_new_from_values(mrb, 4, out);
 }
@@ -232,9 +232,9 @@ static mrb_value nginx_conn_userdata(mrb_state *mrb, mrb_value self)
 {
   (void)self;
   gw_request_t *req = gw_mrb_current_request_or_null();
-  if (req == NULL || req->tls == NULL || req->tls->hook_data == 0) return mrb_nil_value();
+  if (req == NULL || req->client.tls == NULL || req->client.tls->hook_data == 0) return mrb_nil_value();
   (void)mrb;
-  return gw_mrb_rooted(req->tls->hook_data - 1);
+  return gw_mrb_rooted(req->client.tls->hook_data - 1);
 }
 
 /* Nginx::SSL._gw_set(what, s): 0 certificate path, 1 key path, 2

@@ -21,13 +21,13 @@
  * location (or no longer matches). */
 static int location_match(mrb_state *mrb, gw_request_t *r, const size_t **ov, int *pairs, const char **subject)
 {
-  const gw_location_t *l = r->location;
+  const gw_location_t *l = r->handler.location;
   if (l == NULL || l->regex == NULL) return 0;
-  *subject = r->target;
-  int rc = gw_regex_exec(l->regex, r->target, r->path_len, 0, 0, ov);
+  *subject = r->in.target;
+  int rc = gw_regex_exec(l->regex, r->in.target, r->in.path_len, 0, 0, ov);
   if (rc == 0) {
-    mrb_value norm = mrb_str_new_capa(mrb, (size_t)r->path_len + 2); /* the GC owns it: no leak on a raise */
-    ssize_t n = gw_router_normalised(r->target, r->path_len, RSTRING_PTR(norm), (size_t)r->path_len + 2);
+    mrb_value norm = mrb_str_new_capa(mrb, (size_t)r->in.path_len + 2); /* the GC owns it: no leak on a raise */
+    ssize_t n = gw_router_normalised(r->in.target, r->in.path_len, RSTRING_PTR(norm), (size_t)r->in.path_len + 2);
     if (n >= 0) {
       *subject = RSTRING_PTR(norm);
       rc = gw_regex_exec(l->regex, *subject, (size_t)n, 0, 0, ov);
@@ -66,7 +66,7 @@ static mrb_value req_named_captures(mrb_state *mrb, mrb_value self)
   int pairs;
   mrb_value h = mrb_hash_new(mrb);
   if (!location_match(mrb, r, &ov, &pairs, &subject)) return h;
-  const gw_regex_t *re = r->location->regex;
+  const gw_regex_t *re = r->handler.location->regex;
   int n = gw_regex_name_count(re);
   for (int i = 0; i < n; i++) {
     int g;

@@ -22,26 +22,26 @@
 
 static mrb_value req_method(mrb_state *mrb, mrb_value self)
 {
-  return mrb_str_new_cstr(mrb, REQ(self)->method);
+  return mrb_str_new_cstr(mrb, REQ(self)->in.method);
 }
 
 static mrb_value req_path(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
-  return mrb_str_new(mrb, r->target, (mrb_int)r->path_len);
+  return mrb_str_new(mrb, r->in.target, (mrb_int)r->in.path_len);
 }
 
 static mrb_value req_query(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
   size_t qlen = gw_request_query_len(r);
-  return qlen ? mrb_str_new(mrb, r->target + r->path_len + 1, (mrb_int)qlen) : mrb_str_new_lit(mrb, "");
+  return qlen ? mrb_str_new(mrb, r->in.target + r->in.path_len + 1, (mrb_int)qlen) : mrb_str_new_lit(mrb, "");
 }
 
 static mrb_value req_target(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
-  return mrb_str_new(mrb, r->target, (mrb_int)r->target_len);
+  return mrb_str_new(mrb, r->in.target, (mrb_int)r->in.target_len);
 }
 
 /* req.target = "/new/path?q": in a rewrite phase the request is routed
@@ -69,12 +69,12 @@ static mrb_value req_http_version(mrb_state *mrb, mrb_value self)
 
 static mrb_value req_scheme(mrb_state *mrb, mrb_value self)
 {
-  return REQ(self)->tls ? mrb_str_new_lit(mrb, "https") : mrb_str_new_lit(mrb, "http");
+  return REQ(self)->client.tls ? mrb_str_new_lit(mrb, "https") : mrb_str_new_lit(mrb, "http");
 }
 
 static mrb_value req_tls_p(mrb_state *mrb, mrb_value self)
 {
-  return mrb_bool_value(REQ(self)->tls != NULL);
+  return mrb_bool_value(REQ(self)->client.tls != NULL);
 }
 
 static mrb_value tls_string(mrb_state *mrb, const char *s)
@@ -84,25 +84,25 @@ static mrb_value tls_string(mrb_state *mrb, const char *s)
 
 static mrb_value req_tls_server_name(mrb_state *mrb, mrb_value self)
 {
-  const gw_tls_info_t *t = REQ(self)->tls;
+  const gw_tls_info_t *t = REQ(self)->client.tls;
   return t ? tls_string(mrb, t->server_name) : mrb_nil_value();
 }
 
 static mrb_value req_tls_protocol(mrb_state *mrb, mrb_value self)
 {
-  const gw_tls_info_t *t = REQ(self)->tls;
+  const gw_tls_info_t *t = REQ(self)->client.tls;
   return t ? tls_string(mrb, t->protocol) : mrb_nil_value();
 }
 
 static mrb_value req_tls_cipher(mrb_state *mrb, mrb_value self)
 {
-  const gw_tls_info_t *t = REQ(self)->tls;
+  const gw_tls_info_t *t = REQ(self)->client.tls;
   return t ? tls_string(mrb, t->cipher) : mrb_nil_value();
 }
 
 static mrb_value req_remote_addr(mrb_state *mrb, mrb_value self)
 {
-  return mrb_str_new_cstr(mrb, REQ(self)->remote_addr);
+  return mrb_str_new_cstr(mrb, REQ(self)->client.remote_addr);
 }
 
 /* A String with a copy of what buf holds (buf is left as it is). */
@@ -116,14 +116,14 @@ static mrb_value buffer_string(mrb_state *mrb, struct evbuffer *buf)
 
 static mrb_value req_body(mrb_state *mrb, mrb_value self)
 {
-  return buffer_string(mrb, REQ(self)->body);
+  return buffer_string(mrb, REQ(self)->in.body);
 }
 
 /* Request headers as a Gateway::Headers (lower-case names, case-insensitive
  * lookups); repeated fields are joined with ", ". */
 static mrb_value req_headers_hash(mrb_state *mrb, mrb_value self)
 {
-  return gw_mrb_headers_new(mrb, &REQ(self)->headers);
+  return gw_mrb_headers_new(mrb, &REQ(self)->in.headers);
 }
 
 static mrb_value req_write(mrb_state *mrb, mrb_value self)
@@ -176,7 +176,7 @@ static mrb_value req_rack(mrb_state *mrb, mrb_value self)
 static mrb_value req_status(mrb_state *mrb, mrb_value self)
 {
   gw_request_t *r = REQ(self);
-  return mrb_fixnum_value(r->status ? r->status : 200);
+  return mrb_fixnum_value(r->resp.status ? r->resp.status : 200);
 }
 
 static mrb_value req_set_header(mrb_state *mrb, mrb_value self)
@@ -192,7 +192,7 @@ static mrb_value req_get_header(mrb_state *mrb, mrb_value self)
 {
   char *name;
   mrb_get_args(mrb, "z", &name);
-  gw_header_t *h = gw_headers_find(&REQ(self)->resp_headers, name);
+  gw_header_t *h = gw_headers_find(&REQ(self)->resp.headers, name);
   return h ? mrb_str_new(mrb, h->value, (mrb_int)h->value_len) : mrb_nil_value();
 }
 
@@ -200,7 +200,7 @@ static mrb_value req_delete_header(mrb_state *mrb, mrb_value self)
 {
   char *name;
   mrb_get_args(mrb, "z", &name);
-  gw_headers_remove(&REQ(self)->resp_headers, name);
+  gw_headers_remove(&REQ(self)->resp.headers, name);
   return mrb_nil_value();
 }
 
@@ -209,7 +209,7 @@ static mrb_value req_get_headers(mrb_state *mrb, mrb_value self)
 {
   char *name;
   mrb_get_args(mrb, "z", &name);
-  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  const gw_headers_t *hs = &REQ(self)->resp.headers;
   mrb_value list = mrb_ary_new(mrb);
   for (size_t i = 0; i < hs->count; i++) {
     const gw_header_t *h = &hs->items[i];
@@ -221,7 +221,7 @@ static mrb_value req_get_headers(mrb_state *mrb, mrb_value self)
 /* The response headers as [[name, value], ...], names as they were set. */
 static mrb_value req_response_header_pairs(mrb_state *mrb, mrb_value self)
 {
-  const gw_headers_t *hs = &REQ(self)->resp_headers;
+  const gw_headers_t *hs = &REQ(self)->resp.headers;
   mrb_value list = mrb_ary_new_capa(mrb, (mrb_int)hs->count);
   for (size_t i = 0; i < hs->count; i++) {
     const gw_header_t *h = &hs->items[i];
@@ -244,13 +244,13 @@ static mrb_value req_set_default_status(mrb_state *mrb, mrb_value self)
   mrb_int status;
   mrb_get_args(mrb, "i", &status);
   if (status < 100 || status > 999) mrb_raisef(mrb, E_ARGUMENT_ERROR, "invalid HTTP status %i (100..999)", status);
-  REQ(self)->default_status = (int)status;
+  REQ(self)->resp.default_status = (int)status;
   return mrb_fixnum_value(status);
 }
 
 static mrb_value req_response_body(mrb_state *mrb, mrb_value self)
 {
-  return buffer_string(mrb, REQ(self)->resp_body);
+  return buffer_string(mrb, REQ(self)->resp.body);
 }
 
 static mrb_value req_replace_response_body(mrb_state *mrb, mrb_value self)
@@ -258,8 +258,8 @@ static mrb_value req_replace_response_body(mrb_state *mrb, mrb_value self)
   mrb_value s;
   mrb_get_args(mrb, "S", &s);
   gw_request_t *r = REQ(self);
-  evbuffer_drain(r->resp_body, evbuffer_get_length(r->resp_body));
-  evbuffer_add(r->resp_body, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
+  evbuffer_drain(r->resp.body, evbuffer_get_length(r->resp.body));
+  evbuffer_add(r->resp.body, RSTRING_PTR(s), (size_t)RSTRING_LEN(s));
   return s;
 }
 
@@ -331,7 +331,7 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
     }
     if (n > shown) mrb_str_cat_str(mrb, text, mrb_format(mrb, "\n    ... %i more frames", n - shown));
   }
-  gw_log_error("handler for %s %.*s raised %s: %s%s", r->method, (int)r->path_len, r->target,
+  gw_log_error("handler for %s %.*s raised %s: %s%s", r->in.method, (int)r->in.path_len, r->in.target,
                mrb_obj_classname(mrb, exc), mrb_string_p(msg) ? mrb_string_cstr(mrb, msg) : "?",
                mrb_string_cstr(mrb, text));
   return mrb_nil_value();

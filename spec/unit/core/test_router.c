@@ -1,5 +1,5 @@
 /* test_router.c - gw_router_sort and gw_router_match (gateway/core/router.c).
- * unit: router regex static_http -lpcre2-8 */
+ * unit: router regex uri_path -lpcre2-8 */
 #include <stdlib.h>
 #include <string.h>
 

@@ -47,7 +47,7 @@ static int bodyless(int status)
 {
   gw_request_t req;
   memset(&req, 0, sizeof(req));
-  req.status = status;
+  req.resp.status = status;
   return gw_request_bodyless(&req);
 }
 
@@ -78,15 +78,15 @@ typedef struct {
 static void setup(fixture_t *f, int status)
 {
   memset(f, 0, sizeof(*f));
-  f->req.status = status;
-  f->req.http_minor = 1;
-  gw_headers_init(&f->req.resp_headers);
+  f->req.resp.status = status;
+  f->req.in.http_minor = 1;
+  gw_headers_init(&f->req.resp.headers);
   f->out = evbuffer_new();
 }
 
 static void teardown(fixture_t *f)
 {
-  gw_headers_dispose(&f->req.resp_headers);
+  gw_headers_dispose(&f->req.resp.headers);
   evbuffer_free(f->out);
 }
 
@@ -116,11 +116,11 @@ static void test_write_head(void)
 {
   fixture_t f;
   setup(&f, 404);
-  gw_headers_add(&f.req.resp_headers, "X-A", 3, "1", 1);
-  gw_headers_add(&f.req.resp_headers, "content-length", 14, "99", 2);  /* computed by the core: dropped */
-  gw_headers_add(&f.req.resp_headers, "Connection", 10, "upgrade", 7); /* dropped */
-  gw_headers_add(&f.req.resp_headers, "Transfer-Encoding", 17, "gzip", 4); /* dropped */
-  gw_headers_add(&f.req.resp_headers, "Date", 4, "yesterday", 9);       /* dropped */
+  gw_headers_add(&f.req.resp.headers, "X-A", 3, "1", 1);
+  gw_headers_add(&f.req.resp.headers, "content-length", 14, "99", 2);  /* computed by the core: dropped */
+  gw_headers_add(&f.req.resp.headers, "Connection", 10, "upgrade", 7); /* dropped */
+  gw_headers_add(&f.req.resp.headers, "Transfer-Encoding", 17, "gzip", 4); /* dropped */
+  gw_headers_add(&f.req.resp.headers, "Date", 4, "yesterday", 9);       /* dropped */
   char *h = head(&f, 1, 12);
   /* nginx's order: the core's own fields, then the handler's */
   CHECK(starts(h, "HTTP/1.1 404 Not Found\r\nServer: gateway\r\nDate: "));
@@ -144,7 +144,7 @@ static void test_write_head(void)
   CHECK(!has_line(h, "Content-Length") && !has_line(h, "Transfer-Encoding"));
   free(h);
   /* an HTTP/1.0 client kept alive is told so */
-  f.req.http_minor = 0;
+  f.req.in.http_minor = 0;
   h = head(&f, 1, 0);
   CHECK(has_line(h, "\r\nContent-Length: 0\r\nConnection: keep-alive\r\nX-A: 1\r\n\r\n"));
   free(h);
@@ -153,8 +153,8 @@ static void test_write_head(void)
   /* status 0 is 200; a script's own Server header replaces ours (and comes
    * with the handler's fields); text_plain */
   setup(&f, 0);
-  f.req.text_plain = 1;
-  gw_headers_add(&f.req.resp_headers, "server", 6, "mine", 4);
+  f.req.resp.text_plain = 1;
+  gw_headers_add(&f.req.resp.headers, "server", 6, "mine", 4);
   h = head(&f, 1, 5);
   CHECK(starts(h, "HTTP/1.1 200 OK\r\nDate: "));
   CHECK(has_line(h, "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: 5\r\nserver: mine\r\n\r\n"));
@@ -182,9 +182,9 @@ static void test_write_head(void)
   memset(big, 'v', 10000);
   for (int i = 0; i < 300; i++) {
     snprintf(name, sizeof(name), "X-%03d", i);
-    gw_headers_add(&f.req.resp_headers, name, 5, "0123456789", 10);
+    gw_headers_add(&f.req.resp.headers, name, 5, "0123456789", 10);
   }
-  gw_headers_add(&f.req.resp_headers, "X-Big", 5, big, 10000);
+  gw_headers_add(&f.req.resp.headers, "X-Big", 5, big, 10000);
   h = head(&f, 1, 1);
   CHECK(starts(h, "HTTP/1.1 200 OK\r\nServer: gateway\r\n"));
   CHECK(has_line(h, "\r\nContent-Length: 1\r\nX-000: 0123456789\r\n"));
@@ -200,8 +200,8 @@ static void test_write_inline(void)
 {
   fixture_t f;
   setup(&f, 201);
-  f.req.inline_body = "hello";
-  f.req.inline_len = 5;
+  f.req.resp.inline_body = "hello";
+  f.req.resp.inline_len = 5;
   size_t head_size = gw_response_write(&f.req, f.out, &f.w, 1);
   size_t len = evbuffer_get_length(f.out);
   char *s = malloc(len + 1);
@@ -223,13 +223,13 @@ static void test_write_switching(void)
   fixture_t f;
   setup(&f, 101);
   evbuffer_add(f.out, "queued", 6);
-  gw_headers_add(&f.req.resp_headers, "Upgrade", 7, "websocket", 9);
-  gw_headers_add(&f.req.resp_headers, "Sec-WebSocket-Protocol", 22, "chat", 4);
-  gw_headers_add(&f.req.resp_headers, "Content-Length", 14, "0", 1);      /* an upstream's: no body to frame */
-  gw_headers_add(&f.req.resp_headers, "connection", 10, "upgrade", 7);    /* ours, once */
-  gw_headers_add(&f.req.resp_headers, "Transfer-Encoding", 17, "chunked", 7);
-  gw_headers_add(&f.req.resp_headers, "X-Upstream", 10, "one", 3);
-  size_t n = gw_response_write_switching(&f.req.resp_headers, f.out);
+  gw_headers_add(&f.req.resp.headers, "Upgrade", 7, "websocket", 9);
+  gw_headers_add(&f.req.resp.headers, "Sec-WebSocket-Protocol", 22, "chat", 4);
+  gw_headers_add(&f.req.resp.headers, "Content-Length", 14, "0", 1);      /* an upstream's: no body to frame */
+  gw_headers_add(&f.req.resp.headers, "connection", 10, "upgrade", 7);    /* ours, once */
+  gw_headers_add(&f.req.resp.headers, "Transfer-Encoding", 17, "chunked", 7);
+  gw_headers_add(&f.req.resp.headers, "X-Upstream", 10, "one", 3);
+  size_t n = gw_response_write_switching(&f.req.resp.headers, f.out);
   size_t len = evbuffer_get_length(f.out);
   char *s = malloc(len + 1);
   evbuffer_remove(f.out, s, len);
@@ -240,9 +240,9 @@ static void test_write_switching(void)
   CHECK_EQ_UINT(n, len - 6);
   free(s);
   /* h2c's (http1_server.c): exactly what RFC 7540 §3.2 shows */
-  gw_headers_clear(&f.req.resp_headers);
-  gw_headers_add(&f.req.resp_headers, "Upgrade", 7, "h2c", 3);
-  n = gw_response_write_switching(&f.req.resp_headers, f.out);
+  gw_headers_clear(&f.req.resp.headers);
+  gw_headers_add(&f.req.resp.headers, "Upgrade", 7, "h2c", 3);
+  n = gw_response_write_switching(&f.req.resp.headers, f.out);
   len = evbuffer_get_length(f.out);
   s = malloc(len + 1);
   evbuffer_remove(f.out, s, len);
