@@ -12,6 +12,7 @@ Gateway::Build.configure do |conf|
   conf.gem 'mrbgems/mruby-gateway-json'      # JSON.parse / generate (YAJL)
   conf.gem 'mrbgems/mruby-gateway-util'      # Digest, Base64, URL escaping, Time formats, ENV
   conf.gem 'mrbgems/mruby-gateway-shdict'    # Gateway::SharedDict (shared_dict)
+  conf.gem 'mrbgems/mruby-gateway-cache'     # Gateway::Cache (cache zones, a location's cache:, purge)
   conf.gem 'mrbgems/mruby-gateway-redis'     # Async::Redis (hiredis's reader)
   conf.gem 'mrbgems/mruby-gateway-tarantool' # Async::Tarantool (iproto, msgpack-c)
   conf.gem 'mrbgems/mruby-gateway-websocket' # Gateway::WebSocket (websocket: locations)

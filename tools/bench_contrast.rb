@@ -39,8 +39,6 @@ require_relative 'bench/common'
 
 module Gateway
   class BenchContrast
-    FRONT_PORT = 58_080
-    BACKEND_PORT = 48_080
     HOST = '127.0.0.1'
     BACKEND_MS = 10.0 # the backend's Nginx::Async.sleep 10
     EXPECT_BODY = "done\n"
@@ -88,6 +86,9 @@ module Gateway
       @probe_log = File.join(@out_dir, 'probe.log')
       @pid = nil
       @probe_pid = nil
+      # Free ports of this run (examples/async.rb's 58080/48080 replaced), so
+      # two runs, or anything else on those ports, never collide.
+      @front_port, @backend_port = GatewayBench::Util.free_ports(2)
     end
 
     # ---------------------------------------------------------------- driver
@@ -138,16 +139,16 @@ module Gateway
       end
     end
 
+    # The config (examples/async.rb) on this run's free ports, written next
+    # to the raw output: the file the gateway runs.
     def start_gateway
-      busy = [FRONT_PORT, BACKEND_PORT].select { |p| port_busy?(p) }
-      unless busy.empty?
-        who = `ss -ltnpH 2>/dev/null`.lines.grep(/:(#{busy.join('|')})\b/).map(&:strip)
-        raise Error, "port(s) #{busy.join(', ')} on #{HOST} already in use; bench:contrast " \
-                     "needs #{FRONT_PORT} and #{BACKEND_PORT} free (another gateway, or a " \
-                     "../shared/bench run?). Not touching it.#{who.empty? ? '' : "\n  " + who.join("\n  ")}"
-      end
-      spawn_server([@binary, '-f', @config], @log_path, 'gateway', 15) { |pid| @pid = pid }
-      log "gateway up: master pid #{@pid}"
+      conf = File.join(@raw_dir, 'async.rb')
+      File.write(conf, GatewayBench::Util.async_example(File.expand_path(@config, @root), front: @front_port,
+                                                                                  back: @backend_port))
+      spawn_server([@binary, '-f', conf], @log_path, 'gateway', 15) { |pid| @pid = pid }
+      log "gateway up: master pid #{@pid}, front #{HOST}:#{@front_port}, backend #{HOST}:#{@backend_port}"
+    rescue GatewayBench::Error => e
+      raise Error, e.message
     end
 
     # Starts argv pinned to the server CPU, its output in log_path, and waits
@@ -164,9 +165,9 @@ module Gateway
           yield nil
           raise Error, "#{name} exited during start-up (#{$?}); log tail:\n#{log_tail(path: log_path)}"
         end
-        break if [FRONT_PORT, BACKEND_PORT].all? { |p| accepts?(p) }
+        break if [@front_port, @backend_port].all? { |p| accepts?(p) }
         if monotonic > deadline
-          raise Error, "#{name} did not accept on #{FRONT_PORT} and #{BACKEND_PORT} within #{timeout} s; " \
+          raise Error, "#{name} did not accept on #{@front_port} and #{@backend_port} within #{timeout} s; " \
                        "log tail:\n#{log_tail(path: log_path)}"
         end
 
@@ -244,12 +245,12 @@ module Gateway
     # gateway stopped: its ports may take a moment to be free.
     def start_probe
       deadline = monotonic + 5
-      while (busy = [FRONT_PORT, BACKEND_PORT].select { |p| port_busy?(p) }).any?
+      while (busy = [@front_port, @backend_port].select { |p| port_busy?(p) }).any?
         raise Error, "port(s) #{busy.join(', ')} on #{HOST} still in use; not touching it" if monotonic > deadline
 
         sleep 0.1
       end
-      argv = [@probe, '--front-port', FRONT_PORT.to_s, '--backend-port', BACKEND_PORT.to_s]
+      argv = [@probe, '--front-port', @front_port.to_s, '--backend-port', @backend_port.to_s]
       spawn_server(argv, @probe_log, 'C probe', 10) { |pid| @probe_pid = pid }
       log "C probe up: pid #{@probe_pid}, front and backend #{descendants(@probe_pid).join(', ')}"
     end
@@ -291,11 +292,11 @@ module Gateway
     end
 
     def url(key)
-      "http://#{HOST}:#{FRONT_PORT}#{endpoint(key)[:path]}"
+      "http://#{HOST}:#{@front_port}#{endpoint(key)[:path]}"
     end
 
     def http_get(key, timeout: 10)
-      http = Net::HTTP.new(HOST, FRONT_PORT, nil)
+      http = Net::HTTP.new(HOST, @front_port, nil)
       http.open_timeout = 2
       http.read_timeout = timeout
       http.start { |h| h.get(endpoint(key)[:path]) }
@@ -305,7 +306,7 @@ module Gateway
     # any load (examples/async.rb has one): the waterfalls of contrast.html.
     def traces
       ENDPOINTS.each_key.to_h do |key|
-        http = Net::HTTP.new(HOST, FRONT_PORT, nil)
+        http = Net::HTTP.new(HOST, @front_port, nil)
         http.read_timeout = 10
         res = http.start { |h| h.get("/dashboard/trace?path=#{endpoint(key)[:path]}") }
         [key, res.code == '200' ? JSON.parse(res.body, symbolize_names: true) : nil]
@@ -622,7 +623,8 @@ module Gateway
         git: `git -C #{@root} describe --always --dirty 2>/dev/null`.strip,
         wrk: `wrk --version 2>&1`.lines.first.to_s.strip,
         ab: `ab -V 2>&1`.lines.first.to_s.strip,
-        config: @config, server_cpu: @server_cpu, load_cpu: @load_cpu, cpu_lock: @lock_path,
+        config: @config, front_port: @front_port, backend_port: @backend_port,
+        server_cpu: @server_cpu, load_cpu: @load_cpu, cpu_lock: @lock_path,
         quick: @quick, sweep_c: @sweep, backend_ms: BACKEND_MS,
         published: { source: PUBLISHED_SOURCE, async: ENDPOINTS[:async][:published],
                      blocking: ENDPOINTS[:blocking][:published] },

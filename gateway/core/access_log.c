@@ -187,6 +187,10 @@ void gw_access_log_write(const gw_request_t *req, int status, size_t bytes_sent,
       if (req->upstream.addr[0]) put_seconds(req->upstream.ms);
       else put_dash();
       break;
+    case GW_ALV_CACHE_STATUS:
+      if (req->cache.status) put_str(req->cache.status);
+      else put_dash();
+      break;
     case GW_ALV_UPSTREAM_REUSED:
       if (req->upstream.addr[0]) put(req->upstream.reused ? "1" : "0", 1);
       else put_dash();

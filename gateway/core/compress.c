@@ -52,7 +52,9 @@ static int eligible(const gw_request_t *req, const gw_compress_conf_t *cf, long 
   if (length >= 0 && length < cf->min_length) return 0;
   const gw_header_t *ce = gw_headers_find(&req->resp.headers, "content-encoding");
   if (ce && ce->value_len > 0) return 0;
-  if (gw_headers_have_token(&req->resp.headers, "cache-control", "no-transform")) return 0;
+  if (gw_headers_find(&req->resp.headers, "cache-control") &&
+      gw_headers_have_token(&req->resp.headers, "cache-control", "no-transform"))
+    return 0;
   const gw_header_t *ct = gw_headers_find(&req->resp.headers, "content-type");
   if (ct) return gw_compress_type_matches(ct->value, ct->value_len, cf->types, cf->ntypes);
   return req->resp.text_plain && gw_compress_type_matches("text/plain", 10, cf->types, cf->ntypes);
@@ -81,10 +83,13 @@ static void rewrite_field(gw_request_t *req, const char *name, const char *prefi
 static void add_vary(gw_request_t *req)
 {
   gw_headers_t *hs = &req->resp.headers;
-  if (gw_headers_have_token(hs, "vary", "accept-encoding") || gw_headers_have_token(hs, "vary", "*")) return;
   size_t nvary = 0;
   for (size_t i = 0; i < hs->count; i++)
-    if (strcasecmp(hs->items[i].name, "vary") == 0) nvary++;
+    if (hs->items[i].name_len == 4 && strncasecmp(hs->items[i].name, "vary", 4) == 0) nvary++;
+  /* the usual case, no Vary: no token lists to read */
+  if (nvary > 0 &&
+      (gw_headers_have_token(hs, "vary", "accept-encoding") || gw_headers_have_token(hs, "vary", "*")))
+    return;
   if (nvary == 1)
     rewrite_field(req, "vary", "", ", Accept-Encoding");
   else /* none, or several lines (one list): a line of its own */

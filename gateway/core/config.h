@@ -29,6 +29,8 @@ struct gw_handler_s;
 struct gw_filter_s;
 struct gw_compress_conf_s;
 struct gw_stage_s;
+struct gw_cache_conf_s;
+struct gw_cache_hooks_s;
 
 typedef struct {
   char *path;           /* owned; without the "= " of exact locations */
@@ -57,6 +59,8 @@ typedef struct {
   struct gw_compress_conf_s *compress; /* owned (compress_http.h): compression on the fly; NULL: off */
   const struct gw_stage_s *stage; /* the response stage (request.h) when compress is set, else NULL */
   int max_ranges;       /* static files: ranges in one request before the whole file is sent (200); 0: no ranges */
+  struct gw_cache_conf_s *cache; /* owned (cache.h): the response cache in front of the handler; NULL: none */
+  const struct gw_cache_hooks_s *cache_hooks; /* request.h: cache.c's hooks when cache is set, else NULL */
 } gw_location_t;
 
 #define GW_CPU_AUTO (-2)

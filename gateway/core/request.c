@@ -100,6 +100,15 @@ static void stage_free(gw_request_t *req)
 
 static void drop_out(gw_request_t *req);
 
+/* The response cache's state and key for this request go (see
+ * gw_cache_hooks_t): the group is fresh. */
+static void reset_cache(gw_request_t *req)
+{
+  if (req->cache.state) req->cache.hooks->free(req);
+  free(req->cache.key);
+  memset(&req->cache, 0, sizeof(req->cache));
+}
+
 static void drop_trailers(gw_request_t *req)
 {
   if (req->in.trailers == NULL) return;
@@ -158,6 +167,7 @@ void gw_request_reset(gw_request_t *req)
   fresh_upstream(&req->upstream);
   reset_resp(req);
   reset_filter(req);
+  reset_cache(req);
   fresh_trace(&req->trace);
 }
 
@@ -176,6 +186,7 @@ void gw_request_dispose(gw_request_t *req)
   if (req->handler.running) gw_request_abort(req);
   release_state(req);
   stage_free(req);
+  reset_cache(req);
   gw_headers_dispose(&req->in.headers);
   gw_headers_dispose(&req->resp.headers);
   drop_trailers(req);
@@ -243,6 +254,7 @@ void gw_request_split_target(gw_request_t *req)
 #define MAX_REROUTES 10
 
 static void run_phases(gw_request_t *req, int from);
+static void run_handler(gw_request_t *req);
 
 /* A rewrite or access phase is done: answer, fail, or go on with the next. */
 static void on_phase_done(gw_request_t *req, int verdict, void *arg)
@@ -287,8 +299,16 @@ static void run_phases(gw_request_t *req, int from)
     l->access->run(l->access, req, on_phase_done, (void *)(intptr_t)2);
   } else {
     gw_request_head_keep(req); /* what the phases set stays on the response */
-    l->handler->on_req(l->handler, req);
+    if (l->cache_hooks) l->cache_hooks->lookup(req, run_handler); /* a hit answers; else it runs the handler */
+    else l->handler->on_req(l->handler, req);
   }
+}
+
+/* The content phase: the location's handler answers. */
+static void run_handler(gw_request_t *req)
+{
+  const gw_location_t *l = req->handler.location;
+  l->handler->on_req(l->handler, req);
 }
 
 void gw_request_log_refused(const gw_request_t *req)
@@ -375,6 +395,7 @@ static const gw_stage_t *stage_of(gw_request_t *req)
 /* A whole response (proto->send). */
 static void out_send(gw_request_t *req)
 {
+  if (req->cache.state) req->cache.hooks->whole(req);
   const gw_stage_t *st = stage_of(req);
   if (st) st->whole(req);
   req->proto->send(req);
@@ -383,15 +404,23 @@ static void out_send(gw_request_t *req)
 /* A streamed head (proto->stream_head). */
 static void out_head(gw_request_t *req, long long content_length)
 {
+  if (req->cache.state) content_length = req->cache.hooks->head(req, content_length);
   const gw_stage_t *st = stage_of(req);
   req->proto->stream_head(req, st ? st->begin(req, content_length) : content_length);
 }
 
-/* A piece of a streamed body (proto->stream_body). */
-static int out_body(gw_request_t *req, const char *data, size_t len)
+/* A piece of a streamed body past the cache (stage->data, proto->stream_body). */
+static int out_staged(gw_request_t *req, const char *data, size_t len)
 {
   if (req->resp.stage_state) return req->resp.stage->data(req, data, len);
   return req->proto->stream_body(req, data, len);
+}
+
+/* A piece of a streamed body (the cache may store it or drop it). */
+static int out_body(gw_request_t *req, const char *data, size_t len)
+{
+  if (req->cache.state && req->cache.hooks->data(req, data, len)) return 0;
+  return out_staged(req, data, len);
 }
 
 /* A staged body's last bytes; 0 when they could not go (cut short). */
@@ -405,6 +434,7 @@ static int stage_end(gw_request_t *req, int complete)
 /* The end of a streamed body (proto->stream_end). */
 static void out_end(gw_request_t *req, int complete)
 {
+  if (req->cache.state && (complete = req->cache.hooks->end(req, complete, out_staged)) < 0) return;
   if (req->resp.stage_state) complete = stage_end(req, complete);
   req->proto->stream_end(req, complete);
 }
@@ -412,7 +442,10 @@ static void out_end(gw_request_t *req, int complete)
 /* ... with trailer fields (proto->stream_trailers). */
 static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
 {
-  if (req->resp.stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
+  int complete = req->cache.state ? req->cache.hooks->end(req, 1, out_staged) : 1;
+  if (complete < 0) return; /* the client left: aborted */
+  if (!complete) req->proto->stream_end(req, 0);
+  else if (req->resp.stage_state && !stage_end(req, 1)) req->proto->stream_end(req, 0);
   else if (req->proto->stream_trailers) req->proto->stream_trailers(req, trailers);
   else req->proto->stream_end(req, 1);
 }
@@ -421,7 +454,8 @@ static void out_trailers(gw_request_t *req, const gw_headers_t *trailers)
  * or may take it once the header filter that runs now is done. */
 static int out_can_file(const gw_request_t *req)
 {
-  return req->proto->stream_file != NULL && req->resp.stage_state == NULL && !(req->filter.hold && req->handler.location->stage);
+  return req->proto->stream_file != NULL && req->resp.stage_state == NULL && req->cache.state == NULL &&
+         !(req->filter.hold && req->handler.location->stage);
 }
 
 int gw_request_can_upgrade(const gw_request_t *req)
@@ -717,6 +751,7 @@ void gw_request_abort(gw_request_t *req)
   drop_out(req);
   release_state(req);
   stage_free(req);
+  if (req->cache.state) req->cache.hooks->free(req);
 }
 
 int gw_request_set_header(gw_request_t *req, const char *name, size_t nlen, const char *value, size_t vlen)

@@ -113,6 +113,35 @@ typedef struct gw_stage_s {
   void (*free)(gw_request_t *req);
 } gw_stage_t;
 
+/* A response cache in front of a location's handler (cache.c's
+ * gw_cache_hooks, as gw_location_t.cache_hooks, its settings in
+ * gw_location_t.cache). request.c calls it through these pointers and knows
+ * none of it; its per-request state is req->cache.state (NULL: none). The
+ * response hooks run after the location's filters and before its stage
+ * (so a cached body is the identity one and compression applies to hits). */
+typedef struct gw_cache_hooks_s {
+  /* Instead of calling the content handler: answers req from the cache (a
+   * whole response: gw_request_finish) or calls handler(req) to run the
+   * location's handler, now or later (a wait is registered as pending). */
+  void (*lookup)(gw_request_t *req, void (*handler)(gw_request_t *req));
+  /* The handler's response leaves whole (before stage->whole): may store it
+   * or replace it (a 304 that refreshed an entry, an error a stale entry
+   * answers). */
+  void (*whole)(gw_request_t *req);
+  /* ... or streamed: its head (returns the length to announce instead), */
+  long long (*head)(gw_request_t *req, long long length);
+  /* each piece of its body (0: pass it on; 1: dropped, the cache answers
+   * with a stored body instead), */
+  int (*data)(gw_request_t *req, const char *data, size_t len);
+  /* and its end (complete or cut short): returns the completeness to pass
+   * on, after sending a stored body it answers with through emit (as
+   * stream_body); -1 when emit found the client gone (req was aborted:
+   * touch nothing). */
+  int (*end)(gw_request_t *req, int complete, int (*emit)(gw_request_t *req, const char *data, size_t len));
+  /* Frees req->cache.state (the request ended, was aborted or reset). */
+  void (*free)(gw_request_t *req);
+} gw_cache_hooks_t;
+
 /* State a handler keeps for one request (mruby: the fiber, the Ruby
  * object), released once when the request finishes or is aborted. */
 typedef struct gw_req_state_s {
@@ -252,6 +281,19 @@ typedef struct {
   long long off, len;
 } gw_request_filter_t;
 
+/* The response cache (gw_cache_hooks_t): set by its lookup (hooks, state:
+ * owned by cache.c, freed by hooks->free; status) and, before it, by a
+ * location's key:/bypass: lambdas through the Ruby bridge (key, bypass). */
+typedef struct {
+  char *key;                /* owned: a key: lambda's result, or NULL: the default key */
+  size_t key_len;
+  int bypass;               /* a bypass: lambda said so */
+  const struct gw_cache_hooks_s *hooks;
+  void *state;              /* cache.c's, or NULL */
+  const char *status;       /* "HIT", "MISS"... (static) for X-Cache-Status and
+                               $cache_status; NULL: not cached here */
+} gw_request_cache_t;
+
 /* Trace mode (--trace) and the timeline: set by request.c when the request
  * starts. */
 typedef struct {
@@ -278,6 +320,7 @@ struct gw_request_s {
   gw_request_upstream_t upstream;
   gw_request_resp_t resp;
   gw_request_filter_t filter;
+  gw_request_cache_t cache;
   gw_request_trace_t trace;
 };
 

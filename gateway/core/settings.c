@@ -45,6 +45,7 @@ static const struct {
     {"stream_id", GW_ALV_STREAM_ID},
     {"proxy_protocol_addr", GW_ALV_PROXY_PROTOCOL_ADDR},
     {"realip_remote_addr", GW_ALV_REALIP_REMOTE_ADDR},
+    {"cache_status", GW_ALV_CACHE_STATUS},
 };
 
 static mrb_value iv(mrb_state *mrb, mrb_value obj, const char *name)

@@ -36,6 +36,7 @@ typedef enum {
   GW_ALV_PROXY_PROTOCOL_ADDR,  /* the client address a PROXY protocol header carried, or "-" */
   GW_ALV_REALIP_REMOTE_ADDR,   /* the socket peer's address (the balancer's) before
                                   proxy_protocol or real_ip replaced it */
+  GW_ALV_CACHE_STATUS,         /* the response cache's HIT, MISS... (cache.h), or "-" */
   GW_ALV_HTTP,                 /* request header; text is its name ("user-agent") */
   GW_ALV_SENT_HTTP             /* response header set by the handler or upstream */
 } gw_access_var_t;

@@ -4,12 +4,13 @@
  * Two parts. The dictionary itself works on any memory region it is given
  * (gw_shdict_format / the operations): a header with a process-shared robust
  * mutex, a hash table of 32-bit offsets, an LRU list and a buddy allocator,
- * all addressed by offsets so nothing in it is a pointer. And the zones: the
- * master maps each declared dictionary (MAP_SHARED | MAP_ANONYMOUS) while it
- * evaluates the config, before it forks, so every worker (and every
- * replacement worker) sees the same pages. Reload: a zone declared again
- * with the same size is kept with its data, one whose size changed is made
- * anew (empty); the old workers keep their own mapping until they exit.
+ * all addressed by offsets so nothing in it is a pointer (the buddy
+ * allocator is shm_alloc.c's). And the zones (shm_zone.c): the master maps
+ * each declared dictionary while it evaluates the config, before it forks,
+ * so every worker (and every replacement worker) sees the same pages.
+ * Reload: a zone declared again with the same size is kept with its data,
+ * one whose size changed is made anew (empty); the old workers keep their
+ * own mapping until they exit.
  *
  * Values are copied in and out under the lock; nothing here calls back
  * into the caller while holding it. */
@@ -91,13 +92,9 @@ void gw_shdict_hold_lock(gw_shdict_t *d, int ms);
 
 /* Called while a config is evaluated: declares name with size bytes. The
  * zone of the running config is kept when the size is the same; otherwise a
- * new one is mapped (pending until gw_shdict_commit). -1 with err on failure. */
+ * new one is mapped (pending until gw_shm_zone_commit, which gw_config_load
+ * calls). -1 with err on failure. */
 int gw_shdict_declare(const char *name, size_t size, char *err, size_t errlen);
-/* The config loaded: pending zones become current, zones it did not declare
- * again are unmapped (in this process only: running workers keep theirs). */
-void gw_shdict_commit(void);
-/* The config failed: its pending zones are unmapped, the current ones stay. */
-void gw_shdict_abort(void);
 /* The zone named name (declared by the current config, or the one being
  * evaluated), or NULL. */
 gw_shdict_t *gw_shdict_find(const char *name);

@@ -27,6 +27,7 @@ typedef struct {
   uint64_t restarts, stalls; /* carried over from the workers this one replaced */
   uint64_t h2_connections, h2_streams; /* HTTP/2 connections taken (ALPN, preface, Upgrade), streams run */
   uint64_t proxy_protocol_headers, proxy_protocol_rejected, proxy_protocol_timeouts, proxy_protocol_untrusted;
+  uint64_t cache_hits, cache_misses, cache_hit_bytes; /* the response cache (cache.c): this worker's lookups */
   /* gauges */
   uint32_t connections_active, connections_idle, connections_reading, connections_writing;
   uint32_t fibers_parked, timers_pending, subrequests_in_flight;

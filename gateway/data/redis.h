@@ -1,7 +1,8 @@
 /* redis.h - a Redis client on the worker's loop: a pool of connections per
  * address, one command batch in flight per connection, replies parsed by
- * hiredis's reader into gw_redis_reply_t trees (redis.c says why the reader
- * and not hiredis's async API).
+ * hiredis's reader into gw_redis_reply_t trees (redis_resp.h; redis.c says
+ * why the reader and not hiredis's async API), on the data clients'
+ * connection core (data_conn.h).
  *
  * Every operation ends exactly once through its callback, from a loop
  * event, never from inside gw_redis_exec(); gw_redis_cancel() stops it with
@@ -13,30 +14,18 @@
 #include <stddef.h>
 
 #include "buf.h"
+#include "data_conn.h"
 #include "error.h"
+#include "redis_resp.h"
 
 struct event_base;
 typedef struct gw_redis_s gw_redis_t;
 typedef struct gw_redis_op_s gw_redis_op_t;
 
-/* A reply (REDIS_REPLY_* types of hiredis's read.h). */
-typedef struct gw_redis_reply_s {
-  int type;
-  long long integer;                 /* INTEGER */
-  char *str;                         /* STRING, STATUS, ERROR: len bytes + NUL */
-  size_t len;
-  size_t elements;                   /* ARRAY */
-  struct gw_redis_reply_s **element;
-} gw_redis_reply_t;
-
-/* Limits on what a server may send: elements of one array, bytes buffered. */
-#define GW_REDIS_MAX_ELEMENTS (1 << 20)
-#define GW_REDIS_MAX_BUFFERED ((size_t)512 << 20)
-
 typedef struct {
-  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path", or
-                          * "sentinel:NAME@host:port,host:port,...": the master that
-                          * those Redis Sentinels name NAME (redis.c) */
+  const char *addr;      /* "IP:port", "[v6]:port", "localhost:port", "unix:/path";
+                          * behind Sentinel: redis_sentinel.h; a Cluster's:
+                          * redis_cluster.h */
   int db;                /* SELECTed on each new connection when > 0 */
   const char *password;  /* AUTH on each new connection, or NULL */
   int pool;              /* connections at most; more callers wait in line */
@@ -74,24 +63,38 @@ void gw_redis_subscriber_free(gw_redis_sub_t *s);
 /* The address as given. */
 const char *gw_redis_addr(const gw_redis_t *r);
 
-/* RESP command building: appends "*argc\r\n" then each "$len\r\n...\r\n". */
-int gw_redis_append_array(gw_buf_t *b, size_t argc);
-int gw_redis_append_bulk(gw_buf_t *b, const char *s, size_t len);
+/* A client of one server whose address a finder gives (redis_sentinel.c):
+ * find is called (again) whenever the address is wanted and unknown (one
+ * question at a time is the finder's business); free when the client is. */
+typedef struct {
+  void (*find)(void *state);
+  void (*free)(void *state);
+} gw_redis_finder_t;
+/* p's db, password, pool; p->addr as given (messages). NULL with err
+ * (state is then the caller's to free). */
+gw_redis_t *gw_redis_new_found(struct event_base *base, const gw_redis_params_t *p, const gw_redis_finder_t *finder,
+                               void *state, char *err, size_t errlen);
+/* The finder's answer: the server is at sa (addr: it as text, why: for the
+ * log when it moved); waiting calls go. */
+void gw_redis_found(gw_redis_t *r, const gw_sockaddr_t *sa, socklen_t len, const char *addr, const char *why);
+/* The finder has no answer: waiting calls fail with err. */
+void gw_redis_not_found(gw_redis_t *r, gw_err_t err);
 
-/* Redis Cluster: the hash slot (0..16383) every keyed command of cmd (RESP
- * commands as gw_redis_append_* make them) maps to, -1 when none has a key,
- * -2 when two keys differ in slot. */
-int gw_redis_commands_slot(const char *cmd, size_t len);
-
-/* The reply parser as the client uses it (exposed for the fuzz target): a
- * hiredis reader with this module's objects and limits. */
-void *gw_redis_reader_new(void);
-void gw_redis_reader_free(void *reader);
-/* Feeds bytes; then gw_redis_reader_next() returns 1 with *out (free with
- * gw_redis_reply_free), 0 when more bytes are needed, -1 on a protocol
- * error (message in *err). */
-int gw_redis_reader_feed(void *reader, const char *data, size_t len);
-int gw_redis_reader_next(void *reader, gw_redis_reply_t **out, const char **err);
-void gw_redis_reply_free(gw_redis_reply_t *r);
+/* A client that hands every call to a router (redis_cluster.c) instead of
+ * connections of its own. The router's operations are handed out as
+ * gw_redis_op_t: each begins with a gw_dreq_t of the client's pool
+ * (gw_redis_pool), whose protocol is proto (their timeouts and deferred
+ * failures); gw_redis_cancel and gw_redis_free come back to it. */
+typedef struct {
+  const gw_dconn_proto_t *proto;
+  gw_redis_op_t *(*exec)(void *state, const char *cmd, size_t len, size_t nreplies, int timeout_ms,
+                         gw_redis_done_cb cb, void *arg);
+  void (*cancel)(gw_redis_op_t *op);
+  gw_redis_t *(*subscriber)(void *state); /* the client a subscriber of this one uses */
+  void (*free)(void *state);
+} gw_redis_router_t;
+/* addr: as given (messages); NULL when out of memory. */
+gw_redis_t *gw_redis_new_router(struct event_base *base, const char *addr, const gw_redis_router_t *router, void *state);
+gw_dpool_t *gw_redis_pool(gw_redis_t *r);
 
 #endif

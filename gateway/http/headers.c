@@ -1,5 +1,6 @@
 /* headers.c - the header-field list shared by the server side, the upstream
  * client and the Ruby bridge. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -70,6 +71,27 @@ static char *reserve(gw_headers_t *h, size_t n)
   return p;
 }
 
+/* memcpy, without a call for the short names and values most fields have
+ * (two overlapping loads and stores of 8 or 4 bytes). */
+static inline void copy(char *dst, const char *src, size_t n)
+{
+  if (n >= 8 && n <= 16) {
+    uint64_t a, b;
+    memcpy(&a, src, 8);
+    memcpy(&b, src + n - 8, 8);
+    memcpy(dst, &a, 8);
+    memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4 && n < 8) {
+    uint32_t a, b;
+    memcpy(&a, src, 4);
+    memcpy(&b, src + n - 4, 4);
+    memcpy(dst, &a, 4);
+    memcpy(dst + n - 4, &b, 4);
+  } else {
+    memcpy(dst, src, n);
+  }
+}
+
 int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const char *value, size_t value_len)
 {
   if (h->count == h->cap) {
@@ -81,9 +103,9 @@ int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const cha
   }
   char *mem = reserve(h, name_len + value_len + 2);
   if (mem == NULL) return -1;
-  memcpy(mem, name, name_len);
+  copy(mem, name, name_len);
   mem[name_len] = '\0';
-  memcpy(mem + name_len + 1, value, value_len);
+  copy(mem + name_len + 1, value, value_len);
   mem[name_len + 1 + value_len] = '\0';
   gw_header_t *f = &h->items[h->count++];
   f->name = mem;
@@ -102,9 +124,8 @@ int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src)
   return 0;
 }
 
-gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name)
+gw_header_t *gw_headers_find_len(const gw_headers_t *h, const char *name, size_t len)
 {
-  size_t len = strlen(name);
   for (size_t i = 0; i < h->count; i++)
     if (h->items[i].name_len == len && strncasecmp(h->items[i].name, name, len) == 0) return &h->items[i];
   return NULL;

@@ -7,6 +7,7 @@
 #define GW_HEADERS_H
 
 #include <stddef.h>
+#include <string.h>
 
 typedef struct {
   char *name;
@@ -34,8 +35,14 @@ int gw_headers_add(gw_headers_t *h, const char *name, size_t name_len, const cha
 /* Appends a copy of every field of src (NULL: none). Returns 0, or -1 when
  * out of memory. */
 int gw_headers_copy(gw_headers_t *dst, const gw_headers_t *src);
-/* First field whose name matches case-insensitively, or NULL. */
-gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name);
+/* First field whose name (len bytes) matches case-insensitively, or NULL. */
+gw_header_t *gw_headers_find_len(const gw_headers_t *h, const char *name, size_t len);
+/* The same for a NUL-terminated name (a constant's length is known when
+ * this is compiled). */
+static inline gw_header_t *gw_headers_find(const gw_headers_t *h, const char *name)
+{
+  return gw_headers_find_len(h, name, strlen(name));
+}
 /* Removes every field whose name matches case-insensitively. */
 void gw_headers_remove(gw_headers_t *h, const char *name);
 /* 1 if s is a non-empty RFC 9110 token (a method or a field name). */

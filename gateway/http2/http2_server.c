@@ -46,6 +46,7 @@
  * connection), idle timeout (keepalive_timeout with no stream open). */
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -79,6 +80,7 @@
 #define TICK_MS 1000
 #define SPARE_STREAMS 16                /* closed streams kept for reuse while the connection is busy */
 #define WHOLE_BODY_MAX (16 * 1024)      /* a whole body up to this is copied flat (h2_stream_t.whole) */
+#define STREAM_BUCKETS 16               /* a power of two; a client's ids are odd */
 
 typedef struct h2_stream_s h2_stream_t;
 typedef struct h2_pipe_s h2_pipe_t;
@@ -98,6 +100,7 @@ struct gw_h2_conn_s {
   h2_stream_t *spare;       /* freed streams kept with their buffers for the next ones */
   size_t nspare;
   h2_stream_t *last_stream; /* stream_of()'s last answer: a live stream, or NULL */
+  h2_stream_t *by_id[STREAM_BUCKETS]; /* live streams by id (chained on idnext) */
   int in_callback, dead, reading, writing, flush_soon, stopping;
   int feeding;              /* in nghttp2_session_mem_recv: feed() flushes after it */
   int64_t last_progress_ms; /* output written, or nothing waited */
@@ -106,6 +109,7 @@ struct gw_h2_conn_s {
   int64_t ctrl_second;      /* the second control frames are counted in */
   int nctrl;
   int upgrade_waiting;      /* h2c upgrade: stream 1 starts at the client's SETTINGS */
+  size_t max_header_size, max_fields; /* a request head's limits (on_header): over them, 431 */
   gw_h2_conn_t *next, *prev; /* the worker's h2 connections */
 };
 
@@ -126,6 +130,7 @@ struct h2_stream_s {
   int protocol;             /* :protocol was sent: 1 websocket, 2 another */
   h2_pipe_t *pipe;          /* an upgraded stream's byte end, or NULL */
   h2_stream_t *next, *prev;
+  h2_stream_t *idnext;      /* in conn->by_id */
 };
 
 /* An upgraded stream as a byte end: shared by the stream and its reader (a
@@ -265,6 +270,9 @@ static void stream_unlink(gw_h2_conn_t *h, h2_stream_t *s)
   s->prev = NULL;
   h->closed = s;
   if (h->last_stream == s) h->last_stream = NULL;
+  h2_stream_t **p = &h->by_id[((uint32_t)s->id >> 1) & (STREAM_BUCKETS - 1)];
+  while (*p && *p != s) p = &(*p)->idnext;
+  if (*p) *p = s->idnext;
   if (--h->nstreams == 0) h->idle_since_ms = gw_coarse_ms();
 }
 
@@ -305,16 +313,22 @@ static h2_stream_t *stream_new(gw_h2_conn_t *h, int32_t id)
   s->next = h->streams;
   if (h->streams) h->streams->prev = s;
   h->streams = s;
+  h2_stream_t **b = &h->by_id[((uint32_t)id >> 1) & (STREAM_BUCKETS - 1)];
+  s->idnext = *b;
+  *b = s;
   h->nstreams++;
   return s;
 }
 
-/* The stream of id, or NULL once closed. The last one found is kept: a
- * request's header fields come one callback each, all on one stream. */
+/* The stream of id, or NULL once closed (our own map: nghttp2's stream
+ * user data would cost a lookup of its own to set and each time to get).
+ * The last one found is kept: a request's header fields come one callback
+ * each, all on one stream. */
 static h2_stream_t *stream_of(gw_h2_conn_t *h, int32_t id)
 {
   if (h->last_stream && h->last_stream->id == id) return h->last_stream;
-  h2_stream_t *s = nghttp2_session_get_stream_user_data(h->session, id);
+  h2_stream_t *s = h->by_id[((uint32_t)id >> 1) & (STREAM_BUCKETS - 1)];
+  while (s && s->id != id) s = s->idnext;
   if (s) h->last_stream = s;
   return s;
 }
@@ -371,19 +385,137 @@ static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, siz
   return (ssize_t)n;
 }
 
+/* Response field names met often, as nghttp2 wants them (lower case): a
+ * field of one of these names, in any case, is submitted with the constant
+ * name, which nghttp2 neither copies nor lower-cases. A name is found by a
+ * hash of its length and first and last letters (known_slots), then matched
+ * a word at a time: its bytes ORed with 0x20 where the known name has a
+ * letter, against the known name's bytes (both filled in by known_fields_init). */
+enum { FIELD_SEND, FIELD_HOP, FIELD_DATE, FIELD_SERVER };
+
+typedef struct {
+  const char *lower;
+  unsigned len, kind;
+  uint64_t head, head_mask, tail, tail_mask; /* the first and the last 8 bytes (4 to 7 bytes: 4) */
+  uint64_t mid[2], mid_mask[2];              /* bytes 8-15 and 16-23 of a longer name */
+} known_field_t;
+
+#define KF(nm, k) {.lower = nm, .len = sizeof(nm) - 1, .kind = k}
+static known_field_t known_fields[] = {
+  KF("te", FIELD_HOP),
+  KF("date", FIELD_DATE), KF("etag", FIELD_SEND), KF("vary", FIELD_SEND), KF("link", FIELD_SEND),
+  KF("server", FIELD_SERVER),
+  KF("upgrade", FIELD_HOP), KF("expires", FIELD_SEND), KF("alt-svc", FIELD_SEND),
+  KF("location", FIELD_SEND),
+  KF("connection", FIELD_HOP), KF("keep-alive", FIELD_HOP), KF("set-cookie", FIELD_SEND),
+  KF("retry-after", FIELD_SEND), KF("grpc-status", FIELD_SEND),
+  KF("content-type", FIELD_SEND), KF("grpc-message", FIELD_SEND),
+  KF("last-modified", FIELD_SEND), KF("accept-ranges", FIELD_SEND), KF("cache-control", FIELD_SEND),
+  KF("content-range", FIELD_SEND),
+  KF("content-length", FIELD_HOP), /* submit_head writes its own */
+  KF("x-frame-options", FIELD_SEND),
+  KF("proxy-connection", FIELD_HOP), KF("content-encoding", FIELD_SEND), KF("content-language", FIELD_SEND),
+  KF("www-authenticate", FIELD_SEND),
+  KF("transfer-encoding", FIELD_HOP),
+  KF("content-disposition", FIELD_SEND),
+  KF("x-content-type-options", FIELD_SEND),
+  KF("strict-transport-security", FIELD_SEND),
+  KF("access-control-allow-origin", FIELD_SEND),
+};
+#undef KF
+
+#define NKNOWN (sizeof(known_fields) / sizeof(known_fields[0]))
+#define KNOWN_MAX_LEN 27
+#define KNOWN_SLOTS 128 /* a power of two; no two known names share a slot */
+
+static unsigned char known_slots[KNOWN_SLOTS]; /* index + 1 into known_fields, or 0 */
+
+static unsigned known_hash(const char *name, size_t len)
+{
+  return ((unsigned)((unsigned char)name[0] | 0x20) + ((unsigned char)name[len - 1] | 0x20) + (unsigned)len * 25) &
+         (KNOWN_SLOTS - 1);
+}
+
+static uint64_t load64(const char *p)
+{
+  uint64_t v;
+  memcpy(&v, p, 8);
+  return v;
+}
+
+static uint32_t load32(const char *p)
+{
+  uint32_t v;
+  memcpy(&v, p, 4);
+  return v;
+}
+
+/* n (4 or 8) bytes of a known name, and their letters' 0x20 mask, as
+ * load32/load64 read a name's bytes. */
+static void known_bytes(const char *lower, size_t n, uint64_t *word, uint64_t *mask)
+{
+  unsigned char w[8], m[8];
+  for (size_t i = 0; i < n; i++) {
+    w[i] = (unsigned char)lower[i];
+    m[i] = lower[i] >= 'a' && lower[i] <= 'z' ? 0x20 : 0;
+  }
+  if (n == 4) {
+    uint32_t w4, m4;
+    memcpy(&w4, w, 4);
+    memcpy(&m4, m, 4);
+    *word = w4;
+    *mask = m4;
+  } else {
+    memcpy(word, w, 8);
+    memcpy(mask, m, 8);
+  }
+}
+
+static void known_fields_init(void)
+{
+  for (size_t k = 0; k < NKNOWN; k++) {
+    known_field_t *f = &known_fields[k];
+    unsigned i = known_hash(f->lower, f->len);
+    while (known_slots[i]) i = (i + 1) & (KNOWN_SLOTS - 1);
+    known_slots[i] = (unsigned char)(k + 1);
+    size_t w = f->len >= 8 ? 8 : 4;
+    if (f->len < 4) continue;
+    known_bytes(f->lower, w, &f->head, &f->head_mask);
+    known_bytes(f->lower + f->len - w, w, &f->tail, &f->tail_mask);
+    for (size_t m = 0; m < 2 && 16 + 8 * m < f->len; m++)
+      known_bytes(f->lower + 8 + 8 * m, 8, &f->mid[m], &f->mid_mask[m]);
+  }
+}
+
+/* name (len bytes, len == f->len) is f's name in any case; reads only name[0..len). */
+static int known_is(const known_field_t *f, const char *name, size_t len)
+{
+  if (len < 4) return strncasecmp(name, f->lower, len) == 0;
+  if (len < 8)
+    return (load32(name) | (uint32_t)f->head_mask) == (uint32_t)f->head &&
+           (load32(name + len - 4) | (uint32_t)f->tail_mask) == (uint32_t)f->tail;
+  return (load64(name) | f->head_mask) == f->head && (load64(name + len - 8) | f->tail_mask) == f->tail &&
+         (len <= 16 || (load64(name + 8) | f->mid_mask[0]) == f->mid[0]) &&
+         (len <= 24 || (load64(name + 16) | f->mid_mask[1]) == f->mid[1]);
+}
+
+/* The known field named name (any case), or NULL. */
+static inline const known_field_t *known_field(const char *name, size_t len)
+{
+  if (len < 2 || len > KNOWN_MAX_LEN) return NULL;
+  for (unsigned i = known_hash(name, len);; i = (i + 1) & (KNOWN_SLOTS - 1)) {
+    unsigned k = known_slots[i];
+    if (k == 0) return NULL;
+    if (known_fields[k - 1].len == len && known_is(&known_fields[k - 1], name, len)) return &known_fields[k - 1];
+  }
+}
+
 /* Fields HTTP/2 does not carry (and content-length, which submit_head
- * writes itself); by length first: this runs for every response field. */
+ * writes itself). */
 static int is_connection_specific(const char *name, size_t len)
 {
-  switch (len) {
-  case 2: return strncasecmp(name, "te", 2) == 0;
-  case 7: return strncasecmp(name, "upgrade", 7) == 0;
-  case 10: return strncasecmp(name, "connection", 10) == 0 || strncasecmp(name, "keep-alive", 10) == 0;
-  case 14: return strncasecmp(name, "content-length", 14) == 0;
-  case 16: return strncasecmp(name, "proxy-connection", 16) == 0;
-  case 17: return strncasecmp(name, "transfer-encoding", 17) == 0;
-  default: return 0;
-  }
+  const known_field_t *f = known_field(name, len);
+  return f && f->kind == FIELD_HOP;
 }
 
 #define MAX_NV 128
@@ -391,6 +523,12 @@ static int is_connection_specific(const char *name, size_t len)
 /* v in decimal at buf (room for 20 digits); returns its length. */
 static size_t format_decimal(char *buf, unsigned long long v)
 {
+  if (v < 100) { /* a small body's length, the common case */
+    buf[0] = (char)('0' + (v < 10 ? v : v / 10));
+    if (v < 10) return 1;
+    buf[1] = (char)('0' + v % 10);
+    return 2;
+  }
   char tmp[20];
   size_t n = 0;
   do {
@@ -403,15 +541,16 @@ static size_t format_decimal(char *buf, unsigned long long v)
 
 /* Submits the response head of s; content_length < 0: unknown; with_body 0:
  * the HEADERS frame ends the stream. nghttp2 copies (and lower-cases) each
- * name and value unless told not to: constant strings, the worker's Date
- * (rewritten only as a same-length later date) and the stream's own status
- * and length text, which outlive the frame, are passed without a copy. */
+ * name and value unless told not to: constant strings (and a known field's
+ * name, known_field), the worker's Date (rewritten only as a same-length
+ * later date) and the stream's own status and length text, which outlive
+ * the frame, are passed without a copy. */
 static int submit_head(h2_stream_t *s, long long content_length, int with_body)
 {
   gw_request_t *r = &s->req;
   gw_h2_conn_t *h = s->conn;
   nghttp2_nv nv[MAX_NV];
-  size_t n = 0;
+  size_t n = 0, hb = 0;
   char copy_status[4], copy_length[24];
   /* a second head on the stream (never expected) must not rewrite the first's */
   char *status = s->answered ? copy_status : s->status_text, *length = s->answered ? copy_length : s->length_text;
@@ -422,32 +561,36 @@ static int submit_head(h2_stream_t *s, long long content_length, int with_body)
   status[1] = (char)('0' + st / 10 % 10);
   status[2] = (char)('0' + st % 10);
   status[3] = '\0';
+  /* hb: the head's size before compression, what the access log counts */
 #define NV(nm, nl, v, vl, fl) \
   do { \
     nv[n].name = (uint8_t *)(nm); nv[n].namelen = (nl); nv[n].value = (uint8_t *)(v); nv[n].valuelen = (vl); \
-    nv[n].flags = (fl); n++; \
+    nv[n].flags = (fl); hb += nv[n].namelen + nv[n].valuelen + 4; n++; \
   } while (0)
   NV(":status", 7, status, 3, own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
   int has_server = 0;
   for (size_t i = 0; i < r->resp.headers.count && n < MAX_NV - 5; i++) {
     const gw_header_t *hd = &r->resp.headers.items[i];
-    if (is_connection_specific(hd->name, hd->name_len)) continue;
-    if (hd->name_len == 4 && strncasecmp(hd->name, "date", 4) == 0) continue;
-    if (hd->name_len == 6 && strncasecmp(hd->name, "server", 6) == 0) has_server = 1;
-    NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
+    const known_field_t *f = known_field(hd->name, hd->name_len);
+    if (f == NULL) {
+      NV(hd->name, hd->name_len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NONE); /* copied, name lower-cased */
+      continue;
+    }
+    if (f->kind != FIELD_SEND) {
+      if (f->kind != FIELD_SERVER) continue; /* not HTTP/2's, or our own (date) */
+      has_server = 1;
+    }
+    NV(f->lower, f->len, hd->value, hd->value_len, NGHTTP2_NV_FLAG_NO_COPY_NAME);
   }
   if (!has_server) NV("server", 6, "gateway", 7, fixed);
   if (r->resp.text_plain) NV("content-type", 12, "text/plain; charset=utf-8", 25, fixed);
-  const char *date = gw_response_date_line(h->ctx); /* "Date: ...\r\n" */
-  size_t dlen = strlen(date);
-  if (dlen > 8) NV("date", 4, date + 6, dlen - 8, fixed);
+  const char *date = gw_response_date_line(h->ctx); /* "Date: " IMF-fixdate (29 bytes) "\r\n" */
+  NV("date", 4, date + 6, date[35] == '\r' ? 29 : strcspn(date + 6, "\r"), fixed);
   if (content_length >= 0 && !gw_request_bodyless(r))
     NV("content-length", 14, length, format_decimal(length, (unsigned long long)content_length),
        own | NGHTTP2_NV_FLAG_NO_COPY_NAME);
 #undef NV
-  size_t hb = 0;
-  for (size_t i = 0; i < n; i++) hb += nv[i].namelen + nv[i].valuelen + 4;
-  s->head_bytes = hb; /* before compression: what the access log counts */
+  s->head_bytes = hb;
   nghttp2_data_provider prd = {.source = {.ptr = s}, .read_callback = data_read};
   int rv = nghttp2_submit_response(h->session, s->id, nv, n, with_body ? &prd : NULL);
   s->answered = 1;
@@ -767,10 +910,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
 {
   gw_h2_conn_t *h = user;
   if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
-  h2_stream_t *s = stream_new(h, frame->hd.stream_id);
-  if (s == NULL) return NGHTTP2_ERR_CALLBACK_FAILURE;
-  nghttp2_session_set_stream_user_data(session, frame->hd.stream_id, s);
-  return 0;
+  (void)session;
+  return stream_new(h, frame->hd.stream_id) ? 0 : NGHTTP2_ERR_CALLBACK_FAILURE;
 }
 
 static const struct {
@@ -783,17 +924,12 @@ static const struct {
   {"CONNECT", 7, HTTP_CONNECT},
 };
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
-                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+/* A header field on_header does not just take: a limit passed (431, or
+ * GOAWAY far past it), a request already answered, or trailers. */
+static int header_unusual(gw_h2_conn_t *h, h2_stream_t *s, const nghttp2_frame *frame, const uint8_t *name,
+                          size_t namelen, const uint8_t *value, size_t valuelen)
 {
-  gw_h2_conn_t *h = user;
-  (void)session;
-  (void)flags;
-  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
-  h2_stream_t *s = stream_of(h, frame->hd.stream_id);
-  if (s == NULL) return 0;
   const gw_limits_t *lim = &h->ctx->server->limits;
-  s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
   if (s->header_bytes > lim->max_header_size * HEADER_BLOCK_FATAL_FACTOR) return NGHTTP2_ERR_CALLBACK_FAILURE;
   if (s->started) { /* trailers: kept for a body that streams on (gRPC), else dropped */
     gw_request_t *r = &s->req;
@@ -804,15 +940,31 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     if (r->in.trailers) gw_headers_add(r->in.trailers, (const char *)name, namelen, (const char *)value, valuelen);
     return 0;
   }
-  if (s->header_bytes > lim->max_header_size || ++s->nheaders > lim->max_headers + 4) {
-    if (!s->error_status) s->error_status = 431;
-    return 0;
-  }
-  if (s->error_status) return 0;
+  if (!s->error_status) s->error_status = 431; /* or the error found before */
+  return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen, uint8_t flags, void *user)
+{
+  gw_h2_conn_t *h = user;
+  (void)session;
+  (void)flags;
+  if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+  h2_stream_t *s = stream_of(h, frame->hd.stream_id);
+  if (s == NULL) return 0;
+  s->header_bytes += namelen + valuelen + 32; /* RFC 9113 §6.5.2's accounting */
+  if (s->header_bytes > h->max_header_size || ++s->nheaders > h->max_fields || s->started || s->error_status)
+    return header_unusual(h, s, frame, name, namelen, value, valuelen);
   gw_request_t *r = &s->req;
   const char *n = (const char *)name, *v = (const char *)value;
   if (namelen > 0 && n[0] == ':') {
     if (namelen == 7 && memcmp(n, ":method", 7) == 0) {
+      if (valuelen == 3 && memcmp(v, "GET", 3) == 0) {
+        r->in.method = methods[0].name;
+        r->in.method_id = methods[0].id;
+        return 0;
+      }
       for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
         if (methods[i].len == valuelen && memcmp(methods[i].name, v, valuelen) == 0) {
           r->in.method = methods[i].name;
@@ -821,7 +973,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         }
       if (r->in.method == NULL) s->error_status = 501;
     } else if (namelen == 5 && memcmp(n, ":path", 5) == 0) {
-      if (valuelen > lim->max_request_line) {
+      if (valuelen > h->ctx->server->limits.max_request_line) {
         s->error_status = 414;
         return 0;
       }
@@ -1076,6 +1228,7 @@ static nghttp2_option *options;
 static int h2_setup(void)
 {
   if (callbacks) return 0;
+  known_fields_init();
   if (nghttp2_session_callbacks_new(&callbacks) != 0) return -1;
   nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
   nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
@@ -1329,6 +1482,8 @@ static gw_h2_conn_t *h2_conn_alloc(gw_context_t *ctx, int fd, gw_tls_conn_t *tls
   snprintf(h->remote_addr, sizeof(h->remote_addr), "%s", remote_addr);
   if (balancer_addr) snprintf(h->balancer_addr, sizeof(h->balancer_addr), "%s", balancer_addr);
   h->resets_left = RESET_BUDGET;
+  h->max_header_size = lim->max_header_size;
+  h->max_fields = lim->max_headers + 4; /* and the pseudo-header fields */
   h->last_progress_ms = h->idle_since_ms = gw_coarse_ms();
   nghttp2_settings_entry settings[] = {
     {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, MAX_CONCURRENT_STREAMS},
@@ -1394,7 +1549,6 @@ gw_h2_conn_t *gw_h2_conn_upgrade(gw_context_t *ctx, int fd, const char *remote_a
   if (nghttp2_session_upgrade2(h->session, settings, settings_len, req->in.method_id == HTTP_HEAD, NULL) != 0 ||
       (s = stream_new(h, 1)) == NULL)
     goto fail;
-  nghttp2_session_set_stream_user_data(h->session, 1, s);
   gw_request_t *r = &s->req;
   r->in.method = req->in.method;
   r->in.method_id = req->in.method_id;

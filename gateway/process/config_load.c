@@ -22,6 +22,7 @@
 #include <mruby/variable.h>
 
 #include "addr.h"
+#include "cache.h"
 #include "compress.h"
 #include "compress_http.h"
 #include "fcgi_record.h"
@@ -39,6 +40,7 @@
 #include "router.h"
 #include "static.h"
 #include "shdict.h"
+#include "shm_zone.h"
 #include "status.h"
 #include "tls_server.h"
 #include "tls_client.h"
@@ -202,6 +204,37 @@ static void read_compress(mrb_state *mrb, mrb_value h, gw_location_t *l)
     c->ntypes++;
   }
   l->stage = &gw_compress_stage;
+}
+
+/* cache: (Gateway::Cache.location_options' Hash, checked by the DSL; nil:
+ * none) as the location's cache settings and hooks (cache.h). */
+static void read_cache(mrb_state *mrb, mrb_value h, gw_server_t *s, gw_location_t *l)
+{
+  if (!mrb_hash_p(h)) return;
+  char err[256];
+  gw_cache_conf_t *c = gw_cache_conf_new(mrb_string_cstr(mrb, hget(mrb, h, "zone")), err, sizeof(err));
+  if (c == NULL) mrb_raisef(mrb, E_ARGUMENT_ERROR, "location %s: cache: %s", l->path, err);
+  l->cache = c; /* freed with the location */
+  mrb_value valid = hget(mrb, h, "valid"), use_stale = hget(mrb, h, "use_stale"), prepare = hget(mrb, h, "prepare");
+  for (mrb_int i = 0; i < RARRAY_LEN(valid); i++) { /* [[status (0: any), seconds], ...] */
+    mrb_value pair = mrb_ary_ref(mrb, valid, i);
+    int status = (int)mrb_integer(mrb_ary_ref(mrb, pair, 0));
+    c->valid[status ? gw_cc_valid_slot(status) : GW_CC_VALID_ANY] = (long long)mrb_integer(mrb_ary_ref(mrb, pair, 1));
+  }
+  for (mrb_int i = 0; i < RARRAY_LEN(use_stale); i++) {
+    const char *w = mrb_sym_name(mrb, mrb_symbol(mrb_ary_ref(mrb, use_stale, i)));
+    if (strcmp(w, "error") == 0) c->stale_error = 1;
+    else if (strcmp(w, "timeout") == 0) c->stale_timeout = 1;
+    else if (strcmp(w, "updating") == 0) c->stale_updating = 1;
+  }
+  c->lock = mrb_test(hget(mrb, h, "lock"));
+  c->lock_timeout_ms = (int)mrb_integer(hget(mrb, h, "lock_timeout")) * 1000;
+  c->status_header = mrb_test(hget(mrb, h, "status_header"));
+  if (!mrb_nil_p(prepare)) { /* key:/bypass: lambdas: a Ruby step before the lookup */
+    c->prepare = need(mrb, gw_mruby_filter_new(mrb, prepare, GW_MRUBY_ACCESS));
+    s->precise_timers = 1;
+  }
+  l->cache_hooks = &gw_cache_hooks;
 }
 
 /* A websocket: location: the Ruby block runs (in an mruby handler) once the
@@ -517,6 +550,7 @@ static void read_location(mrb_state *mrb, mrb_value loc, gw_server_t *s, gw_loca
   read_handlers(mrb, loc, s, l);
   read_location_upstream(mrb, loc, l, config_path);
   read_compress(mrb, iv(mrb, loc, "@compress"), l);
+  read_cache(mrb, iv(mrb, loc, "@cache"), s, l);
   read_location_limits(mrb, loc, s, l);
 }
 
@@ -810,13 +844,13 @@ static gw_config_t *load(const char *path, char *err, size_t errlen)
   return cfg;
 }
 
-/* Shared dictionaries are mapped while the file is evaluated
- * (`shared_dict`): made current only if the whole config is good. */
+/* Shared regions are mapped while the file is evaluated (`shared_dict`,
+ * `cache`): made current only if the whole config is good. */
 gw_config_t *gw_config_load(const char *path, char *err, size_t errlen)
 {
   gw_config_t *cfg = load(path, err, errlen);
-  if (cfg) gw_shdict_commit();
-  else gw_shdict_abort();
+  if (cfg) gw_shm_zone_commit();
+  else gw_shm_zone_abort();
   return cfg;
 }
 
@@ -847,6 +881,7 @@ void gw_config_free(gw_config_t *cfg, const gw_config_t *keep)
       gw_regex_unref(l->regex);
       gw_tls_client_free(l->tls_client);
       gw_compress_conf_free(l->compress);
+      gw_cache_conf_free(l->cache);
       if (l->handler) l->handler->dispose(l->handler);
       gw_filter_t *steps[] = {l->rewrite, l->access, l->header_filter, l->body_filter, l->log};
       for (size_t k = 0; k < sizeof(steps) / sizeof(steps[0]); k++)

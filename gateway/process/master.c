@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "access_log.h"
+#include "cache_store.h"
 #include "config_load.h"
 #include "listener.h"
 #include "log.h"
@@ -142,7 +143,8 @@ static int logs_open(const gw_settings_t *s, logs_t *l, char *err, size_t errlen
 
 /* `user`: the workers reopen the log files themselves (SIGUSR1), as that
  * user, so the files the master (root) opens are handed over to it (their
- * owner; nginx does the same). Not root: `user` is ignored, with a warning. */
+ * owner; nginx does the same), and so are the caches' folders it made.
+ * Not root: `user` is ignored, with a warning. */
 static void logs_hand_over(const gw_settings_t *s)
 {
   if (s->user == NULL) return;
@@ -155,6 +157,7 @@ static void logs_hand_over(const gw_settings_t *s)
   for (size_t i = 0; i < 2; i++)
     if (paths[i] && chown(paths[i], s->uid, (gid_t)-1) < 0) /* the group stays (logrotate's `create ... adm`) */
       gw_log_warn("user %s: cannot hand %s over to it: %s", s->user, paths[i], strerror(errno));
+  gw_cache_store_hand_over(s->uid, s->gid);
 }
 
 static void logs_close(logs_t *l)

@@ -1,14 +1,16 @@
 /* data_clients.c - the bridge's part for the data client gems (gw_mruby.h):
  * this process's registry of clients (one per address and credentials,
- * shared by every Ruby object naming them) and a Ruby object's servers,
- * each resolved on first use to the registry's client, used in turn. Async::Redis and
- * Async::Tarantool each had their own copy of both. */
+ * shared by every Ruby object naming them), a Ruby object's servers, each
+ * resolved on first use to the registry's client, used in turn, and an
+ * operation pending on a request until its reply resumes the fiber.
+ * Async::Redis and Async::Tarantool each had their own copy of these. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <mruby.h>
 #include <mruby/array.h>
+#include <mruby/error.h>
 #include <mruby/string.h>
 
 #include "gw_mruby.h"
@@ -93,4 +95,50 @@ void *gw_mrb_servers_next(mrb_state *mrb, gw_mrb_servers_t *s, const char *what,
     }
   }
   return s->clients[i] = c;
+}
+
+void *gw_mrb_data_call_new(mrb_state *mrb, size_t size, const char *kind, const char *addr, const gw_mrb_servers_t *s)
+{
+  gw_mrb_data_call_t *c = malloc(size);
+  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  c->req = gw_mrb_current_request(mrb);
+  c->kind = kind;
+  c->addr = addr;
+  c->timeout_ms = s->timeout_ms;
+  return c;
+}
+
+void gw_mrb_data_call_wait(mrb_state *mrb, gw_mrb_data_call_t *c, int started, void (*cancel)(gw_pending_t *))
+{
+  if (!started) {
+    free(c);
+    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  }
+  gw_request_pending_add(c->req, &c->pending, cancel);
+  gw_mrb_will_wait();
+  if (gw_trace) gw_trace_wait(c->req, "%s %s", c->kind, c->addr);
+}
+
+void gw_mrb_data_call_done(gw_mrb_data_call_t *c, gw_err_t err, mrb_value (*convert)(mrb_state *mrb, void *ud),
+                           void *ud)
+{
+  gw_request_t *req = c->req;
+  mrb_state *mrb = req->ctx->mrb;
+  int ai = mrb_gc_arena_save(mrb);
+  gw_request_pending_remove(&c->pending);
+  mrb_value v;
+  if (err.kind != GW_OK) {
+    char msg[320];
+    if (gw_err_is_timeout(err.kind))
+      snprintf(msg, sizeof(msg), "%s %s timed out after %.3g s", c->kind, c->addr, c->timeout_ms / 1000.0);
+    else
+      snprintf(msg, sizeof(msg), "%s %s: %s", c->kind, c->addr, err.msg);
+    v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
+  } else {
+    mrb_bool raised = FALSE;
+    v = mrb_protect_error(mrb, convert, ud, &raised); /* out of VM memory: the exception is the value */
+  }
+  free(c);
+  gw_fiber_resume(req, v);
+  mrb_gc_arena_restore(mrb, ai);
 }

@@ -92,6 +92,27 @@ void gw_mrb_servers_dispose(gw_mrb_servers_t *s);
  * ArgumentError with make's error. */
 void *gw_mrb_servers_next(mrb_state *mrb, gw_mrb_servers_t *s, const char *what, const gw_mrb_client_maker_t *m,
                           const void *params);
+/* One data client operation pending on a request: the first member of the
+ * gem's call struct (malloc'ed, with its operation). */
+typedef struct {
+  gw_pending_t pending;
+  gw_request_t *req;
+  const char *kind;  /* "redis": in messages and the trace */
+  const char *addr;  /* the client's address (lives as long as the client) */
+  int timeout_ms;
+} gw_mrb_data_call_t;
+/* A call of size bytes for the current request to the client of kind at
+ * addr, with s's timeout; raises when out of memory. */
+void *gw_mrb_data_call_new(mrb_state *mrb, size_t size, const char *kind, const char *addr, const gw_mrb_servers_t *s);
+/* c's operation was started (started 0: out of memory: c is freed, and this
+ * raises): c waits on its request (cancel: the gem's, which stops the
+ * operation and frees c) and the fiber is to park. */
+void gw_mrb_data_call_wait(mrb_state *mrb, gw_mrb_data_call_t *c, int started, void (*cancel)(gw_pending_t *));
+/* c's operation ended: its fiber resumes with a Gateway::TimeoutError or
+ * Gateway::UpstreamError for err ("redis ADDR: err.msg"), else with
+ * convert(mrb, ud) (an exception it raises is the value); c is freed. */
+void gw_mrb_data_call_done(gw_mrb_data_call_t *c, gw_err_t err, mrb_value (*convert)(mrb_state *mrb, void *ud),
+                           void *ud);
 /* A copy of a String argument, NULL for nil; raises when out of memory. */
 char *gw_mrb_strdup_or_null(mrb_state *mrb, mrb_value s);
 

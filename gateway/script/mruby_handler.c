@@ -20,8 +20,10 @@
  * Fibers are reused, as threads in a pool: the runner loops, reporting each
  * job done (gw_mrb_job_done) and yielding for the next. Creating a fiber
  * (its context and stacks) costs more than the rest of a small handler, and
- * the idle ones are few. A fiber that was aborted while parked, died, or
- * grew a large stack is dropped instead. */
+ * the idle ones are few. A fiber keeps its root slot while it waits for
+ * its next job (the idle pool is a list of slots), so taking one from the
+ * pool and giving it back touch no Ruby object. A fiber that was aborted
+ * while parked, died, or grew a large stack is dropped instead. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -78,7 +80,8 @@ static struct {
   int *free_slots;          /* free indexes of `roots` (stack) */
   int nfree, free_cap;
   struct RProc *runners[2]; /* by fiber_kind_t */
-  mrb_value idle_fibers[2]; /* Arrays: fibers of each kind waiting for their next job */
+  int *idle_slots[2];       /* root slots of the fibers of each kind waiting for their next job (stacks) */
+  int nidle[2];
   struct RProc *resumers[3]; /* Gateway::RESUME[1], [2]: resume a fiber with 1 or 2 values */
   int job_done;             /* the fiber just resumed reported its job done */
   int will_wait;            /* ... or called an async primitive, which parks it */
@@ -142,8 +145,8 @@ int gw_mruby_worker_init(gw_context_t *ctx)
     if (mrb->exc || !mrb_proc_p(runner)) return -1;
     rt.runners[kind] = mrb_proc_ptr(runner);
     mrb_gc_register(mrb, runner); /* even if the constant is reassigned */
-    rt.idle_fibers[kind] = mrb_ary_new(mrb);
-    mrb_gc_register(mrb, rt.idle_fibers[kind]);
+    rt.idle_slots[kind] = malloc(IDLE_FIBERS * sizeof(int));
+    if (rt.idle_slots[kind] == NULL) return -1;
   }
   mrb_value resume = mrb_const_get(mrb, mrb_obj_value(gw), mrb_intern_lit(mrb, "RESUME"));
   if (mrb->exc || !mrb_array_p(resume) || RARRAY_LEN(resume) != 3) return -1;
@@ -170,6 +173,8 @@ void gw_mruby_worker_dispose(void)
   gw_cpu_limit_stop();
   mrb_gc_unregister(rt.mrb, rt.roots);
   free(rt.free_slots);
+  free(rt.idle_slots[0]);
+  free(rt.idle_slots[1]);
   if (rt.gc_ev) event_free(rt.gc_ev);
   while (rt.spare) {
     script_t *s = rt.spare;
@@ -181,8 +186,8 @@ void gw_mruby_worker_dispose(void)
 
 unsigned gw_mruby_parked_fibers(void)
 {
-  /* Every used root slot holds a parked fiber or a running sub-request task. */
-  return rt.ctx ? (unsigned)(RARRAY_LEN(rt.roots) - rt.nfree) : 0;
+  /* Every used root slot but the idle fibers' holds a parked fiber or a running sub-request task. */
+  return rt.ctx ? (unsigned)(RARRAY_LEN(rt.roots) - rt.nfree - rt.nidle[0] - rt.nidle[1]) : 0;
 }
 
 static int take_slot(void)
@@ -208,7 +213,7 @@ static void give_slot(int slot)
 
 static mrb_value fiber_of(const script_t *s)
 {
-  return mrb_ary_ref(rt.mrb, rt.roots, s->root_slot);
+  return RARRAY_PTR(rt.roots)[s->root_slot]; /* a slot taken is within the array */
 }
 
 /* A fiber left parked for good (an abort, or not kept for reuse). mruby's GC
@@ -237,21 +242,20 @@ static fiber_kind_t fiber_kind(run_kind_t kind)
   return kind == RUN_BODY_FILTER ? FIBER_FILTER_RUNNER : FIBER_RUNNER;
 }
 
-/* The job is over and the fiber waits for the next: back to the idle pool,
- * unless the pool is full or the fiber's stacks grew (deep recursion), which
- * would keep that memory for good. */
+/* The job is over and the fiber waits for the next: back to the idle pool
+ * with its root slot, unless the pool is full or the fiber's stacks grew
+ * (deep recursion), which would keep that memory for good. */
 static void recycle_fiber(script_t *s)
 {
-  mrb_value fiber = fiber_of(s);
-  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber))->cxt;
-  mrb_value pool = rt.idle_fibers[fiber_kind(s->kind)];
-  if (RARRAY_LEN(pool) < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
+  const struct mrb_context *cx = ((struct RFiber *)mrb_ptr(fiber_of(s)))->cxt;
+  fiber_kind_t kind = fiber_kind(s->kind);
+  if (rt.nidle[kind] < IDLE_FIBERS && cx->stend - cx->stbase <= IDLE_FIBER_STACK &&
       cx->ciend - cx->cibase <= IDLE_FIBER_FRAMES) {
-    mrb_ary_push(rt.mrb, pool, fiber);
+    rt.idle_slots[kind][rt.nidle[kind]++] = s->root_slot;
   } else {
     count_dropped();
+    give_slot(s->root_slot);
   }
-  give_slot(s->root_slot);
   s->root_slot = -1;
 }
 
@@ -493,14 +497,14 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int 
   s->done = done;
   s->done_arg = done_arg;
   mrb_value rbreq = with_req ? request_object(mrb, s) : mrb_nil_value();
-  mrb_value pool = rt.idle_fibers[fiber_kind(kind)];
-  mrb_value fiber;
-  if (RARRAY_LEN(pool) > 0) {
-    fiber = mrb_ary_pop(mrb, pool);
-    mrb_gc_protect(mrb, fiber); /* until rooted below */
+  fiber_kind_t fk = fiber_kind(kind);
+  int slot = -1;
+  if (rt.nidle[fk] > 0) {
+    slot = rt.idle_slots[fk][--rt.nidle[fk]]; /* rooted there already */
   } else {
-    fiber = mrb_funcall_with_block(mrb, mrb_obj_value(rt.fiber_class), rt.sym_new, 0, NULL,
-                                   mrb_obj_value(rt.runners[fiber_kind(kind)]));
+    mrb_value fiber = mrb_funcall_with_block(mrb, mrb_obj_value(rt.fiber_class), rt.sym_new, 0, NULL,
+                                             mrb_obj_value(rt.runners[fk]));
+    if (!mrb->exc) slot = gw_mrb_root(fiber);
   }
   drop_fiber(s); /* the handler's fiber, before its body filter's */
   if (mrb->exc) { /* out of memory, in practice */
@@ -508,7 +512,7 @@ static void start_fiber(gw_request_t *req, run_kind_t kind, mrb_value code, int 
     mrb->exc = NULL;
     complete(s, mrb_nil_value());
   } else {
-    s->root_slot = gw_mrb_root(fiber);
+    s->root_slot = slot;
     mrb_value argv[2] = {code, rbreq};
     run(s, with_req ? 2 : 1, argv);
   }

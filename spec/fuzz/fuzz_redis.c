@@ -1,5 +1,5 @@
 /* fuzz_redis.c - libFuzzer target for the Redis client's reply path
- * (redis.c's glue around hiredis's reader: our reply objects, the limits on
+ * (redis_resp.c's glue around hiredis's reader: our reply objects, the limits on
  * array sizes and buffered bytes, the error reporting).
  *
  * The input is fed to two readers: whole, and in slices whose sizes come
@@ -17,7 +17,7 @@
 #include <hiredis/read.h>
 
 #include "fuzz_common.h"
-#include "redis.h"
+#include "redis_resp.h"
 
 #define MAX_REPLIES 64
 

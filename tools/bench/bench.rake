@@ -95,8 +95,14 @@ namespace :bench do
   GatewayBenchTasks.define(:ws, 'ws', :WebSocket)
 
   desc 'Compression on the fly: a 10 KB JSON through proxy_pass, gzip level 1, gateway vs nginx (gzip on), with the ' \
-       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}"
+       "gateway's br and zstd beside, server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=2); writes build/bench/compress.{md,json}; " \
+       'COUNT=instructions: Ir per request under callgrind, in zlib and outside (N=5000), build/bench/compress_instructions.{md,json}'
   GatewayBenchTasks.define(:compress, 'compress', :Compress)
+
+  desc 'Response cache hits through proxy_pass, gateway cache: vs nginx proxy_cache (valid 600 s): a 1 KB body ' \
+       '(wrk -t1 -c100: req/s, server CPU µs/request) and a 1 MB body (bytes/s) (CONNS=100, BIG_CONNS=10, DURATION=5, ' \
+       'ROUNDS=2); writes build/bench/cache.{md,json}'
+  GatewayBenchTasks.define(:cache, 'cache', :Cache)
 
   desc 'HTTPS upstream: proxy_pass https:// over kept-alive TLS connections, gateway vs nginx (keepalive, ' \
        'proxy_ssl_session_reuse), server CPU µs/request (CONNS=50, DURATION=5, ROUNDS=3); writes build/bench/https_upstream.{md,json}'

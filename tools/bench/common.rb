@@ -91,6 +91,25 @@ module GatewayBench
       s&.close
     end
 
+    # n different ports nothing listens on now.
+    def free_ports(n)
+      ports = []
+      ports |= [free_port] while ports.size < n
+      ports
+    end
+
+    # The text of examples/async.rb (path) with its fixed ports replaced: the
+    # backend's 48080 by back, the front's 58080 by front, both listening on
+    # HOST only, so two runs or another program on 48080/58080 never collide.
+    def async_example(path, front:, back:)
+      conf = File.read(path)
+                 .gsub(/listen: 48080\b/, "listen: \"#{HOST}:#{back}\"").gsub(/listen: 58080\b/, "listen: \"#{HOST}:#{front}\"")
+                 .gsub('127.0.0.1:48080', "127.0.0.1:#{back}")
+      raise Error, "#{path}: its ports 48080/58080 were not found" unless conf.include?(":#{back}") && conf.include?(":#{front}")
+
+      conf
+    end
+
     def accepts?(port)
       TCPSocket.new(HOST, port, connect_timeout: 0.2).close
       true
@@ -151,8 +170,12 @@ module GatewayBench
 
     # utime + stime clock ticks (/proc/PID/stat fields 14, 15).
     def ticks(pid)
-      f = File.read("/proc/#{pid}/stat").split(') ', 2).last.split
-      f[11].to_i + f[12].to_i
+      user_sys_ticks(pid)&.sum
+    end
+
+    # [utime, stime] clock ticks, or nil (the process is gone).
+    def user_sys_ticks(pid)
+      File.read("/proc/#{pid}/stat").split(') ', 2).last.split.values_at(11, 12).map(&:to_i)
     rescue SystemCallError
       nil
     end
@@ -545,18 +568,21 @@ module GatewayBench
 
     # wrk on url for duration under the CPU lock, and the worker's CPU time
     # (utime + stime) over it: {requests:, rps:, p99_ms:, errors:, non2xx:,
-    # timeouts:, failures:, cpu_s:, cpu_us_per_req:} (Load's counts).
+    # timeouts:, failures:, cpu_s:, cpu_us_per_req:, user_us_per_req:,
+    # sys_us_per_req:} (Load's counts).
     def cpu_per_request(name, worker, args, url, duration)
       with_cpu_lock do
-        t0 = ticks(worker)
+        u0, s0 = user_sys_ticks(worker)
         out = run_wrk(args, url, duration)
-        t1 = ticks(worker)
+        u1, s1 = user_sys_ticks(worker)
         w = Runner.parse_wrk(out[:out])
         raise Error, "#{name}: wrk failed:\n#{out[:out]}" unless w[:requests].to_i.positive?
 
-        cpu_s = (t1 - t0).to_f / clk_tck
+        us = ->(ticks) { (ticks.to_f / clk_tck * 1e6 / w[:requests]).round(1) }
+        cpu_s = (u1 - u0 + s1 - s0).to_f / clk_tck
         { requests: w[:requests], rps: w[:rps]&.round, p99_ms: w[:p99_ms], **w.slice(:errors, :non2xx, :timeouts, :failures),
-          cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1) }
+          cpu_s: cpu_s.round(2), cpu_us_per_req: (cpu_s * 1e6 / w[:requests]).round(1), user_us_per_req: us.call(u1 - u0),
+          sys_us_per_req: us.call(s1 - s0) }
       end
     end
 

@@ -164,6 +164,8 @@ module GatewayBench
           upstream grpc_up { server 127.0.0.1:#{up}; keepalive 64; }
           server {
               listen #{HOST}:#{port} http2;
+              # its default (1000) ends each h2load connection half-way: the rest counted as errors
+              keepalive_requests 1000000;
               location / { #{@tls ? "grpc_pass grpcs://grpc_up; grpc_ssl_verify on; grpc_ssl_trusted_certificate #{@ca}; grpc_ssl_name localhost; " \
                                     'grpc_ssl_session_reuse on;' : 'grpc_pass grpc://grpc_up;'} }
           }

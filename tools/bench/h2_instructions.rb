@@ -8,7 +8,7 @@
 # with the load of a shared machine, where CPU time and req/s do.
 #
 #   ruby tools/bench/h2_instructions.rb [GATEWAY_BIN=build/gateway] [HANDSHAKES=300] [N=20000]
-#        [SERVERS=gateway,nginx,h2o] [WORKLOADS=tls,h2c,h2tls] [KEEP=/tmp/dumps]
+#        [SERVERS=gateway,nginx,h2o] [WORKLOADS=tls,h2c,h2tls,h2tlsstatic] [KEEP=/tmp/dumps]
 #   rake bench:h2_instructions
 #
 # Each server runs under callgrind on free loopback ports with its own
@@ -23,6 +23,7 @@
 #   h2static  the same, each serving the 22-byte file (gateway root:, nginx
 #             root, h2o file.dir): the same work on every side
 #   h2tls     h2c's handlers over TLS (ALPN h2; its 10 handshakes included)
+#   h2tlsstatic  h2static's file over TLS (the same)
 #   h1static  W4 in instructions: HTTP/1.1 keep-alive, h2load --h1 -c 10 -n N,
 #             each serving the 22-byte file (nginx with sendfile and
 #             open_file_cache, as bench:static configures it)
@@ -42,7 +43,7 @@ module GatewayBench
   class H2Instructions
     BODY = "hello, world from h2!\n" # 22 bytes
     SERVERS = %w[gateway nginx h2o].freeze
-    WORKLOADS = %w[tls h2c h2static h2tls h1static h1fastcgi].freeze
+    WORKLOADS = %w[tls h2c h2static h2tls h2tlsstatic h1static h1fastcgi].freeze
 
     def initialize(root: File.expand_path('../..', __dir__), env: ENV)
       @root = root
@@ -82,8 +83,8 @@ module GatewayBench
              out: File::NULL, err: File::NULL) or raise Error, 'openssl req failed'
     end
 
-    def tls?(workload) = %w[tls h2tls].include?(workload)
-    def static?(workload) = %w[h2static h1static].include?(workload)
+    def tls?(workload) = %w[tls h2tls h2tlsstatic].include?(workload)
+    def static?(workload) = %w[h2static h2tlsstatic h1static].include?(workload)
 
     # [argv, path]: the server's command line, written into dir.
     def server(name, port, workload, dir, certs)
@@ -224,6 +225,7 @@ module GatewayBench
                 'h2c' => 'h2c request (h2load -c10 -m10): Ruby handler, nginx `return 200`, h2o mruby.handler',
                 'h2static' => 'h2c request, the same 22-byte file',
                 'h2tls' => 'h2 over TLS request (h2load -c10 -m10), the h2c row\'s handlers',
+                'h2tlsstatic' => 'h2 over TLS request, the same 22-byte file',
                 'h1static' => 'HTTP/1.1 request, the same file (h2load --h1 -c10)',
                 'h1fastcgi' => 'HTTP/1.1 request through FastCGI to php-fpm, unix socket (h2load --h1 -c10)' }
       peers = @servers - ['gateway']

@@ -145,7 +145,7 @@ module GatewayBench
       md << "| server | req/s | server CPU µs/req | p99 ms | #{Load::FAIL_HEAD} |\n|---|---:|---:|---:|#{Load::FAIL_ALIGN}|\n"
       %w[gateway nginx].each do |name|
         errs = Load.sum(ok.select { |r| r[:server] == name })
-        md << "| #{Load.label(name, errs)} | #{med.call(name, :rps)&.round} | #{med.call(name, :cpu_us_per_req)} | #{med.call(name, :p99_ms)} | #{Load.cells(errs)} |\n"
+        md << "| #{Load.label(name, errs)} | #{med.call(name, :rps)&.round} | #{med.call(name, :cpu_us_per_req)} | #{med.call(name, :p99_ms)&.round(2)} | #{Load.cells(errs)} |\n"
       end
       g = med.call('gateway', :cpu_us_per_req)
       n = med.call('nginx', :cpu_us_per_req)

@@ -113,7 +113,7 @@ module GatewayBench
       LOADS.map do |id, args|
         r = @run.with_cpu_lock { measure_load(gw, url, args) }
         log format('pair %d %-5s %-10s %8.0f req/s  gateway %6.1f µs/req%s', pair, side, id, r[:rps] || 0,
-                   r[:gw_us] || 0, r[:errors].to_i.positive? ? "  #{r[:errors]} errors" : '')
+                   r[:gw_us] || 0, r[:failures].to_i.positive? ? "  #{Load::FAIL_HEAD}: #{Load.cells(r)}" : '')
         { pair: pair, side: side.to_s, load: id, wrk: "wrk #{args.join(' ')} -d#{@duration}s" }.merge(r)
       end
     ensure
@@ -131,7 +131,7 @@ module GatewayBench
       p = Runner.parse_wrk(w[:out])
       reqs = p[:requests].to_i
       tk = t0.sum { |pid, t| t && t1[pid] ? t1[pid] - t : 0 }
-      { rps: p[:rps]&.round(1), requests: reqs, errors: p[:errors],
+      { rps: p[:rps]&.round(1), requests: reqs, **p.slice(:errors, :non2xx, :timeouts, :failures),
         gw_us: reqs.positive? ? (tk * 1e6 / clk_tck / reqs).round(2) : nil }
     end
 
@@ -142,8 +142,8 @@ module GatewayBench
           b = runs.find { |r| r[:pair] == i && r[:side] == 'proxy' && r[:load] == id }
           a && b && a[:gw_us] && b[:gw_us] ? (b[:gw_us] / a[:gw_us]).round(4) : nil
         end
-        errors = runs.select { |r| r[:load] == id }.sum { |r| r[:errors].to_i }
-        [id, { ratios: ratios, median_ratio: median(ratios), errors: errors,
+        fails = Load.sum(runs.select { |r| r[:load] == id })
+        [id, { ratios: ratios, median_ratio: median(ratios), **fails,
                plain_us: median(runs.select { |r| r[:load] == id && r[:side] == 'plain' }.map { |r| r[:gw_us] }),
                proxy_us: median(runs.select { |r| r[:load] == id && r[:side] == 'proxy' }.map { |r| r[:gw_us] }) }]
       end
@@ -153,19 +153,23 @@ module GatewayBench
       md = +"# PROXY protocol: gateway CPU per request, plain vs proxy_protocol: true, both through HAProxy\n\n"
       md << "#{res[:meta][:nproc]} CPUs, load average #{res[:meta][:loadavg_before]} before, #{res[:meta][:loadavg_after]} after; " \
             "gateway on CPU #{@run.server_cpu}, HAProxy and wrk on CPU #{@run.load_cpu}; #{@pairs} alternating pairs of #{@duration} s.\n\n"
-      md << "| run | load | plain req/s | plain µs/req | proxy req/s | proxy µs/req | proxy/plain |\n|---|---|---|---|---|---|---|\n"
+      md << "req/s counts 2xx answers only; each side's #{Load::FAIL_HEAD} (docs/bench.md); a run with any is marked ⚠.\n\n"
+      md << "| run | load | plain req/s | plain µs/req | plain #{Load::FAIL_HEAD} | proxy req/s | proxy µs/req | " \
+            "proxy #{Load::FAIL_HEAD} | proxy/plain |\n|---|---|--:|--:|#{Load::FAIL_ALIGN}|--:|--:|#{Load::FAIL_ALIGN}|--:|\n"
       (1..@pairs).each do |i|
         LOADS.each do |id, _|
           a = res[:runs].find { |r| r[:pair] == i && r[:side] == 'plain' && r[:load] == id }
           b = res[:runs].find { |r| r[:pair] == i && r[:side] == 'proxy' && r[:load] == id }
           next unless a && b
 
-          md << "| #{i} | #{id} | #{a[:rps]} | #{a[:gw_us]} | #{b[:rps]} | #{b[:gw_us]} | #{a[:gw_us] && b[:gw_us] ? (b[:gw_us] / a[:gw_us]).round(3) : '-'} |\n"
+          md << "| #{Load.label(i, Load.sum([a, b]))} | #{id} | #{a[:rps]} | #{a[:gw_us]} | #{Load.cells(a)} | #{b[:rps]} | " \
+                "#{b[:gw_us]} | #{Load.cells(b)} | #{a[:gw_us] && b[:gw_us] ? (b[:gw_us] / a[:gw_us]).round(3) : '-'} |\n"
         end
       end
       md << "\n"
       res[:summary].each do |id, s|
-        md << "- #{id}: median proxy/plain #{s[:median_ratio]} (plain #{s[:plain_us]} µs, proxy #{s[:proxy_us]} µs per request), #{s[:errors]} errors\n"
+        md << "- #{id}: median proxy/plain #{s[:median_ratio]} (plain #{s[:plain_us]} µs, proxy #{s[:proxy_us]} µs per request), " \
+              "#{Load::FAIL_HEAD}: #{Load.cells(s)}\n"
       end
       @run.write_report('proxy_protocol', md, res)
     end

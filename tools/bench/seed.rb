@@ -131,12 +131,8 @@ module GatewayBench
 
     def contestants_w1
       cs = []
-      front = free_port
-      back = free_port
-      conf = File.read(File.join(@root, 'examples/async.rb'))
-                 .gsub(/listen: 48080\b/, "listen: \"#{HOST}:#{back}\"").gsub(/listen: 58080\b/, "listen: \"#{HOST}:#{front}\"")
-                 .gsub('127.0.0.1:48080', "127.0.0.1:#{back}")
-      raise Error, 'examples/async.rb: its ports 48080/58080 were not found' unless conf.include?(":#{back}") && conf.include?(":#{front}")
+      front, back = free_ports(2)
+      conf = async_example(File.join(@root, 'examples/async.rb'), front: front, back: back)
 
       gw = @run.start_gateway('gateway-seed', @bin, conf, front)
       cs << Contestant.new(name: 'gateway non-blocking', note: 'Async::HTTP.sub_request (examples/async.rb)', servers: [gw],
@@ -144,8 +140,7 @@ module GatewayBench
       cs << Contestant.new(name: 'gateway blocking', note: 'HttpRequest.new.get (examples/async.rb)', servers: [gw],
                            url: "http://#{HOST}:#{front}#{BLOCKING}", body: 'done')
       if File.executable?(@probe)
-        pf = free_port
-        pb = free_port
+        pf, pb = free_ports(2)
         probe = @run.start('probe', [@probe, '--front-port', pf.to_s, '--backend-port', pb.to_s], port: pf,
                                                                                                  dir: @run.scratch('probe'), binary: @probe)
         cs << Contestant.new(name: 'C probe', note: 'the same flow in C on libevent (build/probe)', servers: [probe],

@@ -24,7 +24,8 @@
 # -c2, -c4, -c8, -c16 (the study's connection counts; one wrk thread, since
 # wrk has one core and a second thread would only share it). Per cell a 1 s
 # warm-up, then DURATION (3) s measured: req/s counting 2xx responses only,
-# errors (socket errors, timeouts, non-2xx: a cell with any is marked !),
+# errors | non-2xx | timeouts (Load's counts: a cell with any is marked ⚠,
+# a row shows their sums),
 # front and Tarantool CPU µs per request (/proc/PID/stat utime+stime before
 # and after), wrk's and the server core's busy share (a row where wrk used
 # >= 90% of its core in every column is load-bound: there compare CPU per
@@ -87,12 +88,6 @@ module GatewayBench
       NGINX
     end
 
-    def self.parse_errors(out)
-      m = out.match(/Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/)
-      sock = m ? m[1].to_i + m[2].to_i + m[3].to_i : 0
-      { socket: sock, timeouts: m ? m[4].to_i : 0, non2xx: out[/Non-2xx or 3xx responses: (\d+)/, 1].to_i }
-    end
-
     # front: the front's pids ([] for tarantool answering HTTP itself).
     def cell(url, args, front)
       @run.run_wrk(args, url, 1)
@@ -101,14 +96,13 @@ module GatewayBench
       r = @run.run_wrk(args, url, @duration)
       f1 = front.sum { |p| ticks(p) || 0 }
       t1 = ticks(@tnt.pid)
-      w = Runner.parse_wrk(r[:out])
-      e = self.class.parse_errors(r[:out])
+      w = Runner.parse_wrk(r[:out]) # requests: the 2xx ones (Load)
       raise Error, "wrk #{args.join(' ')} #{url} failed:\n#{r[:out]}" unless w[:requests]&.positive? && w[:seconds]
 
-      ok = w[:requests] - e[:non2xx]
+      ok = w[:requests]
       per = ->(t) { ok.positive? ? t.to_f / clk_tck * 1e6 / ok : nil }
       { rps: ok / w[:seconds], front_us: per.(f1 - f0), tnt_us: per.(t1 - t0),
-        errors: e[:socket] + e[:timeouts] + e[:non2xx], **e,
+        **w.slice(:errors, :non2xx, :timeouts, :failures),
         wrk_busy: r[:load_cpu_s] / w[:seconds], server_busy: (f1 - f0 + t1 - t0).to_f / clk_tck / w[:seconds] }
     end
 
@@ -168,25 +162,26 @@ module GatewayBench
       report(results)
     end
 
-    # " ! N (socket s, timeouts t, non-2xx x)" for a cell with errors in any round, else "".
+    # " ⚠ N (errors e, non-2xx x, timeouts t)" for a cell with failures in any round, else "".
     def self.error_mark(c)
-      return '' unless c[:errors].positive?
+      return '' unless c[:failures].positive?
 
-      format(' ! %d (socket %d, timeouts %d, non-2xx %d)', c[:errors], c[:socket], c[:timeouts], c[:non2xx])
+      format(' ⚠ %d (errors %d, non-2xx %d, timeouts %d)', c[:failures], c[:errors], c[:non2xx], c[:timeouts])
     end
 
     def self.ratio(a, b)
       a && b && b.positive? ? format('%.2f×', a / b) : '—'
     end
 
-    # A Markdown table: a row per wrk row, the columns' cells and then
-    # `extra` ones, which the block returns for the row's medians c.
+    # A Markdown table: a row per wrk row (marked ⚠ when a cell failed), the
+    # columns' cells and then `extra` ones, which the block returns for the
+    # row's medians c.
     def table(md, med, extra)
       md << "| wrk | #{(@names + extra).join(' | ')} |\n|---|#{'--:|' * (@names.size + extra.size)}\n"
       ROWS.each do |args|
         row = args.join(' ')
         c = @names.to_h { |n| [n, med[[row, n]]] }
-        md << "| #{([row] + yield(c)).join(' | ')} |\n"
+        md << "| #{([Load.label(row, Load.sum(c.values))] + yield(c)).join(' | ')} |\n"
       end
     end
 
@@ -194,7 +189,7 @@ module GatewayBench
       keys = %i[rps front_us tnt_us wrk_busy server_busy]
       med = results.transform_values do |runs|
         keys.to_h { |k| [k, median(runs.map { |r| r[k] })] }
-            .merge(%i[errors socket timeouts non2xx].to_h { |k| [k, runs.sum { |r| r[k] }] })
+            .merge(Load.sum(runs))
       end
       total = ->(c) { c[:front_us].to_f + c[:tnt_us].to_f }
       md = +"# bench:tarantool\n\n"
@@ -202,14 +197,17 @@ module GatewayBench
             "(DURATION=#{@duration} s per cell after a 1 s warm-up, median of #{@rounds} rounds); " \
             "front and Tarantool on CPU #{@run.server_cpu}, wrk on CPU #{@run.load_cpu}.\n" \
             "uptime before: `#{@uptime[0]}`; after: `#{@uptime[1]}`\n\n"
-      md << "## req/s (2xx only; ! = errors in the cell, summed over its rounds)\n\n"
-      table(md, med, ['iproto / gw proxy_pass', 'iproto / nginx proxy_pass', 'JSON / iproto', 'wrk core busy']) do |c|
+      md << "## req/s (2xx only; ⚠ = failures in the cell, summed over its rounds; the row's #{Load::FAIL_HEAD} " \
+            "summed over its cells)\n\n"
+      table(md, med, ['iproto / gw proxy_pass', 'iproto / nginx proxy_pass', 'JSON / iproto', 'wrk core busy', 'errors',
+                      'non-2xx', 'timeouts']) do |c|
         busy = @names.map { |n| c[n][:wrk_busy] }
         @names.map { |n| format('%.0f%s', c[n][:rps], self.class.error_mark(c[n])) } +
           [self.class.ratio(c['gateway iproto'][:rps], c['gateway proxy_pass'][:rps]),
            self.class.ratio(c['gateway iproto'][:rps], c['nginx proxy_pass'][:rps]),
            self.class.ratio(c['gateway iproto+JSON'][:rps], c['gateway iproto'][:rps]),
-           busy.all? { |x| x >= LOAD_BOUND } ? 'saturated in every column' : format('%.0f–%.0f%%, not saturated', busy.min * 100, busy.max * 100)]
+           busy.all? { |x| x >= LOAD_BOUND } ? 'saturated in every column' : format('%.0f–%.0f%%, not saturated', busy.min * 100, busy.max * 100),
+           Load.cells(Load.sum(c.values))]
       end
       md << "\n## CPU µs per request: front + Tarantool = total (server core busy)\n\n"
       table(md, med, ['iproto / gw proxy_pass total', 'JSON / iproto total']) do |c|

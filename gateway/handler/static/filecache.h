@@ -31,6 +31,7 @@ typedef struct gw_file_s {
   size_t etag_len;
   char last_modified[32];
   size_t last_modified_len;
+  const char *type;     /* the cache's user's: the content type it found for this name once, or NULL */
   /* -- the cache's own -- */
   char *key;            /* owned: the path relative to the root */
   size_t key_len;

@@ -107,17 +107,16 @@ typedef struct {
   char *ctype;              /* owned: the file's type, in each part's header */
 } multipart_t;
 
-#define PART_HEAD "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %lld-%lld/%lld\r\n\r\n"
-#define PART_TAIL "\r\n--%s--\r\n"
-
 /* Appends part i's header (i == n: the closing boundary) to out. */
 static void part_text(const multipart_t *m, size_t i, struct evbuffer *out)
 {
-  if (i < m->n)
-    evbuffer_add_printf(out, PART_HEAD, m->boundary, m->ctype, m->ranges[i].start,
-                        m->ranges[i].start + m->ranges[i].len - 1, m->size);
-  else
-    evbuffer_add_printf(out, PART_TAIL, m->boundary);
+  const gw_range_t *r = i < m->n ? &m->ranges[i] : NULL;
+  size_t n = gw_range_part_head(NULL, 0, m->boundary, m->ctype, r, m->size);
+  char small[512], *t = n < sizeof(small) ? small : malloc(n + 1);
+  if (t == NULL) return;
+  gw_range_part_head(t, n + 1, m->boundary, m->ctype, r, m->size);
+  evbuffer_add(out, t, n);
+  if (t != small) free(t);
 }
 
 static void multipart_free(multipart_t *m)
@@ -250,19 +249,6 @@ static gw_file_t *precompressed(gw_static_t *h, gw_request_t *req, const char *r
   return NULL;
 }
 
-/* A boundary as nginx's: a number, 20 digits with leading zeros; per
- * worker, from a random start. */
-static void make_boundary(char *out, size_t cap)
-{
-  static unsigned long long next;
-  if (next == 0) {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    next = ((unsigned long long)getpid() * 2654435761ULL ^ (unsigned long long)ts.tv_nsec) % 10000000000ULL + 1;
-  }
-  snprintf(out, cap, "%020llu", next++);
-}
-
 /* Several ranges of b: 206 multipart/byteranges as nginx writes it (each
  * part: CRLF, --boundary, Content-Type, Content-Range, a blank line, the
  * bytes; then CRLF --boundary-- CRLF), with its exact Content-Length.
@@ -281,13 +267,11 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
   m->ranges = rs;
   m->n = n;
   m->size = (long long)b->st.st_size;
-  make_boundary(m->boundary, sizeof(m->boundary));
+  gw_range_boundary(m->boundary, sizeof(m->boundary));
   long long total = 0;
   for (size_t i = 0; i < n; i++)
-    total += snprintf(NULL, 0, PART_HEAD, m->boundary, m->ctype, rs[i].start, rs[i].start + rs[i].len - 1,
-                      m->size) +
-             rs[i].len;
-  total += snprintf(NULL, 0, PART_TAIL, m->boundary);
+    total += (long long)gw_range_part_head(NULL, 0, m->boundary, m->ctype, &rs[i], m->size) + rs[i].len;
+  total += (long long)gw_range_part_head(NULL, 0, m->boundary, m->ctype, NULL, m->size);
   req->resp.status = 206;
   gw_headers_remove(&req->resp.headers, "content-type");
   char ct[80];
@@ -338,7 +322,8 @@ static void serve_multipart(gw_static_t *h, gw_request_t *req, gw_file_t *b, con
 /* Answers req with the regular file f (found at rel). */
 static void serve_file(gw_static_t *h, gw_request_t *req, gw_file_t *f, const char *rel, size_t rel_len)
 {
-  const char *ctype = content_type(h, rel, rel_len);
+  if (f->type == NULL) f->type = content_type(h, rel, rel_len); /* by name: the entry's for good */
+  const char *ctype = f->type;
   const char *coding = NULL;
   gw_file_t *z = h->gzip_static ? precompressed(h, req, rel, rel_len, &coding) : NULL;
   gw_file_t *b = z ? z : f; /* what is sent */

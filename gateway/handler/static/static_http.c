@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "static_http.h"
 
@@ -117,6 +119,26 @@ gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long s
   if (n > 1 && (n = coalesce(out, n)) == 0) return GW_RANGE_NONE;
   *nout = n;
   return n == 1 ? GW_RANGE_SINGLE : GW_RANGE_MULTI;
+}
+
+void gw_range_boundary(char *out, size_t cap)
+{
+  static unsigned long long next;
+  if (next == 0) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    next = ((unsigned long long)getpid() * 2654435761ULL ^ (unsigned long long)ts.tv_nsec) % 10000000000ULL + 1;
+  }
+  snprintf(out, cap, "%020llu", next++);
+}
+
+size_t gw_range_part_head(char *out, size_t cap, const char *boundary, const char *ctype, const gw_range_t *r,
+                          long long size)
+{
+  int n = r ? snprintf(out, cap, "\r\n--%s\r\nContent-Type: %s\r\nContent-Range: bytes %lld-%lld/%lld\r\n\r\n", boundary,
+                       ctype, r->start, r->start + r->len - 1, size)
+            : snprintf(out, cap, "\r\n--%s--\r\n", boundary);
+  return n > 0 ? (size_t)n : 0;
 }
 
 size_t gw_static_etag(char *out, size_t cap, time_t mtime, long long size)

@@ -29,6 +29,17 @@ typedef struct {
 gw_range_kind_t gw_static_range_parse(const char *value, size_t len, long long size, gw_range_t *out, size_t cap,
                                       size_t *n);
 
+/* A multipart/byteranges boundary as nginx writes it: 20 digits, leading
+ * zeros, counting up per process from a random start (out needs 21 bytes). */
+void gw_range_boundary(char *out, size_t cap);
+/* The text before part r of a multipart/byteranges body of a resource of
+ * size bytes whose type is ctype (CRLF, --boundary, Content-Type,
+ * Content-Range, a blank line), or with r NULL the closing boundary, into
+ * out as snprintf does: returns the whole length (out NULL, cap 0: only
+ * measured). */
+size_t gw_range_part_head(char *out, size_t cap, const char *boundary, const char *ctype, const gw_range_t *r,
+                          long long size);
+
 /* The nginx-style ETag of a file, quotes included: "<mtime hex>-<size hex>".
  * Returns its length (out needs 40 bytes). */
 size_t gw_static_etag(char *out, size_t cap, time_t mtime, long long size);

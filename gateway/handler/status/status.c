@@ -7,11 +7,64 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cache_store.h"
 #include "json_out.h"
 #include "log.h"
 #include "stats.h"
 #include "request.h"
 #include "status.h"
+
+/* The response cache's zones (shared by every worker): their counters. */
+#define CACHE_FIELDS(X)                                                                                 \
+  X(hits, counter, "lookups answered without waiting for the handler (HIT, UPDATING, STALE within stale-while-revalidate)") \
+  X(misses, counter, "lookups that ran the handler (MISS, EXPIRED; then REVALIDATED or STALE)")                               \
+  X(stores, counter, "responses stored")                                                              \
+  X(store_failures, counter, "responses that could not be stored (a limit, a full disk)")             \
+  X(evictions, counter, "entries evicted to make room (memory: or max_size:)")                         \
+  X(purges, counter, "entries removed by purge / purge_prefix")                                       \
+  X(bad_files, counter, "cache files found truncated, corrupt or removed")                            \
+  X(entries, gauge, "entries stored now")                                                             \
+  X(mem_bytes, gauge, "bytes of the shared memory used by entries")                                   \
+  X(disk_bytes, gauge, "bytes of the entries' files")
+
+static void render_caches_json(struct evbuffer *out)
+{
+  const char *name;
+  gw_cache_store_t *z;
+  evbuffer_add(out, ",\"caches\":{", 11);
+  for (size_t i = 0; (z = gw_cache_store_at(i, &name)) != NULL; i++) {
+    gw_cache_stats_t st;
+    gw_cache_store_stats(z, &st);
+    if (i) evbuffer_add(out, ",", 1);
+    gw_json_string(out, name, strlen(name));
+    const char *sep = ":{";
+#define JSON_FIELD(f, kind, help)                                     \
+  evbuffer_add_printf(out, "%s\"" #f "\":%" PRIu64, sep, st.f); \
+  sep = ",";
+    CACHE_FIELDS(JSON_FIELD)
+#undef JSON_FIELD
+    evbuffer_add(out, "}", 1);
+  }
+  evbuffer_add(out, "}", 1);
+}
+
+static void render_caches_prometheus(struct evbuffer *out)
+{
+  const char *name;
+  gw_cache_stats_t st;
+#define PROM_FIELD(f, kind, help)                                                                           \
+  if (gw_cache_store_at(0, &name)) {                                                                        \
+    const char *sfx = #kind[0] == 'c' ? "_total" : "";                                                      \
+    evbuffer_add_printf(out, "# HELP gateway_cache_zone_" #f "%s " help "\n# TYPE gateway_cache_zone_" #f "%s " #kind "\n", sfx, sfx); \
+    gw_cache_store_t *z;                                                                                    \
+    for (size_t i = 0; (z = gw_cache_store_at(i, &name)) != NULL; i++) {                                    \
+      gw_cache_store_stats(z, &st);                                                                         \
+      evbuffer_add_printf(out, "gateway_cache_zone_" #f "%s{zone=\"%s\"} %" PRIu64 "\n", sfx, name, st.f);        \
+    }                                                                                                       \
+  }
+  CACHE_FIELDS(PROM_FIELD)
+#undef PROM_FIELD
+}
 
 void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int latency_buckets)
 {
@@ -70,6 +123,7 @@ void gw_status_render_json(struct evbuffer *out, const gw_config_t *config, int 
     evbuffer_add(out, "]", 1);
   }
   evbuffer_add(out, "}", 1);
+  render_caches_json(out);
   if (latency_buckets) { /* the dashboard's: the note its pages show */
     char note[GW_STATS_NOTE_MAX + 1];
     double at = gw_stats_note(note, sizeof(note));
@@ -135,6 +189,7 @@ static void on_req(gw_handler_t *self, gw_request_t *req)
     gw_headers_add(&req->resp.headers, "Content-Type", 12, "text/plain; version=0.0.4", 25);
     render_prometheus(req->resp.body);
     render_health_prometheus(req->resp.body, req->ctx->config);
+    render_caches_prometheus(req->resp.body);
   } else {
     gw_headers_add(&req->resp.headers, "Content-Type", 12, "application/json", 16);
     gw_status_render_json(req->resp.body, req->ctx->config, 0);

@@ -398,6 +398,9 @@ module Gateway
     #   (proxy_pass:, grpc_pass:, req.proxy_pass, sub-requests): see Gateway::TLS.client
     # compress: true | false | { ... } and max_ranges: N: the server's unless
     #   given (mrblib/compress.rb, docs/compression.md, docs/ranges.md)
+    # cache: :zone | { zone:, key:, valid:, lock:, lock_timeout:, use_stale:,
+    #   bypass:, status_header: }: a response cache in front of the handler
+    #   (docs/cache.md)
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
                  log: nil, dashboard: false, allow: nil, fastcgi: nil, params: nil, script_filename: nil,
@@ -409,6 +412,8 @@ module Gateway
       # compress: and max_ranges: (compress.rb; mruby takes no more keyword parameters here)
       compress = static_opts.key?(:compress) ? Compress.options(where, static_opts.delete(:compress)) : @compress
       max_ranges = static_opts.key?(:max_ranges) ? Compress.max_ranges(where, static_opts.delete(:max_ranges)) : @max_ranges
+      # cache: :zone or { zone:, ... } (mruby-gateway-cache's cache.rb, docs/cache.md)
+      cache = static_opts.key?(:cache) ? Gateway::Cache.location_options(where, static_opts.delete(:cache)) : nil
       Location.check_websocket(where, websocket, websocket_max_message, websocket_protocols,
                                handler || content || proxy_pass || status || dashboard || fastcgi || !static_opts.empty?)
       tls_client = Gateway::TLS.client(where, tls_verify, tls_ca, tls_server_name, tls_cert, tls_key)
@@ -472,6 +477,7 @@ module Gateway
       loc.tls_client = tls_client
       loc.compress = compress
       loc.max_ranges = max_ranges
+      loc.cache = cache
       if @locations.any? { |l| l.path == loc.path && l.exact == loc.exact }
         raise ArgumentError, "location #{path.inspect} is defined twice in this server"
       end

@@ -20,7 +20,7 @@ module Gateway
       request method request_method uri request_uri args server_protocol server_port
       status bytes_sent body_bytes_sent request_time
       upstream_addr upstream_status upstream_response_time upstream_reused
-      http2 stream_id proxy_protocol_addr realip_remote_addr
+      http2 stream_id proxy_protocol_addr realip_remote_addr cache_status
     ]
 
     # nginx's combined format, then the request time and what the upstream did:

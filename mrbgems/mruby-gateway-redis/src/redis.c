@@ -1,9 +1,10 @@
 /* redis.c - Async::Redis's natives over the core's Redis client
- * (gateway/data/redis.c): the per-worker clients (one pool per address,
- * db and password, shared by every Async::Redis object naming them),
- * command encoding, the pending operation registered on the request, and
- * the replies turned into Ruby objects. Pub/sub messages run their block in
- * a task fiber (gw_mrb_task_start). */
+ * (gateway/data/redis.c; redis_sentinel.c and redis_cluster.c for
+ * "sentinel:" and "cluster:" addresses): the per-worker clients (one pool
+ * per address, db and password, shared by every Async::Redis object naming
+ * them), command encoding, the pending operation registered on the
+ * request, and the replies turned into Ruby objects. Pub/sub messages run
+ * their block in a task fiber (gw_mrb_task_start). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,8 @@
 #include "gw_mruby.h"
 #include "log.h"
 #include "redis.h"
+#include "redis_cluster.h"
+#include "redis_sentinel.h"
 
 /* -- an object's servers: this worker's clients (gw_mrb_servers_t) ------------ */
 
@@ -33,6 +36,8 @@ static void *make_client(struct event_base *base, const char *addr, const void *
 {
   const handle_t *h = params;
   gw_redis_params_t p = {addr, h->db, h->password, h->pool};
+  if (strncmp(addr, "cluster:", 8) == 0) return gw_redis_cluster_new(base, &p, err, errlen);
+  if (strncmp(addr, "sentinel:", 9) == 0) return gw_redis_sentinel_new(base, &p, err, errlen);
   return gw_redis_new(base, &p, err, errlen);
 }
 
@@ -123,7 +128,6 @@ static mrb_value to_ruby(mrb_state *mrb, const gw_redis_reply_t *r)
 enum { MODE_ONE, MODE_PIPELINE, MODE_MULTI };
 
 typedef struct {
-  mrb_state *mrb;
   gw_redis_reply_t **replies;
   size_t n;
   int mode;
@@ -145,12 +149,9 @@ static mrb_value convert(mrb_state *mrb, void *ud)
 /* -- one operation, pending on the request --------------------------------------- */
 
 typedef struct {
-  gw_pending_t pending;
-  gw_request_t *req;
+  gw_mrb_data_call_t base;
   gw_redis_op_t *op;
   int mode;
-  int timeout_ms;
-  gw_redis_t *r;     /* its client (for the address in messages) */
 } call_t;
 
 static void call_cancel(gw_pending_t *p)
@@ -163,26 +164,8 @@ static void call_cancel(gw_pending_t *p)
 static void on_done(gw_err_t err, gw_redis_reply_t **replies, size_t n, void *arg)
 {
   call_t *c = arg;
-  gw_request_t *req = c->req;
-  mrb_state *mrb = req->ctx->mrb;
-  int ai = mrb_gc_arena_save(mrb);
-  gw_request_pending_remove(&c->pending);
-  mrb_value v;
-  if (err.kind != GW_OK) {
-    char msg[320];
-    if (gw_err_is_timeout(err.kind))
-      snprintf(msg, sizeof(msg), "redis %s timed out after %.3g s", gw_redis_addr(c->r), c->timeout_ms / 1000.0);
-    else
-      snprintf(msg, sizeof(msg), "redis %s: %s", gw_redis_addr(c->r), err.msg);
-    v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
-  } else {
-    convert_t cv = {mrb, replies, n, c->mode};
-    mrb_bool raised = FALSE;
-    v = mrb_protect_error(mrb, convert, &cv, &raised); /* out of VM memory: the exception is the value */
-  }
-  free(c);
-  gw_fiber_resume(req, v);
-  mrb_gc_arena_restore(mrb, ai);
+  convert_t cv = {replies, n, c->mode};
+  gw_mrb_data_call_done(&c->base, err, convert, &cv);
 }
 
 /* _gw_send(commands, mode): mode 0 one command (an Array of arguments),
@@ -196,7 +179,6 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Redis: not initialized");
   gw_mrb_check_yieldable(mrb, "Async::Redis");
-  gw_request_t *req = gw_mrb_current_request(mrb);
   gw_redis_t *r = pick(mrb, h);
   /* Encoded into one scratch buffer of this process: an argument that
    * raises leaves nothing to free. */
@@ -218,21 +200,11 @@ static mrb_value redis_send(mrb_state *mrb, mrb_value self)
       mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
     nreplies = (size_t)n + (mode == MODE_MULTI ? 2 : 0);
   }
-  call_t *c = malloc(sizeof(*c));
-  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  c->req = req;
+  call_t *c = gw_mrb_data_call_new(mrb, sizeof(*c), "redis", gw_redis_addr(r), &h->servers);
   c->mode = (int)mode;
-  c->timeout_ms = h->servers.timeout_ms;
-  c->r = r;
   c->op = gw_redis_exec(r, b.data, b.len, nreplies, h->servers.timeout_ms, on_done, c);
   if (b.cap > 65536) gw_buf_dispose(&b); /* keep a small one only */
-  if (c->op == NULL) {
-    free(c);
-    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
-  gw_request_pending_add(req, &c->pending, call_cancel);
-  gw_mrb_will_wait();
-  if (gw_trace) gw_trace_wait(req, "redis %s", gw_redis_addr(r));
+  gw_mrb_data_call_wait(mrb, &c->base, c->op != NULL, call_cancel);
   return mrb_nil_value();
 }
 

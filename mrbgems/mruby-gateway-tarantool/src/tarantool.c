@@ -194,11 +194,8 @@ static mrb_value convert(mrb_state *mrb, void *ud)
 /* -- one request, pending on the request -------------------------------------------- */
 
 typedef struct {
-  gw_pending_t pending;
-  gw_request_t *req;
+  gw_mrb_data_call_t base;
   gw_tnt_op_t *op;
-  int timeout_ms;
-  gw_tnt_t *t;
   int whole; /* the reply's whole body (EXECUTE), not its DATA */
 } call_t;
 
@@ -212,26 +209,8 @@ static void call_cancel(gw_pending_t *p)
 static void on_done(gw_err_t err, uint64_t code, const char *body, size_t len, void *arg)
 {
   call_t *c = arg;
-  gw_request_t *req = c->req;
-  mrb_state *mrb = req->ctx->mrb;
-  int ai = mrb_gc_arena_save(mrb);
-  gw_request_pending_remove(&c->pending);
-  mrb_value v;
-  if (err.kind != GW_OK) {
-    char msg[320];
-    if (gw_err_is_timeout(err.kind))
-      snprintf(msg, sizeof(msg), "tarantool %s timed out after %.3g s", gw_tnt_addr(c->t), c->timeout_ms / 1000.0);
-    else
-      snprintf(msg, sizeof(msg), "tarantool %s: %s", gw_tnt_addr(c->t), err.msg);
-    v = gw_mrb_error(mrb, gw_err_is_timeout(err.kind) ? "Gateway::TimeoutError" : "Gateway::UpstreamError", msg);
-  } else {
-    convert_t cv = {code, body, len, c->whole};
-    mrb_bool raised = FALSE;
-    v = mrb_protect_error(mrb, convert, &cv, &raised);
-  }
-  free(c);
-  gw_fiber_resume(req, v);
-  mrb_gc_arena_restore(mrb, ai);
+  convert_t cv = {code, body, len, c->whole};
+  gw_mrb_data_call_done(&c->base, err, convert, &cv);
 }
 
 /* Sends a request of type whose body is the Hash body or, when it is nil,
@@ -242,7 +221,6 @@ static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_va
   handle_t *h = mrb_data_get_ptr(mrb, self, &handle_type);
   if (h == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "Async::Tarantool: not initialized");
   gw_mrb_check_yieldable(mrb, "Async::Tarantool");
-  gw_request_t *req = gw_mrb_current_request(mrb);
   gw_tnt_t *t = gw_mrb_servers_next(mrb, &h->servers, "Async::Tarantool", &maker, h);
   /* One scratch buffer of this process: a value that raises leaves nothing to free. */
   static gw_buf_t b;
@@ -255,21 +233,11 @@ static void arm(mrb_state *mrb, mrb_value self, uint32_t type, int whole, mrb_va
     if (msgpack_pack_map(&pk, (size_t)n) != 0) pack_failed(mrb);
     for (int k = 0; k < 2 * n; k++) pack(mrb, &pk, kv[k], 1);
   }
-  call_t *c = malloc(sizeof(*c));
-  if (c == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  c->req = req;
-  c->timeout_ms = h->servers.timeout_ms;
-  c->t = t;
+  call_t *c = gw_mrb_data_call_new(mrb, sizeof(*c), "tarantool", gw_tnt_addr(t), &h->servers);
   c->whole = whole;
   c->op = gw_tnt_exec(t, type, b.data, b.len, h->servers.timeout_ms, on_done, c);
-  if (b.cap > 65536) gw_buf_dispose(&b);
-  if (c->op == NULL) {
-    free(c);
-    mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
-  }
-  gw_request_pending_add(req, &c->pending, call_cancel);
-  gw_mrb_will_wait();
-  if (gw_trace) gw_trace_wait(req, "tarantool %s", gw_tnt_addr(t));
+  if (b.cap > 65536) gw_buf_dispose(&b); /* keep a small one only */
+  gw_mrb_data_call_wait(mrb, &c->base, c->op != NULL, call_cancel);
 }
 
 /* _gw_send(type, body): body a Hash (iproto keys => values); the reply's DATA. */

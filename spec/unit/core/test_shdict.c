@@ -1,11 +1,12 @@
 /* test_shdict.c - shdict.c's pure part: the table, TTLs, LRU eviction, the
  * buddy allocator giving every byte back, incr, keys, and the zones.
- * unit: shdict */
+ * unit: shdict shm_alloc shm_region shm_zone */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "shdict.h"
+#include "shm_zone.h"
 #include "unit.h"
 
 static gw_shval_t str(const char *s)
@@ -150,25 +151,25 @@ int main(void)
   CHECK_EQ_INT(gw_shdict_declare("z", 64 << 10, err, sizeof(err)), 0);
   CHECK_EQ_INT(gw_shdict_declare("z", 64 << 10, err, sizeof(err)), -1); /* twice */
   CHECK_EQ_INT(gw_shdict_declare("tiny", 100, err, sizeof(err)), -1);
-  gw_shdict_commit();
+  gw_shm_zone_commit();
   gw_shdict_t *z = gw_shdict_find("z");
   CHECK(z != NULL);
   v = str("kept");
   CHECK_EQ_INT(gw_shdict_set(z, "k", 1, &v, 0, 0), 0);
   CHECK_EQ_INT(gw_shdict_declare("z", 64 << 10, err, sizeof(err)), 0); /* reload, same size */
-  gw_shdict_commit();
+  gw_shm_zone_commit();
   CHECK(gw_shdict_find("z") == z);
   CHECK_EQ_INT(gw_shdict_get(z, "k", 1, 0, &out), 1);
   free((void *)out.s);
   CHECK_EQ_INT(gw_shdict_declare("z", 128 << 10, err, sizeof(err)), 0); /* a failed reload */
-  gw_shdict_abort();
+  gw_shm_zone_abort();
   CHECK(gw_shdict_find("z") == z);
   CHECK_EQ_INT(gw_shdict_declare("z", 128 << 10, err, sizeof(err)), 0); /* size changed */
-  gw_shdict_commit();
+  gw_shm_zone_commit();
   z = gw_shdict_find("z");
   CHECK(z != NULL && gw_shdict_capacity(z) > (64 << 10));
   CHECK_EQ_INT(gw_shdict_get(z, "k", 1, 0, &out), 0);
-  gw_shdict_commit(); /* not declared: gone */
+  gw_shm_zone_commit(); /* not declared: gone */
   CHECK(gw_shdict_find("z") == NULL);
   return UNIT_DONE();
 }

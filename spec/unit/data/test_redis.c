@@ -1,11 +1,13 @@
-/* test_redis.c - redis.c's Redis Cluster key slots: CRC16 as the cluster
- * spec gives it (its test vector, keys whose slots redis-server's CLUSTER
- * KEYSLOT reports), {hash tags}, EVAL's keys, keyless commands, and a call
- * whose keys differ in slot.
- * unit: redis buf addr log -lhiredis */
+/* test_redis.c - redis_resp.c, what a command batch says of itself: its
+ * Redis Cluster key slot (CRC16 as the cluster spec gives it: its test
+ * vector, keys whose slots redis-server's CLUSTER KEYSLOT reports), {hash
+ * tags}, EVAL's keys, keyless commands, a call whose keys differ in slot;
+ * whether it only reads (Sentinel fails those over); and a reader holding
+ * bytes beyond a reply.
+ * unit: redis_resp buf -lhiredis */
 #include <string.h>
 
-#include "redis.h"
+#include "redis_resp.h"
 #include "unit.h"
 
 /* The RESP of one command of argc arguments. */
@@ -53,5 +55,31 @@ int main(void)
   gw_buf_dispose(&b);
   CHECK_EQ_INT(gw_redis_commands_slot("", 0), -1);
   CHECK_EQ_INT(gw_redis_commands_slot("*2\r\n$3\r\nGET\r\n$9\r\nfoo", 20), -1); /* cut short: stops */
+
+  add(&b, 2, (const char *[]){"hgetall", "h"});
+  CHECK(gw_redis_commands_read_only(b.data, b.len));
+  b.len = 0;
+  add(&b, 2, (const char *[]){"INCR", "a"});
+  CHECK(!gw_redis_commands_read_only(b.data, b.len));
+  b.len = 0;
+  add(&b, 1, (const char *[]){"GETDEL"}); /* a prefix of none, GET's longer twin */
+  CHECK(!gw_redis_commands_read_only(b.data, b.len));
+  CHECK(!gw_redis_commands_read_only("*1\r\n", 5));
+  gw_buf_dispose(&b);
+
+  void *rd = gw_redis_reader_new();
+  gw_redis_reply_t *reply;
+  const char *err;
+  CHECK_EQ_INT(gw_redis_reader_feed(rd, "+OK\r\n:1", 7), 0);
+  CHECK_EQ_INT(gw_redis_reader_next(rd, &reply, &err), 1);
+  CHECK_EQ_STR(reply->str, "OK");
+  gw_redis_reply_free(reply);
+  CHECK(gw_redis_reader_pending(rd)); /* ":1" unasked for */
+  CHECK_EQ_INT(gw_redis_reader_feed(rd, "\r\n", 2), 0);
+  CHECK_EQ_INT(gw_redis_reader_next(rd, &reply, &err), 1);
+  CHECK_EQ_INT((int)reply->integer, 1);
+  gw_redis_reply_free(reply);
+  CHECK(!gw_redis_reader_pending(rd));
+  gw_redis_reader_free(rd);
   return unit_done();
 }

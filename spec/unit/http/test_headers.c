@@ -340,6 +340,31 @@ static void test_hop_by_hop(void)
   CHECK(gw_header_is_hop_by_hop("te: trailers", 2)); /* only len bytes are read */
 }
 
+/* Every length from 0 to 40, name and value: short ones are copied without
+ * memcpy (two overlapping words), longer ones with it; each byte lands. */
+static void test_every_length(void)
+{
+  gw_headers_t h;
+  gw_headers_init(&h);
+  char name[41], value[41];
+  for (size_t n = 0; n <= 40; n++) {
+    for (size_t i = 0; i < n; i++) name[i] = (char)('a' + (i * 7 + n) % 26);
+    for (size_t i = 0; i < 40 - n; i++) value[i] = (char)('0' + (i * 3 + n) % 10);
+    CHECK_EQ_INT(gw_headers_add(&h, name, n, value, 40 - n), 0);
+  }
+  CHECK_EQ_UINT(h.count, 41);
+  for (size_t n = 0; n <= 40 && n < h.count; n++) {
+    const gw_header_t *f = &h.items[n];
+    CHECK_EQ_UINT(f->name_len, n);
+    CHECK_EQ_UINT(f->value_len, 40 - n);
+    int same = f->name[n] == '\0' && f->value[40 - n] == '\0';
+    for (size_t i = 0; i < n; i++) same &= f->name[i] == (char)('a' + (i * 7 + n) % 26);
+    for (size_t i = 0; i < 40 - n; i++) same &= f->value[i] == (char)('0' + (i * 3 + n) % 10);
+    CHECK(same);
+  }
+  gw_headers_dispose(&h);
+}
+
 int main(void)
 {
   test_add_find();
@@ -352,5 +377,6 @@ int main(void)
   test_have_token();
   test_field_is_safe();
   test_hop_by_hop();
+  test_every_length();
   return unit_done();
 }
