@@ -2,8 +2,8 @@
  *
  * A target starting with "/" is dispatched in-process through the parent's
  * server router (no socket): a child request runs that location's handler or
- * proxy. An absolute http:// URL goes through the upstream client and its
- * keep-alive pool. Either way the result arrives in one callback, from its own
+ * proxy. An absolute URL (http://, https://, h2c://, h2://, unix:) goes
+ * through the upstream client (httpclient.c) and its keep-alive pools. Either way the result arrives in one callback, from its own
  * loop event, after the child has been freed. The caller registers its own
  * pending operation on the parent and cancels the sub-request from it. */
 #include <stdio.h>
@@ -13,7 +13,7 @@
 #include <event2/event_struct.h>
 
 #include "log.h"
-#include "exchange.h"
+#include "httpclient.h"
 #include "stats.h"
 #include "subrequest.h"
 #include "timeutil.h"
@@ -30,7 +30,7 @@
 struct gw_subreq_s {
   gw_request_t *parent;
   gw_request_t *child;        /* internal target: the child request; else NULL */
-  gw_exchange_t *client;      /* URL target: the upstream exchange; else NULL */
+  gw_httpclient_t *client;    /* URL target: the upstream exchange; else NULL */
   struct event step_ev;       /* starts the child / delivers the result */
   struct event timeout_ev;
   int has_timeout;
@@ -84,7 +84,7 @@ static void subreq_free(gw_subreq_t *s)
   gw_stats_self->subrequests_in_flight--;
   event_del(&s->step_ev);
   event_del(&s->timeout_ev);
-  if (s->client) gw_exchange_cancel(s->client);
+  if (s->client) gw_httpclient_cancel(s->client);
   if (s->child) { /* cancelled before it completed */
     if (s->child->handler.running) gw_request_abort(s->child);
     gw_request_dispose(s->child);
@@ -178,7 +178,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
   (void)fd;
   (void)what;
   if (s->client) {
-    gw_exchange_cancel(s->client);
+    gw_httpclient_cancel(s->client);
     s->client = NULL;
   }
   if (s->child && s->child->handler.running) gw_request_abort(s->child);
@@ -258,7 +258,7 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     event_active(&s->step_ev, EV_TIMEOUT, 0); /* start from the loop, not from inside a fiber */
   } else {
     gw_url_t u;
-    if (gw_url_parse(p->target, &u) < 0 || u.h2c) { /* h2c:// goes through proxy_pass only */
+    if (gw_url_parse(p->target, &u) < 0) {
       subreq_free(s);
       return NULL;
     }
@@ -266,22 +266,18 @@ gw_subreq_t *gw_subrequest_start(gw_request_t *parent, const gw_subreq_params_t 
     gw_headers_init(&hs);
     gw_headers_copy(&hs, p->headers);
     if (gw_headers_find(&hs, "host") == NULL) gw_headers_add(&hs, "Host", 4, u.hostport, strlen(u.hostport));
-    /* https: the parent location's tls_* settings, else the defaults */
+    /* https, h2: the parent location's tls_* settings, else the defaults */
     const gw_location_t *loc = parent->handler.location;
-    gw_client_params_t cp = {
-      .host = u.host,
-      .port = u.port,
-      .addr = u.addrlen ? (const struct sockaddr *)&u.addr : NULL,
-      .addrlen = u.addrlen,
-      .tls = !u.tls ? NULL : loc && loc->tls_client ? loc->tls_client : parent->ctx->config->tls_client,
+    gw_httpclient_params_t cp = {.http = {
       .method = p->method,
       .target = *u.path ? u.path : "/",
       .headers = &hs,
       .body = p->body,
       .body_len = p->body_len,
       .timeout_ms = p->timeout_ms,
-    };
-    s->client = gw_exchange_start(w->pool, w->resolver, &cp, on_client_done, s);
+    }};
+    gw_httpclient_url(&cp, &u, loc && loc->tls_client ? loc->tls_client : parent->ctx->config->tls_client);
+    s->client = gw_httpclient_start(w, &cp, on_client_done, s);
     gw_headers_dispose(&hs);
     if (s->client == NULL) {
       subreq_free(s);

@@ -145,8 +145,10 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
     mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be a positive number");
   const char *target = mrb_string_cstr(mrb, argv[0]), *method = mrb_string_cstr(mrb, argv[1]);
   gw_request_t *parent = gw_mrb_current_request(mrb);
-  if (target[0] != '/' && strncmp(target, "http://", 7) != 0 && strncmp(target, "https://", 8) != 0)
-    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a location path (\"/x\") or an http:// or https:// URL, got %s",
+  if (target[0] != '/' && strncmp(target, "http://", 7) != 0 && strncmp(target, "https://", 8) != 0 &&
+      strncmp(target, "h2c://", 6) != 0 && strncmp(target, "h2://", 5) != 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR,
+               "sub_request: target must be a location path (\"/x\") or an http://, https://, h2c:// or h2:// URL, got %s",
                target);
 
   gw_headers_t hs;
