@@ -223,6 +223,26 @@ RSpec.describe 'response cache' do
     expect(up.count).to eq(2)
   end
 
+  # The refresh is a request of the worker's own, held by no connection: a
+  # worker that stops while it waits on a slow upstream must cancel and free
+  # it (the sanitizer build reports a leak at the worker's exit otherwise).
+  it 'cancels a background refresh still running when the worker stops (graceful quit)' do
+    up = counting_upstream do |_, n|
+      sleep 4.0 if n == 2 # the refresh outlives the worker
+      [200, { 'Cache-Control' => 'max-age=0, stale-while-revalidate=60' }, "gen #{n}"]
+    end
+    start(up, ':api')
+    expect(get('/q').body).to eq('gen 1')
+    expect(get('/q')['X-Cache-Status']).to eq('STALE')
+    poll('the refresh to reach the upstream') { up.count == 2 }
+    @gw.signal('QUIT')
+    status, took = timed { @gw.wait_exit(slack(3)) }
+    expect(status&.exitstatus).to eq(0)
+    expect(took).to be < slack(3) # not waiting for the refresh's upstream
+    expect(@gw.log).not_to include('requests in flight') # freed before the upstream pool
+    expect(@gw.log).not_to match(GatewaySpec::SANITIZER_REPORT)
+  end
+
   it 'use_stale: [:updating] serves an expired entry while another request refreshes it (UPDATING)' do
     up = counting_upstream do |_, n|
       sleep 1.0 if n == 2

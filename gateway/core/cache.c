@@ -404,19 +404,36 @@ static gw_cache_handle_t *find(cache_req_t *st)
  * response goes to the store (the hooks above) and nowhere else: this
  * protocol drops it, then frees the request on the next loop turn. */
 
-typedef struct {
+typedef struct refresher_s {
   gw_request_t req;
   struct event done;        /* frees it once its response ended */
   char addr[64];            /* the client's address (the client may be gone meanwhile) */
+  struct refresher_s *next, *prev; /* this worker's refreshes (gw_cache_close_all) */
 } refresher_t;
+
+/* This worker's refreshes in flight: no connection holds them, so the
+ * worker's teardown ends them (gw_cache_close_all). */
+static refresher_t refreshers = {.next = &refreshers, .prev = &refreshers};
+
+static void refresher_free(refresher_t *r)
+{
+  r->prev->next = r->next;
+  r->next->prev = r->prev;
+  event_del(&r->done);
+  gw_request_dispose(&r->req); /* cancels what it still waits for; the lock and writer go (cache_free) */
+  free(r);
+}
 
 static void on_refresher_done(evutil_socket_t fd, short what, void *arg)
 {
-  refresher_t *r = arg;
   (void)fd;
   (void)what;
-  gw_request_dispose(&r->req);
-  free(r);
+  refresher_free(arg);
+}
+
+void gw_cache_close_all(void)
+{
+  while (refreshers.next != &refreshers) refresher_free(refreshers.next);
 }
 
 static void refresher_over(gw_request_t *req)
@@ -468,6 +485,10 @@ static int refresh_in_background(cache_req_t *st)
   gw_request_t *req = &r->req;
   gw_request_init(req, c->ctx, c->server, &refresher_protocol, r);
   evtimer_assign(&r->done, c->ctx->base, on_refresher_done, r);
+  r->next = refreshers.next;
+  r->prev = &refreshers;
+  refreshers.next->prev = r;
+  refreshers.next = r;
   req->in.method = c->in.method;
   req->in.method_id = c->in.method_id;
   memcpy(target, c->in.target, c->in.target_len + 1);

@@ -60,4 +60,9 @@ extern const gw_cache_hooks_t gw_cache_hooks;
 gw_cache_conf_t *gw_cache_conf_new(const char *zone, char *err, size_t errlen);
 void gw_cache_conf_free(gw_cache_conf_t *c);
 
+/* The worker stops: the refreshes in the background still running
+ * (stale-while-revalidate) are cancelled and freed, their fill locks
+ * released and their partial stores dropped. */
+void gw_cache_close_all(void);
+
 #endif
