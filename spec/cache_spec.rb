@@ -132,6 +132,16 @@ RSpec.describe 'response cache' do
       expect(twice({ 'Cache-Control' => 'max-age=60', 'Set-Cookie' => 'id=1' })).to eq([2, 'v1', 'v2', 'MISS'])
     end
 
+    it 'store_set_cookie: true stores a response with Set-Cookie, the field left out of the entry' do
+      up = counting_upstream { |_, n| [200, { 'Cache-Control' => 'max-age=60', 'Set-Cookie' => "id=#{n}", 'X-Up' => 'u' }, "v#{n}"] }
+      start(up, '{ zone: :api, store_set_cookie: true }')
+      a = get('/sc')
+      expect([a.body, a['Set-Cookie'], a['X-Cache-Status']]).to eq(['v1', 'id=1', 'MISS']) # the filling client keeps its cookie
+      b = get('/sc')
+      expect([b.body, b['Set-Cookie'], b['X-Up'], b['X-Cache-Status']]).to eq(['v1', nil, 'u', 'HIT'])
+      expect(up.count).to eq(1)
+    end
+
     it 'caches a 404 for its own valid: time' do
       up = counting_upstream { |_, n| [404, {}, "gone #{n}"] }
       start(up, '{ zone: :api, valid: { 200 => 60, 404 => 60 } }')
@@ -547,6 +557,12 @@ RSpec.describe 'response cache' do
       status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, use_stale: [:often] }\nend\n))
       expect(status).to eq(1)
       expect(out).to include("#{path}:3:", 'use_stale: must be a list of :error, :timeout, :updating')
+    end
+
+    it 'names FILE:LINE for a store_set_cookie: that is not true or false' do
+      status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, store_set_cookie: "yes" }\nend\n))
+      expect(status).to eq(1)
+      expect(out).to include("#{path}:3:", 'cache: store_set_cookie: must be true or false, got "yes"')
     end
 
     it 'takes valid: times as seconds or "10m", "1h", for statuses, lists of them and any:' do

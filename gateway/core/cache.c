@@ -722,7 +722,10 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
 /* The response head as stored: its fields but the framing, hop-by-hop and
  * per-answer ones ("Name: value\r\n" each), and but those the phases set
  * before the content (the first resp_headers_kept: each request that the
- * entry answers sets its own). */
+ * entry answers sets its own). Never Set-Cookie: a response carrying it is
+ * stored only with store_set_cookie:, and then without it (one client's
+ * cookie is not every client's; nginx's proxy_ignore_headers Set-Cookie with
+ * proxy_hide_header Set-Cookie for the hits). */
 static struct evbuffer *head_bytes(const gw_request_t *req)
 {
   struct evbuffer *b = evbuffer_new();
@@ -730,7 +733,8 @@ static struct evbuffer *head_bytes(const gw_request_t *req)
   for (size_t i = req->resp.headers_kept; i < req->resp.headers.count; i++) {
     const gw_header_t *h = &req->resp.headers.items[i];
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || strcasecmp(h->name, "content-length") == 0 ||
-        strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0)
+        strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0 ||
+        strcasecmp(h->name, "set-cookie") == 0)
       continue;
     evbuffer_add(b, h->name, h->name_len);
     evbuffer_add(b, ": ", 2);
@@ -762,7 +766,7 @@ static void begin_store(cache_req_t *st, long long length)
 {
   gw_request_t *req = st->req;
   int status = req->resp.status ? req->resp.status : 200;
-  gw_cache_rules_t rules = {st->cf->valid, 0};
+  gw_cache_rules_t rules = {st->cf->valid, st->cf->store_set_cookie};
   gw_cache_verdict_t v;
   int64_t now = wall_ms();
   gw_cache_decide(status, &req->resp.headers, &req->in.headers, (time_t)(now / 1000), &rules, &v);

@@ -49,6 +49,7 @@ typedef struct gw_cache_conf_s {
   int lock_timeout_ms;
   int stale_error, stale_timeout, stale_updating; /* use_stale: */
   int status_header;          /* send X-Cache-Status */
+  int store_set_cookie;       /* store responses with Set-Cookie, the field left out */
   gw_filter_t *prepare;       /* owned: the key:/bypass: lambdas' step, or NULL */
 } gw_cache_conf_t;
 
