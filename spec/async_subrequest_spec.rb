@@ -297,7 +297,7 @@ RSpec.describe 'Async::HTTP sub-requests' do
       'sub_request: timeout must be a positive number',
       'sub_request: timeout must be at most 86400 seconds',
       'sub_request: unsupported method BREW',
-      'sub_request: target must be a location path ("/x") or an http:// or https:// URL, got ftp://x/'
+      'sub_request: target must be a location path ("/x") or an http://, https://, h2c:// or h2:// URL, got ftp://x/'
     ])
   end
 

@@ -6,7 +6,7 @@
 require_relative 'spec_helper'
 
 RSpec.describe 'response cache storage' do
-  BIG = 200_000 # bytes: over 64 KiB, so into a file
+  FILE_BODY = 200_000 # bytes: over 64 KiB, so into a file (a name of its own: spec constants share one namespace)
 
   before(:all) do
     # The `cache` DSL is the HTTP side's (branch cache); without it there is
@@ -44,56 +44,56 @@ RSpec.describe 'response cache storage' do
   it 'keeps its entries, in memory and in files, across a reload' do
     start_cache
     _, small = get(100)
-    _, big = get(BIG)
+    _, big = get(FILE_BODY)
     expect(get(100)).to eq(['HIT', small])
     old_worker = worker_pid
     @gw.signal('HUP')
     poll('a new worker after the reload') { (worker_pid rescue old_worker) != old_worker }
     expect(get(100)).to eq(['HIT', small])
-    expect(get(BIG)).to eq(['HIT', big])
+    expect(get(FILE_BODY)).to eq(['HIT', big])
     expect(@gw.log).not_to match(/entries loaded/)
   end
 
   it 'rebuilds its index from the files at start (entries whose body was in memory are gone)' do
     start_cache
     _, small = get(100)
-    _, big = get(BIG)
+    _, big = get(FILE_BODY)
     expect(cache_files.size).to eq(1)
     @gw.stop
     @gw = start_gateway(File.read(@gw.config_path), ports: [@port])
     expect(@gw.log).to match(/cache api: 1 entries loaded from #{Regexp.escape(dir)}/)
-    status, body = get(BIG)
-    expect([status, body.bytesize, body == big]).to eq(['HIT', BIG, true])
+    status, body = get(FILE_BODY)
+    expect([status, body.bytesize, body == big]).to eq(['HIT', FILE_BODY, true])
     status, body = get(100)
     expect([status, body == small]).to eq(['MISS', false])
   end
 
   it 'evicts the least recently used files past max_size' do
     start_cache(max_size: '500k')
-    _, a = get(BIG, 'a')
-    _, b = get(BIG, 'b')
-    expect(get(BIG, 'a')).to eq(['HIT', a]) # a is now the most recently used
-    get(BIG, 'c')                            # 3 x 200 KB > 500k: b goes
+    _, a = get(FILE_BODY, 'a')
+    _, b = get(FILE_BODY, 'b')
+    expect(get(FILE_BODY, 'a')).to eq(['HIT', a]) # a is now the most recently used
+    get(FILE_BODY, 'c')                            # 3 x 200 KB > 500k: b goes
     expect(cache_files.size).to eq(2)
-    expect(get(BIG, 'a')).to eq(['HIT', a])
-    status, body = get(BIG, 'b')
+    expect(get(FILE_BODY, 'a')).to eq(['HIT', a])
+    status, body = get(FILE_BODY, 'b')
     expect([status, body == b]).to eq(['MISS', false])
   end
 
   it "never serves another key's file put in place of a key's own" do
     start_cache
-    _, a = get(BIG, 'a')
-    _, b = get(BIG, 'b')
+    _, a = get(FILE_BODY, 'a')
+    _, b = get(FILE_BODY, 'b')
     files = cache_files
     expect(files.size).to eq(2)
     a_file = files.find { |f| File.binread(f).include?('key=a') }
     b_file = files.find { |f| f != a_file }
     FileUtils.cp(b_file, "#{a_file}.new")
     File.rename("#{a_file}.new", a_file) # b's valid file under a's name
-    status, body = get(BIG, 'a')
+    status, body = get(FILE_BODY, 'a')
     expect(status).to eq('MISS')
     expect([body == a, body == b]).to eq([false, false])
     poll('a log line about the file') { @gw.log.include?("#{a_file}: replaced underneath; a miss") }
-    expect(get(BIG, 'b')).to eq(['HIT', b])
+    expect(get(FILE_BODY, 'b')).to eq(['HIT', b])
   end
 end

@@ -241,4 +241,36 @@ RSpec.describe 'upstream groups' do
       expect([r.status, r.body]).to eq([200, 'ok /b'])
     end
   end
+
+  # ---------------------------------------------------------------------------
+  # The upstream client (httpclient.c) retries by error kind: a connection
+  # that broke before any answer sends an idempotent request on to the next
+  # server; a POST may have taken effect, so it is answered 502 instead.
+  describe 'a connection closed before the answer' do
+    it 'sends a GET on to the next server, never a POST' do
+      seen = Queue.new
+      closer = fake_upstream do |peer|
+        req = peer.read_request(timeout: 10)
+        seen << req.method if req # and closes without a word
+      end
+      live = named_upstream('live')
+      gateway_with(%(location "/g", proxy_pass: "http://g/"),
+                   %(upstream :g, servers: ["127.0.0.1:#{closer.port}", "127.0.0.1:#{live.port}"]))
+      names = 4.times.map { served_by('/g') }
+      expect(names).to all(eq('live'))
+      gets = []
+      gets << seen.pop until seen.empty?
+      expect(gets).not_to be_empty
+      expect(gets).to all(eq('GET'))
+      expect(@gw.log.scan(/upstream closed connection prematurely, trying/).size).to eq(gets.size)
+      statuses = 4.times.map { http_request(@port, 'POST', '/g', {}, 'x').status }
+      posts = []
+      posts << seen.pop until seen.empty?
+      expect(posts).not_to be_empty
+      expect(posts).to all(eq('POST'))
+      expect(statuses.count(502)).to eq(posts.size)
+      expect(statuses.count(200)).to eq(4 - posts.size)
+      expect(@gw.log.scan(/upstream closed connection prematurely, trying/).size).to eq(gets.size)
+    end
+  end
 end

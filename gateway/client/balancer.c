@@ -1,5 +1,6 @@
 /* balancer.c - choosing an upstream group's server (see balancer.h). */
 #include "balancer.h"
+#include "log.h"
 
 /* Up for both kinds of health: not marked down by failed user requests
  * (this worker's passive view) nor by the active checks (shared). */
@@ -60,4 +61,45 @@ int gw_balancer_done(gw_upstream_group_t *g, gw_upstream_server_t *s, int failed
     return 1;
   }
   return 0;
+}
+
+/* ---- a request's walk ---- */
+
+gw_upstream_server_t *gw_balancer_walk_first(gw_balancer_walk_t *w, gw_upstream_group_t *g, const char *key)
+{
+  *w = (gw_balancer_walk_t){.group = g};
+  w->server = gw_balancer_pick(g, 0, key, gw_now_ms());
+  if (w->server) w->tried = gw_balancer_bit(g, w->server);
+  return w->server;
+}
+
+void gw_balancer_walk_use(gw_balancer_walk_t *w)
+{
+  w->server->active++;
+  w->held = 1;
+}
+
+void gw_balancer_walk_done(gw_balancer_walk_t *w, int failed)
+{
+  if (!w->held) return;
+  w->held = 0;
+  if (gw_balancer_done(w->group, w->server, failed, gw_now_ms()))
+    gw_log_warn("upstream %s: server %s marked down for %d ms", w->group->name, w->server->label,
+                w->group->fail_timeout_ms);
+}
+
+void gw_balancer_walk_drop(gw_balancer_walk_t *w)
+{
+  if (!w->held) return;
+  w->held = 0;
+  w->server->active--;
+}
+
+gw_upstream_server_t *gw_balancer_walk_next(gw_balancer_walk_t *w)
+{
+  gw_upstream_server_t *next = gw_balancer_pick(w->group, w->tried, NULL, gw_now_ms());
+  if (next == NULL) return NULL;
+  w->tried |= gw_balancer_bit(w->group, next);
+  w->server = next;
+  return next;
 }

@@ -73,4 +73,27 @@ gw_upstream_server_t *gw_balancer_pick(gw_upstream_group_t *g, uint32_t tried_ma
  * caller logs it), else 0. */
 int gw_balancer_done(gw_upstream_group_t *g, gw_upstream_server_t *s, int failed, double now_ms);
 
+/* One request's way through a group (proxy_pass through httpclient.c,
+ * fastcgi.c): the server in use and those tried, with the bookkeeping
+ * above done once per server. */
+typedef struct {
+  gw_upstream_group_t *group;
+  gw_upstream_server_t *server; /* in use, or the last one used */
+  uint32_t tried;               /* gw_balancer_bit of each server tried */
+  int held;                     /* server counts this request in active */
+} gw_balancer_walk_t;
+
+/* Starts a walk of g at the server picked with key (gw_balancer_pick);
+ * NULL when none is live. */
+gw_upstream_server_t *gw_balancer_walk_first(gw_balancer_walk_t *w, gw_upstream_group_t *g, const char *key);
+/* The request goes to w->server now: counted in its active. */
+void gw_balancer_walk_use(gw_balancer_walk_t *w);
+/* It ended there (gw_balancer_done; a mark-down is logged). Nothing when
+ * the server does not hold the request (done already, or dropped). */
+void gw_balancer_walk_done(gw_balancer_walk_t *w, int failed);
+/* It left without a verdict (cancelled, or never sent): active goes down. */
+void gw_balancer_walk_drop(gw_balancer_walk_t *w);
+/* The next live server not tried yet, now w->server; NULL when none. */
+gw_upstream_server_t *gw_balancer_walk_next(gw_balancer_walk_t *w);
+
 #endif

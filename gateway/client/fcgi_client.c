@@ -61,10 +61,6 @@ struct gw_fcgi_req_s {
   unsigned char wire[];
 };
 
-struct gw_fcgi_pool_s {
-  gw_px_pool_t xp;            /* first */
-};
-
 static gw_fcgi_req_t *req_of(gw_px_conn_t *c)
 {
   return (gw_fcgi_req_t *)c->x;
@@ -126,11 +122,6 @@ static void req_free(gw_px_t *x)
   free(r);
 }
 
-static void pool_free(gw_px_pool_t *xp)
-{
-  gw_px_pool_dispose(xp);
-  free(xp);
-}
 
 /* ---- the response ---- */
 
@@ -316,23 +307,16 @@ static const gw_px_ops_t fcgi_ops = {
   .frame_body = frame_body,
   .done = req_done,
   .free = req_free,
-  .pool_free = pool_free,
 };
 
-gw_fcgi_pool_t *gw_fcgi_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
+gw_pool_t *gw_fcgi_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
 {
-  gw_fcgi_pool_t *pool = calloc(1, sizeof(*pool));
-  if (pool == NULL) return NULL;
-  if (gw_px_pool_init(&pool->xp, base, keepalive_max, idle_timeout_ms, &fcgi_ops, sizeof(fcgi_conn_t)) < 0) {
-    free(pool);
-    return NULL;
-  }
-  return pool;
+  return gw_px_pool_new(base, keepalive_max, idle_timeout_ms, &fcgi_ops, sizeof(fcgi_conn_t), NULL);
 }
 
-void gw_fcgi_pool_free(gw_fcgi_pool_t *pool)
+void gw_fcgi_pool_free(gw_pool_t *pool)
 {
-  if (pool) gw_px_pool_release(&pool->xp);
+  gw_px_pool_release(pool);
 }
 
 /* BEGIN_REQUEST, PARAMS records, the empty PARAMS, STDIN + its end (unless
@@ -369,7 +353,7 @@ static unsigned char *put_request(unsigned char *w, const gw_fcgi_params_t *p, i
   return w + GW_FCGI_HEADER_LEN;
 }
 
-gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, gw_fcgi_done_cb cb, void *arg)
+gw_fcgi_req_t *gw_fcgi_request(gw_pool_t *pool, const gw_fcgi_params_t *p, gw_fcgi_done_cb cb, void *arg)
 {
   int streamed = p->body_source != NULL;
   size_t body_len = streamed ? 0 : p->body_len;
@@ -381,7 +365,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
   gw_fcgi_req_t *r = calloc(1, sizeof(*r) + size);
   if (r == NULL) return NULL;
   gw_px_t *x = &r->x;
-  if (gw_px_init(x, &pool->xp, arg, p->body_source, p->on_body_sent) < 0) {
+  if (gw_px_init(x, pool, arg, p->body_source, p->on_body_sent) < 0) {
     free(r);
     return NULL;
   }
@@ -408,7 +392,7 @@ gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *p, 
     return r;
   }
   memcpy(&addr, p->addr, p->addrlen);
-  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, p->addrlen, NULL, NULL, NULL, 0);
+  gw_pool_key_t *key = gw_pool_key_get(pool, &addr, p->addrlen, NULL, NULL, NULL, 0);
   if (key == NULL) {
     if (x->body_out) evbuffer_free(x->body_out);
     free(r);

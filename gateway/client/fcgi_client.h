@@ -19,7 +19,7 @@
 #include "error.h"
 #include "headers.h"
 
-typedef struct gw_fcgi_pool_s gw_fcgi_pool_t;
+typedef struct gw_pool_s gw_pool_t;
 typedef struct gw_fcgi_req_s gw_fcgi_req_t;
 
 typedef struct {
@@ -63,12 +63,12 @@ typedef struct {
 typedef void (*gw_fcgi_done_cb)(gw_err_t err, void *arg);
 
 /* One per worker: keepalive_max idle connections kept per address. */
-gw_fcgi_pool_t *gw_fcgi_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms);
+gw_pool_t *gw_fcgi_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms);
 /* Frees it and its idle connections; requests must be over. NULL is fine. */
-void gw_fcgi_pool_free(gw_fcgi_pool_t *pool);
+void gw_fcgi_pool_free(gw_pool_t *pool);
 
 /* Starts a request (params copied). NULL only when out of memory. */
-gw_fcgi_req_t *gw_fcgi_request(gw_fcgi_pool_t *pool, const gw_fcgi_params_t *params, gw_fcgi_done_cb cb, void *arg);
+gw_fcgi_req_t *gw_fcgi_request(gw_pool_t *pool, const gw_fcgi_params_t *params, gw_fcgi_done_cb cb, void *arg);
 
 /* Abandons it: no callback, its connection closed (never pooled half-used),
  * memory freed (after the callback returns when called from on_head/on_body). */

@@ -16,7 +16,7 @@
 
 #include <event2/event.h>
 
-#include "exchange.h"
+#include "httpclient.h"
 #include "health.h"
 #include "health_check.h"
 #include "log.h"
@@ -27,7 +27,7 @@ typedef struct checked_group_s checked_group_t;
 typedef struct {
   checked_group_t *cg;
   size_t index;             /* the server's */
-  gw_exchange_t *x;         /* the check in flight, or NULL */
+  gw_httpclient_t *x;         /* the check in flight, or NULL */
 } check_t;
 
 struct checked_group_s {
@@ -75,7 +75,7 @@ static void start_check(check_t *k)
   gw_upstream_group_t *g = k->cg->g;
   const gw_upstream_server_t *s = &g->servers[k->index];
   gw_context_t *ctx = k->cg->ctx;
-  gw_client_params_t p = {
+  gw_httpclient_params_t p = {.http = {
       .host = s->host,
       .port = s->port,
       .addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL,
@@ -88,8 +88,8 @@ static void start_check(check_t *k)
       .connect_timeout_ms = g->health->timeout_ms,
       .timeout_ms = g->health->timeout_ms,
       .max_response_body = 64 * 1024,
-  };
-  k->x = gw_exchange_start(ctx->pool, ctx->resolver, &p, on_check_done, k);
+  }};
+  k->x = gw_httpclient_start(ctx, &p, on_check_done, k);
   if (k->x == NULL) record(k, 0, "out of memory");
 }
 
@@ -103,7 +103,7 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
   for (size_t i = 0; i < cg->g->nservers; i++) {
     check_t *k = &cg->checks[i];
     if (k->x) { /* the last one is still running: no answer within the interval */
-      gw_exchange_cancel(k->x);
+      gw_httpclient_cancel(k->x);
       k->x = NULL;
       record(k, 0, "no answer within the interval");
     }
@@ -151,7 +151,7 @@ void gw_health_check_stop(void)
     checked_group_t *cg = groups;
     groups = cg->next;
     for (size_t j = 0; j < cg->g->nservers; j++)
-      if (cg->checks[j].x) gw_exchange_cancel(cg->checks[j].x);
+      if (cg->checks[j].x) gw_httpclient_cancel(cg->checks[j].x);
     gw_health_release(cg->g->health->shared, (int32_t)getpid());
     event_free(cg->timer);
     gw_headers_dispose(&cg->headers);

@@ -108,22 +108,21 @@ struct gw_client_req_s {
   char wire[];                 /* serialised request: head + body (unless streamed) */
 };
 
-struct gw_upstream_pool_s {
-  gw_px_pool_t xp;             /* first: connections, counters (opened, reused, retried) */
-  unsigned long tls_handshakes, tls_resumed;
+/* The pool's proto state: response buffers kept for reuse, the read buffer. */
+typedef struct {
   struct evbuffer *spare_bodies[GW_UPSTREAM_SPARE_BODIES];
   int nspare;
   char rbuf[GW_UPSTREAM_READ_SIZE];
-};
+} http1_state_t;
 
 static gw_client_req_t *req_of(upstream_conn_t *c)
 {
   return (gw_client_req_t *)c->xc.x;
 }
 
-static gw_upstream_pool_t *pool_of(upstream_conn_t *c)
+static http1_state_t *state_of(gw_pool_t *pool)
 {
-  return (gw_upstream_pool_t *)c->xc.pool;
+  return pool->proto;
 }
 
 /* ---- connections ---- */
@@ -243,7 +242,7 @@ static void conn_handshake(gw_px_conn_t *xc)
     gw_px_fail(xc->x, ERR_TLS);
     return;
   }
-  gw_upstream_pool_t *pool = pool_of(c);
+  gw_pool_t *pool = xc->pc.pool;
   pool->tls_handshakes++;
   if (gw_tls_client_resumed(c->tls)) pool->tls_resumed++;
   gw_px_conn_ready(xc);
@@ -303,11 +302,11 @@ static void req_done(gw_px_t *x, gw_err_t err)
 static void req_free(gw_px_t *x)
 {
   gw_client_req_t *r = (gw_client_req_t *)x;
-  gw_upstream_pool_t *pool = (gw_upstream_pool_t *)x->pool;
+  http1_state_t *st = state_of(x->pool);
   gw_headers_dispose(&r->res.headers);
-  if (pool->nspare < GW_UPSTREAM_SPARE_BODIES && !pool->xp.free_pending) {
+  if (st->nspare < GW_UPSTREAM_SPARE_BODIES && !x->pool->free_pending) {
     evbuffer_drain(r->res.body, evbuffer_get_length(r->res.body));
-    pool->spare_bodies[pool->nspare++] = r->res.body;
+    st->spare_bodies[st->nspare++] = r->res.body;
   } else {
     evbuffer_free(r->res.body);
   }
@@ -608,7 +607,7 @@ static void conn_readable(gw_px_conn_t *xc)
     if (!conn_parsed(c, rc, 1, data, len, leftover)) return;
     c->stash_off = c->stash_len = 0;
   }
-  char *buf = pool_of(c)->rbuf;
+  char *buf = state_of(xc->pc.pool)->rbuf;
   for (int i = 0; i < GW_UPSTREAM_READS_PER_EVENT; i++) {
     ssize_t n = conn_recv(c, buf, GW_UPSTREAM_READ_SIZE);
     if (n > 0) {
@@ -634,12 +633,11 @@ static void conn_readable(gw_px_conn_t *xc)
 
 /* ---- public API ---- */
 
-static void pool_free(gw_px_pool_t *xp)
+static void state_free(void *proto)
 {
-  gw_upstream_pool_t *pool = (gw_upstream_pool_t *)xp;
-  gw_px_pool_dispose(xp);
-  for (int i = 0; i < pool->nspare; i++) evbuffer_free(pool->spare_bodies[i]);
-  free(pool);
+  http1_state_t *st = proto;
+  for (int i = 0; i < st->nspare; i++) evbuffer_free(st->spare_bodies[i]);
+  free(st);
 }
 
 static const gw_px_ops_t http1_ops = {
@@ -661,32 +659,30 @@ static const gw_px_ops_t http1_ops = {
   .reset = req_reset,
   .done = req_done,
   .free = req_free,
-  .pool_free = pool_free,
+  .proto_free = state_free,
 };
 
-gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
+gw_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms)
 {
-  gw_upstream_pool_t *pool = calloc(1, sizeof(*pool));
-  if (pool == NULL) return NULL;
-  if (gw_px_pool_init(&pool->xp, base, keepalive_max, idle_timeout_ms, &http1_ops, sizeof(upstream_conn_t)) < 0) {
-    free(pool);
-    return NULL;
-  }
+  http1_state_t *st = calloc(1, sizeof(*st));
+  if (st == NULL) return NULL;
+  gw_pool_t *pool = gw_px_pool_new(base, keepalive_max, idle_timeout_ms, &http1_ops, sizeof(upstream_conn_t), st);
+  if (pool == NULL) free(st);
   return pool;
 }
 
-void gw_upstream_pool_free(gw_upstream_pool_t *pool)
+void gw_upstream_pool_free(gw_pool_t *pool)
 {
-  if (pool != NULL) gw_px_pool_release(&pool->xp);
+  gw_px_pool_release(pool);
 }
 
-void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out)
+void gw_upstream_pool_stats(const gw_pool_t *pool, gw_upstream_stats_t *out)
 {
   memset(out, 0, sizeof(*out));
-  out->opened = pool->xp.opened;
-  out->reused = pool->xp.reused;
-  out->retried = pool->xp.retried;
-  out->idle = gw_pool_idle_count(pool->xp.conns);
+  out->opened = pool->opened;
+  out->reused = pool->reused;
+  out->retried = pool->retried;
+  out->idle = gw_pool_idle_count(pool);
   out->tls_handshakes = pool->tls_handshakes;
   out->tls_resumed = pool->tls_resumed;
 }
@@ -745,7 +741,7 @@ static char *put(char *p, const char *s, size_t n)
   return p + n;
 }
 
-gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_params_t *params,
+gw_client_req_t *gw_client_request(gw_pool_t *pool, const gw_client_params_t *params,
                                    gw_client_done_cb cb, void *arg)
 {
   const char *method = params->method ? params->method : "GET";
@@ -767,7 +763,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   size_t body_len = streamed ? 0 : params->body_len;
   int has_cl = body_len > 0 || method_is(method, mlen, "POST") || method_is(method, mlen, "PUT") ||
                method_is(method, mlen, "PATCH");
-  int add_close = gw_pool_keepalive_max(pool->xp.conns) <= 0;
+  int add_close = gw_pool_keepalive_max(pool) <= 0;
   int no_keepalive = add_close;
   char cl[48];
   size_t cl_len = 0;
@@ -805,12 +801,13 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
   if (r == NULL) return NULL;
   memset(r, 0, sizeof(*r)); /* not the wire bytes */
   gw_px_t *x = &r->x;
-  r->res.body = pool->nspare > 0 ? pool->spare_bodies[--pool->nspare] : evbuffer_new();
+  http1_state_t *st = state_of(pool);
+  r->res.body = st->nspare > 0 ? st->spare_bodies[--st->nspare] : evbuffer_new();
   if (r->res.body == NULL) {
     free(r);
     return NULL;
   }
-  if (gw_px_init(x, &pool->xp, arg, params->body_source, params->on_body_sent) < 0) {
+  if (gw_px_init(x, pool, arg, params->body_source, params->on_body_sent) < 0) {
     evbuffer_free(r->res.body);
     free(r);
     return NULL;
@@ -839,7 +836,7 @@ gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_par
     gw_px_start(x, NULL, ERR_CONNECT); /* fails from the loop */
     return r;
   }
-  gw_pool_key_t *key = gw_pool_key_get(pool->xp.conns, &addr, addrlen, params->tls, tls_name(params),
+  gw_pool_key_t *key = gw_pool_key_get(pool, &addr, addrlen, params->tls, tls_name(params),
                                        params->proxy_header, params->proxy_header_len);
   if (key == NULL) {
     if (x->body_out != NULL) evbuffer_free(x->body_out);

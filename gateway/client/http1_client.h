@@ -7,7 +7,7 @@
  * (pause and resume). A request body may stream too, from an evbuffer the
  * caller fills (body_source). Connections come from, and go back to, the
  * keep-alive pool (pool.c: idle ones kept per address and reused); a
- * gw_upstream_pool_t is the per-worker client state around it.
+ * gw_pool_t is the per-worker client state around it.
  * Used by proxy_pass and by URL sub-requests. */
 #ifndef GW_UPSTREAM_H
 #define GW_UPSTREAM_H
@@ -25,7 +25,7 @@
  * connections every round (nginx's `keepalive 32` does, at -c100). */
 #define GW_DEFAULT_KEEPALIVE 128
 
-typedef struct gw_upstream_pool_s gw_upstream_pool_t;
+typedef struct gw_pool_s gw_pool_t;
 struct gw_tls_client_s;
 struct gw_tls_client_conn_s;
 typedef struct gw_client_req_s gw_client_req_t;
@@ -59,10 +59,10 @@ typedef void (*gw_client_body_cb)(const char *data, size_t len, void *arg);
 
 /* One pool per worker. keepalive_max: idle connections kept per (host, port);
  * idle_timeout_ms: an idle pooled connection is closed after this long. */
-gw_upstream_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms);
+gw_pool_t *gw_upstream_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms);
 /* Closes every idle connection and frees the pool. Requests still in flight
  * must have been cancelled or completed first. */
-void gw_upstream_pool_free(gw_upstream_pool_t *pool);
+void gw_upstream_pool_free(gw_pool_t *pool);
 
 typedef struct {
   const char *host;       /* IPv4/IPv6 literal (DNS is the caller's job), or NULL with unix_path */
@@ -130,7 +130,7 @@ typedef void (*gw_client_done_cb)(gw_err_t err, gw_client_response_t *res, void 
  * may be freed after this returns. Returns NULL only when out of memory. The
  * callback is never called from inside this function (it is deferred to the
  * loop even for immediate failures). */
-gw_client_req_t *gw_client_request(gw_upstream_pool_t *pool, const gw_client_params_t *params,
+gw_client_req_t *gw_client_request(gw_pool_t *pool, const gw_client_params_t *params,
                                    gw_client_done_cb cb, void *arg);
 
 /* Abandons a request in flight: no callback will be made, its connection is
@@ -173,6 +173,6 @@ typedef struct {
   unsigned long tls_handshakes; /* TLS handshakes completed (HTTPS upstreams) */
   unsigned long tls_resumed;    /* ... of which resumed a session */
 } gw_upstream_stats_t;
-void gw_upstream_pool_stats(const gw_upstream_pool_t *pool, gw_upstream_stats_t *out);
+void gw_upstream_pool_stats(const gw_pool_t *pool, gw_upstream_stats_t *out);
 
 #endif

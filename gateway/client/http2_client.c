@@ -64,10 +64,9 @@ struct h2c_conn_s {
 
 struct gw_h2_call_s {
   gw_h2_client_t *cl;
-  h2c_conn_t *conn;         /* carrying it, or NULL (resolving, or finished) */
+  h2c_conn_t *conn;         /* carrying it, or NULL (finished) */
   gw_h2_call_t *next, *prev;
   int32_t id;               /* 0: not submitted yet */
-  gw_resolve_t *lookup;
   gw_client_done_cb cb;
   gw_client_head_cb on_head;
   gw_client_body_cb on_body;
@@ -134,7 +133,6 @@ static int io_write(h2c_conn_t *c)
 
 static void call_free(gw_h2_call_t *call)
 {
-  if (call->lookup) gw_resolve_cancel(call->lookup);
   event_del(&call->timer);
   event_del(&call->later);
   free(call->method);
@@ -919,21 +917,6 @@ static void call_assign(gw_h2_call_t *call)
   if (c->ready && !c->dead) call_submit(call);
 }
 
-static void on_resolved(gw_err_t err, const struct sockaddr *addr, socklen_t addrlen, void *arg)
-{
-  gw_h2_call_t *call = arg;
-  call->lookup = NULL;
-  if (err.kind != GW_OK) {
-    gw_log_error("cannot resolve upstream host \"%s\": %s", call->host, err.msg);
-    call_finish(call, err);
-    return;
-  }
-  if (addrlen > sizeof(call->addr)) addrlen = sizeof(call->addr);
-  memcpy(&call->addr, addr, addrlen);
-  call->addrlen = addrlen;
-  call_assign(call);
-}
-
 /* -- the interface ------------------------------------------------------------------ */
 
 static const gw_pool_conn_ops_t conn_ops = {
@@ -973,7 +956,7 @@ void gw_h2_client_free(gw_h2_client_t *cl)
   free(cl);
 }
 
-gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, const gw_h2_params_t *params,
+gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, const gw_h2_params_t *params,
                                gw_client_done_cb cb, void *arg)
 {
   const gw_client_params_t *p = &params->http;
@@ -1034,13 +1017,6 @@ gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, cons
     /* an IP literal (through a sockaddr_storage: it is larger than gw_sockaddr_t, and cleared whole) */
     memcpy(&call->addr, &ip, ip_len);
     call->addrlen = ip_len;
-  } else if (p->host && resolver) {
-    call->lookup = gw_resolve(resolver, p->host, p->port, on_resolved, call);
-    if (call->lookup == NULL) {
-      call_free(call);
-      return NULL;
-    }
-    return call;
   } else {
     call_fail_later(call, gw_err(GW_ERR_BAD_NAME, "invalid host name"));
     return call;

@@ -32,7 +32,6 @@
 #include <stdint.h>
 
 #include "headers.h"
-#include "resolver.h"
 #include "http1_client.h"
 
 typedef struct gw_h2_client_s gw_h2_client_t;
@@ -45,8 +44,8 @@ gw_h2_client_t *gw_h2_client_new(struct event_base *base, int idle_timeout_ms);
 void gw_h2_client_free(gw_h2_client_t *cl);
 
 typedef struct {
-  /* As for gw_client_request() (http1_client.h): address (or a host name resolved
-   * with the resolver given), method, target, headers (the Host field becomes
+  /* As for gw_client_request() (http1_client.h): address (an IP literal or a
+   * resolved one: the caller resolves, httpclient.c), method, target, headers (the Host field becomes
    * :authority; hop-by-hop fields are dropped; "te: trailers" is sent),
    * body or body_source, connect_timeout_ms, timeout_ms (the longest wait
    * for the next frame of the stream), on_head/on_body (streaming; else the
@@ -62,7 +61,7 @@ typedef struct {
 /* Starts a call; everything in params is copied. The done callback comes
  * exactly once unless cancelled, never from inside this function. NULL only
  * when out of memory. */
-gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, gw_resolver_t *resolver, const gw_h2_params_t *params,
+gw_h2_call_t *gw_h2_call_start(gw_h2_client_t *cl, const gw_h2_params_t *params,
                                gw_client_done_cb cb, void *arg);
 /* No callback afterwards; the stream is reset, memory freed (later when
  * called from inside the call's own on_head/on_body). */

@@ -13,8 +13,6 @@
 #include "pool.h"
 #include "timeutil.h"
 
-#define GW_POOL_KEY_BUCKETS 64
-#define GW_POOL_TIMEOUT_CACHE 8
 
 struct gw_pool_key_s {
   gw_pool_key_t *next;         /* hash chain */
@@ -31,22 +29,6 @@ struct gw_pool_key_s {
   int idle_count;
 };
 
-typedef struct {
-  int ms;
-  const struct timeval *tv;
-} timeout_cache_t;
-
-struct gw_pool_s {
-  struct event_base *base;
-  gw_pool_conn_ops_t ops;
-  size_t conn_size;
-  int keepalive_max;
-  int idle_timeout_ms;
-  unsigned long idle;
-  gw_pool_key_t *buckets[GW_POOL_KEY_BUCKETS];
-  timeout_cache_t tcache[GW_POOL_TIMEOUT_CACHE];
-  int ntcache;
-};
 
 /* ---- timeouts ---- */
 

@@ -1,7 +1,13 @@
 /* pool.h - outgoing connections and the keep-alive pool of idle ones, keyed
  * by destination address, on a worker's event_base.
  *
- * Knows nothing of HTTP: a user (the HTTP/1 client, http1_client.c) embeds a
+ * The one pool type of the outbound HTTP side: a worker has one per
+ * protocol (HTTP/1.1 and FastCGI through pooled_exchange.c, whose state and
+ * counters live in it too; HTTP/2's sockets and keys, http2_client.c), the
+ * protocol implied by the instance.
+ *
+ * Knows nothing of HTTP: a user (http1_client.c, fcgi_client.c through
+ * pooled_exchange.c, http2_client.c) embeds a
  * gw_pool_conn_t as the first member of its own connection struct, has the
  * pool open it (non-blocking connect) or take an idle one, drives its socket
  * through the functions below, and parks it again when a response ended
@@ -29,18 +35,6 @@ typedef struct gw_pool_s gw_pool_t;
 typedef struct gw_pool_key_s gw_pool_key_t;
 typedef struct gw_pool_conn_s gw_pool_conn_t;
 
-/* The first member of the user's connection struct (fields read-only for it). */
-struct gw_pool_conn_s {
-  gw_pool_t *pool;
-  gw_pool_key_t *key;          /* held (one reference) while the connection lives */
-  gw_pool_conn_t *prev, *next; /* the key's idle list */
-  int fd;
-  unsigned idle : 1;           /* parked in the pool */
-  unsigned rev_added : 1;
-  unsigned wev_added : 1;
-  struct event rev, wev, tev;
-};
-
 /* Called while a connection is in use (never while idle), from the loop. */
 typedef struct {
   void (*on_read)(gw_pool_conn_t *c);    /* readable (or gw_pool_conn_kick_read) */
@@ -54,6 +48,50 @@ typedef struct {
                                             1 if they were the transport's own (a TLS session
                                             ticket) and it is still good, 0 to drop it */
 } gw_pool_conn_ops_t;
+
+#define GW_POOL_KEY_BUCKETS 64
+#define GW_POOL_TIMEOUT_CACHE 8
+
+struct gw_px_ops_s;
+
+/* One pool: the only pool type of the outbound HTTP side. The first block is
+ * pool.c's (read-only for others); the second is the exchange core's
+ * (pooled_exchange.c) and its protocol's, unused by http2_client.c, which
+ * drives its multiplexed connections itself and never parks them. */
+struct gw_pool_s {
+  struct event_base *base;
+  gw_pool_conn_ops_t ops;
+  size_t conn_size;
+  int keepalive_max;
+  int idle_timeout_ms;
+  unsigned long idle;          /* idle connections right now */
+  gw_pool_key_t *buckets[GW_POOL_KEY_BUCKETS];
+  struct {
+    int ms;
+    const struct timeval *tv;
+  } tcache[GW_POOL_TIMEOUT_CACHE];
+  int ntcache;
+  /* pooled_exchange.c */
+  const struct gw_px_ops_s *px; /* the protocol over the connections */
+  void *proto;                 /* the protocol's own state for this pool, or NULL */
+  int cb_depth;                /* > 0 while a user callback runs */
+  int free_pending;            /* freed from inside one: finished when it returns */
+  unsigned long live, opened, reused, retried;
+  unsigned long tls_handshakes, tls_resumed; /* the protocol's TLS (an HTTPS upstream) */
+};
+
+/* The first member of the user's connection struct (fields read-only for it). */
+struct gw_pool_conn_s {
+  gw_pool_t *pool;
+  gw_pool_key_t *key;          /* held (one reference) while the connection lives */
+  gw_pool_conn_t *prev, *next; /* the key's idle list */
+  int fd;
+  unsigned idle : 1;           /* parked in the pool */
+  unsigned rev_added : 1;
+  unsigned wev_added : 1;
+  struct event rev, wev, tev;
+};
+
 
 /* One per worker. keepalive_max: idle connections kept per key (0: none,
  * gw_pool_park closes); idle_timeout_ms (> 0, else 60000): an idle connection

@@ -32,20 +32,18 @@ static void req_connect(gw_px_t *x);
 
 /* ---- the pool ---- */
 
-static void pool_destroy(gw_px_pool_t *p)
+static void pool_destroy(gw_pool_t *p)
 {
-  p->ops->pool_free(p);
+  const gw_px_ops_t *ops = p->px;
+  void *proto = p->proto;
+  if (p->live > 0) gw_log_error("%s: pool freed with %lu requests in flight", ops->name, p->live);
+  gw_pool_free(p); /* the idle connections first: their protocol parts may use proto */
+  if (ops->proto_free) ops->proto_free(proto);
 }
 
-void gw_px_pool_dispose(gw_px_pool_t *p)
+void gw_px_pool_release(gw_pool_t *p)
 {
-  gw_pool_free(p->conns);
-  p->conns = NULL;
-  if (p->live > 0) gw_log_error("%s: pool freed with %lu requests in flight", p->ops->name, p->live);
-}
-
-void gw_px_pool_release(gw_px_pool_t *p)
-{
+  if (p == NULL) return;
   if (p->cb_depth > 0) {
     p->free_pending = 1;
     return;
@@ -65,14 +63,14 @@ static void conn_detach(gw_px_t *x, int keep)
 {
   gw_px_conn_t *c = x->conn;
   if (c == NULL) return;
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   x->conn = NULL;
   c->x = NULL;
-  if (!keep || gw_pool_keepalive_max(p->conns) <= 0 || p->free_pending) {
+  if (!keep || gw_pool_keepalive_max(p) <= 0 || p->free_pending) {
     conn_close(c);
     return;
   }
-  if (p->ops->conn_park) p->ops->conn_park(c);
+  if (p->px->conn_park) p->px->conn_park(c);
   c->state = GW_PX_IDLE;
   c->served = 1;
   gw_pool_park(&c->pc); /* read event on again (a paused request may have turned it off) */
@@ -83,7 +81,7 @@ static void conn_attach(gw_px_conn_t *c, gw_px_t *x)
   c->x = x;
   x->conn = c;
   c->state = GW_PX_ACTIVE;
-  if (c->pool->ops->attach) c->pool->ops->attach(c);
+  if (c->pc.pool->px->attach) c->pc.pool->px->attach(c);
   if (c->pc.rev_added == x->paused) gw_pool_conn_read(&c->pc, !x->paused); /* a pooled one reads already */
   if (x->paused) gw_pool_conn_timer_stop(&c->pc);
   else gw_pool_conn_timer(&c->pc, x->timeout_ms);
@@ -98,17 +96,17 @@ void gw_px_conn_ready(gw_px_conn_t *c)
 
 static void conn_connected(gw_px_conn_t *c)
 {
-  c->pool->opened++;
+  c->pc.pool->opened++;
   size_t hl;
   const unsigned char *h = gw_pool_key_proxy(c->pc.key, &hl);
   if (hl > 0 && send(c->pc.fd, h, hl, MSG_NOSIGNAL) != (ssize_t)hl) {
     /* A new socket's empty send buffer takes these few dozen bytes whole. */
-    gw_log_info("%s%s%s: could not send the PROXY protocol header: %s", c->pool->ops->name, c->x->label ? " " : "",
+    gw_log_info("%s%s%s: could not send the PROXY protocol header: %s", c->pc.pool->px->name, c->x->label ? " " : "",
                 c->x->label ? c->x->label : "", strerror(errno));
     gw_px_fail(c->x, ERR_CONNECT);
     return;
   }
-  if (c->pool->ops->connected && c->pool->ops->connected(c)) return;
+  if (c->pc.pool->px->connected && c->pc.pool->px->connected(c)) return;
   gw_px_conn_ready(c);
 }
 
@@ -116,23 +114,23 @@ static void conn_connected(gw_px_conn_t *c)
 
 static void req_free(gw_px_t *x)
 {
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   if (x->deferred) event_del(&x->dev); /* (event_del costs a lock: only when it was used) */
   if (x->body_out) {
     event_del(&x->sent_ev);
     evbuffer_free(x->body_out);
   }
-  if (x->key) gw_pool_key_put(p->conns, x->key);
+  if (x->key) gw_pool_key_put(p, x->key);
   p->live--;
-  p->ops->free(x);
+  p->px->free(x);
 }
 
 void gw_px_finish(gw_px_t *x, gw_err_t err, int keep)
 {
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   conn_detach(x, keep);
   p->cb_depth++;
-  p->ops->done(x, err);
+  p->px->done(x, err);
   p->cb_depth--;
   req_free(x);
   if (p->free_pending && p->cb_depth == 0) pool_destroy(p);
@@ -140,7 +138,7 @@ void gw_px_finish(gw_px_t *x, gw_err_t err, int keep)
 
 void gw_px_abandon(gw_px_t *x)
 {
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   conn_detach(x, 0);
   req_free(x);
   if (p->free_pending && p->cb_depth == 0) pool_destroy(p);
@@ -214,7 +212,7 @@ static void req_retry(gw_px_t *x)
   x->pool->retried++;
   x->wire_off = 0;
   x->got_bytes = 0;
-  if (x->pool->ops->reset) x->pool->ops->reset(x);
+  if (x->pool->px->reset) x->pool->px->reset(x);
   req_connect(x);
 }
 
@@ -225,7 +223,7 @@ void gw_px_io_failed(gw_px_conn_t *c, int e)
     req_retry(x);
     return;
   }
-  gw_px_fail(x, e == 0 ? c->pool->ops->err_premature : errno_error(c->pool->ops, e));
+  gw_px_fail(x, e == 0 ? c->pc.pool->px->err_premature : errno_error(c->pc.pool->px, e));
 }
 
 int gw_px_retry_on_eof(gw_px_conn_t *c)
@@ -258,7 +256,7 @@ static void send_failed(gw_px_conn_t *c, int e)
 
 static void body_take(gw_px_t *x)
 {
-  if (x->pool->ops->frame_body(x) > 0) {
+  if (x->pool->px->frame_body(x) > 0) {
     x->body_taken = 1;
     if (x->on_body_sent) event_active(&x->sent_ev, EV_TIMEOUT, 1);
   }
@@ -319,21 +317,20 @@ static void conn_send(gw_px_conn_t *c)
 
 static void req_connect(gw_px_t *x)
 {
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   gw_pool_conn_t *pc;
-  int rc = gw_pool_connect(p->conns, x->key, &pc);
+  int rc = gw_pool_connect(p, x->key, &pc);
   if (pc == NULL) { /* socket() (logged) or memory */
     gw_px_fail(x, ERR_CONNECT);
     return;
   }
   gw_px_conn_t *c = (gw_px_conn_t *)pc;
-  c->pool = p;
   c->state = GW_PX_CONNECTING;
   c->served = 0;
   c->io = NULL;
   c->x = x;
   x->conn = c;
-  if (p->ops->conn_init(c) < 0) {
+  if (p->px->conn_init(c) < 0) {
     gw_px_fail(x, ERR_NOMEM);
     return;
   }
@@ -344,7 +341,7 @@ static void req_connect(gw_px_t *x)
     gw_pool_conn_timer(pc, x->connect_timeout_ms);
   } else {
     if (rc != ECONNREFUSED)
-      gw_log_info("%s%s%s: connect(): %s", p->ops->name, x->label ? " " : "", x->label ? x->label : "", strerror(rc));
+      gw_log_info("%s%s%s: connect(): %s", p->px->name, x->label ? " " : "", x->label ? x->label : "", strerror(rc));
     gw_px_fail(x, rc == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
   }
 }
@@ -352,8 +349,8 @@ static void req_connect(gw_px_t *x)
 static void on_conn_read(gw_pool_conn_t *pc)
 {
   gw_px_conn_t *c = (gw_px_conn_t *)pc;
-  if (c->state == GW_PX_HANDSHAKE) c->pool->ops->handshake(c);
-  else c->pool->ops->readable(c); /* never idle here: pool.c handles those */
+  if (c->state == GW_PX_HANDSHAKE) c->pc.pool->px->handshake(c);
+  else c->pc.pool->px->readable(c); /* never idle here: pool.c handles those */
 }
 
 static void on_conn_write(gw_pool_conn_t *pc)
@@ -364,7 +361,7 @@ static void on_conn_write(gw_pool_conn_t *pc)
     return;
   }
   if (c->state == GW_PX_HANDSHAKE) {
-    c->pool->ops->handshake(c);
+    c->pc.pool->px->handshake(c);
     return;
   }
   int err = gw_pool_conn_error(pc);
@@ -373,7 +370,7 @@ static void on_conn_write(gw_pool_conn_t *pc)
     /* unix sockets: EAGAIN when the listen backlog is full */
     if (err != ECONNREFUSED) {
       const char *label = c->x->label;
-      gw_log_info("%s%s%s: connect: %s", c->pool->ops->name, label ? " " : "", label ? label : "", strerror(err));
+      gw_log_info("%s%s%s: connect: %s", c->pc.pool->px->name, label ? " " : "", label ? label : "", strerror(err));
     }
     gw_px_fail(c->x, err == ECONNREFUSED ? ERR_REFUSED : ERR_CONNECT);
     return;
@@ -386,8 +383,8 @@ static void on_conn_timeout(gw_pool_conn_t *pc)
   gw_px_conn_t *c = (gw_px_conn_t *)pc;
   switch (c->state) {
   case GW_PX_CONNECTING: gw_px_fail(c->x, ERR_CONNECT_TIMEOUT); break;
-  case GW_PX_HANDSHAKE: c->pool->ops->handshake_timeout(c); break;
-  case GW_PX_ACTIVE: gw_px_fail(c->x, c->pool->ops->err_timeout); break;
+  case GW_PX_HANDSHAKE: c->pc.pool->px->handshake_timeout(c); break;
+  case GW_PX_ACTIVE: gw_px_fail(c->x, c->pc.pool->px->err_timeout); break;
   case GW_PX_IDLE: break; /* pool.c closes idle ones itself */
   }
 }
@@ -395,32 +392,33 @@ static void on_conn_timeout(gw_pool_conn_t *pc)
 static void on_conn_free(gw_pool_conn_t *pc)
 {
   gw_px_conn_t *c = (gw_px_conn_t *)pc;
-  if (c->pool && c->pool->ops->conn_free) c->pool->ops->conn_free(c);
+  if (c->pc.pool->px->conn_free) c->pc.pool->px->conn_free(c);
 }
 
 static int on_conn_idle_check(gw_pool_conn_t *pc)
 {
   gw_px_conn_t *c = (gw_px_conn_t *)pc;
-  return c->pool->ops->idle_check ? c->pool->ops->idle_check(pc) : 0;
+  return c->pc.pool->px->idle_check ? c->pc.pool->px->idle_check(pc) : 0;
 }
 
-int gw_px_pool_init(gw_px_pool_t *p, struct event_base *base, int keepalive_max, int idle_timeout_ms,
-                    const gw_px_ops_t *ops, size_t conn_size)
+gw_pool_t *gw_px_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms, const gw_px_ops_t *ops,
+                          size_t conn_size, void *proto)
 {
   static const gw_pool_conn_ops_t pool_ops = {.on_read = on_conn_read,
                                               .on_write = on_conn_write,
                                               .on_timeout = on_conn_timeout,
                                               .on_free = on_conn_free,
                                               .idle_check = on_conn_idle_check};
-  p->base = base;
-  p->ops = ops;
-  p->conns = gw_pool_new(base, keepalive_max, idle_timeout_ms, &pool_ops, conn_size);
-  return p->conns ? 0 : -1;
+  gw_pool_t *p = gw_pool_new(base, keepalive_max, idle_timeout_ms, &pool_ops, conn_size);
+  if (p == NULL) return NULL;
+  p->px = ops;
+  p->proto = proto;
+  return p;
 }
 
 /* ---- requests ---- */
 
-int gw_px_init(gw_px_t *x, gw_px_pool_t *p, void *arg, struct evbuffer *body_src, void (*on_body_sent)(void *arg))
+int gw_px_init(gw_px_t *x, gw_pool_t *p, void *arg, struct evbuffer *body_src, void (*on_body_sent)(void *arg))
 {
   x->pool = p;
   x->arg = arg;
@@ -435,7 +433,7 @@ int gw_px_init(gw_px_t *x, gw_px_pool_t *p, void *arg, struct evbuffer *body_src
 
 void gw_px_start(gw_px_t *x, gw_pool_key_t *key, gw_err_t err)
 {
-  gw_px_pool_t *p = x->pool;
+  gw_pool_t *p = x->pool;
   p->live++;
   x->key = key;
   x->starting = 1;
@@ -448,7 +446,7 @@ void gw_px_start(gw_px_t *x, gw_pool_key_t *key, gw_err_t err)
    * idempotent, or a streamed body taken once) checks for a connection that
    * died unnoticed before trusting it. */
   gw_px_conn_t *c = NULL;
-  while (!x->no_retry && (c = (gw_px_conn_t *)gw_pool_take(p->conns, key)) != NULL) {
+  while (!x->no_retry && (c = (gw_px_conn_t *)gw_pool_take(p, key)) != NULL) {
     c->state = GW_PX_ACTIVE;
     if ((!x->idempotent || x->body_src) && gw_pool_conn_is_stale(&c->pc)) {
       conn_close(c);
@@ -498,7 +496,7 @@ void gw_px_resume(gw_px_t *x)
   gw_pool_conn_timer(&c->pc, x->timeout_ms);
   /* Inside the protocol's callback its parse loop just goes on; otherwise
    * what was kept is delivered from the loop, never from inside this call. */
-  if (!x->in_cb && c->pool->ops->kept(c)) gw_pool_conn_kick_read(&c->pc);
+  if (!x->in_cb && c->pc.pool->px->kept(c)) gw_pool_conn_kick_read(&c->pc);
 }
 
 void gw_px_body_more(gw_px_t *x, int complete)

@@ -16,9 +16,10 @@
  * safe; a connection parked again only when the protocol says the exchange
  * ended exactly at the end of what was read, with all of the request sent.
  *
- * Layout: the protocol embeds gw_px_pool_t, gw_px_conn_t and gw_px_t as the
- * first members of its pool, connection and request structs, and allocates
- * them (the request with its wire bytes behind it). */
+ * Layout: the pool is pool.c's gw_pool_t (the protocol's ops and its own
+ * per-pool state in it); the protocol embeds gw_px_conn_t and gw_px_t as the
+ * first members of its connection and request structs, and allocates them
+ * (the request with its wire bytes behind it). */
 #ifndef GW_POOLED_EXCHANGE_H
 #define GW_POOLED_EXCHANGE_H
 
@@ -30,7 +31,6 @@
 #include "error.h"
 #include "pool.h"
 
-typedef struct gw_px_pool_s gw_px_pool_t;
 typedef struct gw_px_conn_s gw_px_conn_t;
 typedef struct gw_px_s gw_px_t;
 
@@ -43,8 +43,7 @@ typedef struct {
 } gw_px_io_t;
 
 struct gw_px_conn_s {
-  gw_pool_conn_t pc;           /* first: the socket, its events, its key */
-  gw_px_pool_t *pool;
+  gw_pool_conn_t pc;           /* first: the socket, its events, its key, its pool */
   gw_px_t *x;                  /* while CONNECTING / HANDSHAKE / ACTIVE */
   const gw_px_io_t *io;        /* NULL: plain socket */
   gw_px_state_t state;
@@ -52,7 +51,7 @@ struct gw_px_conn_s {
 };
 
 /* The protocol's parts. Those marked optional may be NULL. */
-typedef struct {
+typedef struct gw_px_ops_s {
   const char *name;            /* in logs: "upstream", "FastCGI" */
   gw_err_t err_reset, err_premature, err_timeout;
   /* connections */
@@ -77,20 +76,13 @@ typedef struct {
   void (*reset)(gw_px_t *x);           /* optional: before a retry */
   void (*done)(gw_px_t *x, gw_err_t err); /* the user's callback */
   void (*free)(gw_px_t *x);            /* frees the request (its own parts, then the struct) */
-  void (*pool_free)(gw_px_pool_t *p);  /* frees the protocol's pool (after gw_px_pool_dispose) */
+  void (*proto_free)(void *proto);     /* optional: frees the pool's proto state (its
+                                          connections are closed already) */
 } gw_px_ops_t;
 
-struct gw_px_pool_s {
-  struct event_base *base;
-  gw_pool_t *conns;
-  const gw_px_ops_t *ops;
-  int cb_depth;                /* > 0 while a user callback runs */
-  int free_pending;            /* freed from inside one: finished when it returns */
-  unsigned long live, opened, reused, retried;
-};
 
 struct gw_px_s {
-  gw_px_pool_t *pool;
+  gw_pool_t *pool;
   gw_pool_key_t *key;          /* the destination, held while the request lives */
   gw_px_conn_t *conn;
   void *arg;                   /* the user's, for on_body_sent */
@@ -123,17 +115,16 @@ struct gw_px_s {
   size_t wire_len, wire_off;
 };
 
-/* The pool: base and ops kept. -1 when out of memory. */
-int gw_px_pool_init(gw_px_pool_t *p, struct event_base *base, int keepalive_max, int idle_timeout_ms,
-                    const gw_px_ops_t *ops, size_t conn_size);
-/* Frees it now (ops->pool_free), or once the running callback returned. */
-void gw_px_pool_release(gw_px_pool_t *p);
-/* Closes the connections (for ops->pool_free to call first). */
-void gw_px_pool_dispose(gw_px_pool_t *p);
+/* A pool (pool.c) of connections carrying ops's protocol; proto is the
+ * protocol's own state (freed with ops->proto_free). NULL when out of memory. */
+gw_pool_t *gw_px_pool_new(struct event_base *base, int keepalive_max, int idle_timeout_ms, const gw_px_ops_t *ops,
+                          size_t conn_size, void *proto);
+/* Frees it now, or once the running callback returned. NULL is fine. */
+void gw_px_pool_release(gw_pool_t *p);
 
 /* Fills the core's part of a new request (x zeroed by the caller). Streamed
  * body: body_src set; then body_out is allocated here. -1 out of memory. */
-int gw_px_init(gw_px_t *x, gw_px_pool_t *p, void *arg, struct evbuffer *body_src, void (*on_body_sent)(void *arg));
+int gw_px_init(gw_px_t *x, gw_pool_t *p, void *arg, struct evbuffer *body_src, void (*on_body_sent)(void *arg));
 /* Starts it: key taken from the caller (NULL: a bad request, which fails
  * from the loop with err). Never calls back from inside. */
 void gw_px_start(gw_px_t *x, gw_pool_key_t *key, gw_err_t err);

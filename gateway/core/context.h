@@ -17,9 +17,8 @@
 struct event_base;
 typedef struct gw_context_s gw_context_t;
 typedef struct gw_conn_s gw_conn_t;
-typedef struct gw_upstream_pool_s gw_upstream_pool_t;
+typedef struct gw_pool_s gw_pool_t;
 typedef struct gw_resolver_s gw_resolver_t;
-typedef struct gw_fcgi_pool_s gw_fcgi_pool_t;
 typedef struct gw_h2_client_s gw_h2_client_t;
 
 struct gw_context_s {
@@ -28,10 +27,10 @@ struct gw_context_s {
   gw_config_t *config;
   gw_server_t *server;      /* the server this worker serves */
   int index;                /* 0..workers-1 within its server */
-  gw_upstream_pool_t *pool; /* keep-alive connections to upstreams */
+  gw_pool_t *pool;          /* keep-alive connections to HTTP/1.1 upstreams (http1_client.c) */
   gw_resolver_t *resolver;  /* c-ares on this loop; NULL if it could not start */
-  gw_fcgi_pool_t *fcgi_pool;/* FastCGI keep-alive connections: made on first use (fastcgi.c) */
-  gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (proxy.c) */
+  gw_pool_t *fcgi_pool;     /* FastCGI keep-alive connections: made on first use (fastcgi.c) */
+  gw_h2_client_t *h2_client;/* HTTP/2 upstream connections: made on first use (httpclient.c) */
 
   gw_conn_t *http1_conns;   /* the open HTTP/1.1 connections (http1_server.c keeps the list;
                                http2_server.c the HTTP/2 ones) */

@@ -3,6 +3,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 #include "str.h"
@@ -71,17 +72,20 @@ static void put_uint(head_t *h, size_t v)
   put(h, first, (size_t)(tmp + sizeof(tmp) - first));
 }
 
+#define HEAD_200 "HTTP/1.1 200 OK\r\nServer: gateway\r\n"
+
+/* HEAD_200 and the Date line: how most heads start, remade once a second. */
+static struct {
+  char text[sizeof(HEAD_200) - 1 + sizeof(((gw_context_t *)0)->date)];
+  size_t len;
+  time_t at;
+} head_200;
+
 /* Status line and headers into head; `length` is the Content-Length to
  * announce, or GW_LENGTH_CHUNKED / GW_LENGTH_CLOSE. */
 static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepalive, long long length)
 {
   int status = req->resp.status ? req->resp.status : 200;
-  PUT_LIT(head, "HTTP/1.1 ");
-  put_uint(head, (size_t)status);
-  PUT_LIT(head, " ");
-  const char *reason = gw_http_reason(status);
-  put(head, reason, strlen(reason));
-  PUT_LIT(head, "\r\n");
   /* nginx's order: its own fields, then those the handler or upstream set
    * (a Server set there replaces "gateway" and comes with them). */
   int has_server = 0;
@@ -89,9 +93,26 @@ static void put_head(head_t *head, gw_request_t *req, gw_context_t *w, int keepa
     const gw_header_t *h = &req->resp.headers.items[i];
     has_server = h->name_len == 6 && strcasecmp(h->name, "server") == 0;
   }
-  if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
   const char *date = date_line(w);
-  put(head, date, strlen(date));
+  if (status == 200 && !has_server) {
+    if (head_200.at != w->date_time || head_200.len == 0) {
+      size_t n = strlen(date);
+      memcpy(head_200.text, HEAD_200, sizeof(HEAD_200) - 1);
+      memcpy(head_200.text + sizeof(HEAD_200) - 1, date, n);
+      head_200.len = sizeof(HEAD_200) - 1 + n;
+      head_200.at = w->date_time;
+    }
+    put(head, head_200.text, head_200.len);
+  } else {
+    PUT_LIT(head, "HTTP/1.1 ");
+    put_uint(head, (size_t)status);
+    PUT_LIT(head, " ");
+    const char *reason = gw_http_reason(status);
+    put(head, reason, strlen(reason));
+    PUT_LIT(head, "\r\n");
+    if (!has_server) PUT_LIT(head, "Server: gateway\r\n");
+    put(head, date, strlen(date));
+  }
   if (req->resp.text_plain) PUT_LIT(head, "Content-Type: text/plain; charset=utf-8\r\n");
   if (length == GW_LENGTH_CHUNKED) {
     PUT_LIT(head, "Transfer-Encoding: chunked\r\n");
@@ -148,7 +169,24 @@ size_t gw_response_write_head(gw_request_t *req, struct evbuffer *out, gw_contex
   return evbuffer_get_length(out) - before;
 }
 
-size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive)
+/* The last piece of a response: with fd >= 0 and nothing queued before it,
+ * straight to the socket (one write(2), no copy into out); what the socket
+ * does not take (or any error, which the next flush of out meets again) is
+ * appended to out. */
+static void put_last(struct evbuffer *out, int fd, const char *p, size_t n)
+{
+  if (fd >= 0 && evbuffer_get_length(out) == 0) {
+    ssize_t sent = write(fd, p, n);
+    if (sent > 0) {
+      p += sent;
+      n -= (size_t)sent;
+    }
+  }
+  if (n > 0) evbuffer_add(out, p, n);
+}
+
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, int fd,
+                         size_t *total)
 {
   size_t before = evbuffer_get_length(out);
   head_t head;
@@ -161,15 +199,19 @@ size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *
                                                           : (long long)body_len;
   put_head(&head, req, w, keepalive, length);
   size_t head_size = evbuffer_get_length(out) - before + head.len; /* head.buf may have been flushed to out */
+  *total = head_size;
   if (bodyless || req->in.head) {
-    evbuffer_add(out, head.buf, head.len);
+    put_last(out, fd, head.buf, head.len);
     if (!req->resp.inline_body) evbuffer_drain(req->resp.body, body_len);
-  } else if (req->resp.inline_body) {
+    return head_size;
+  }
+  *total += body_len;
+  if (req->resp.inline_body) {
     put(&head, req->resp.inline_body, body_len);
-    evbuffer_add(out, head.buf, head.len);
+    put_last(out, fd, head.buf, head.len);
   } else if (body_len <= sizeof(head.buf) - head.len) { /* small body: one piece */
     evbuffer_remove(req->resp.body, head.buf + head.len, body_len);
-    evbuffer_add(out, head.buf, head.len + body_len);
+    put_last(out, fd, head.buf, head.len + body_len);
   } else {
     evbuffer_add(out, head.buf, head.len);
     evbuffer_add_buffer(out, req->resp.body);

@@ -7,9 +7,13 @@
 #include "request.h"
 
 /* Appends status line, headers (Server, Date, Content-Length, Connection as
- * needed) and body to out. Moves the body out of req->resp.body. Both
+ * needed) and body to out. Moves the body out of req->resp.body. With fd >=
+ * 0 (a plain socket) and out empty, a response that is one piece (a body up
+ * to a few KiB) is written to fd at once, and only what the socket did not
+ * take is queued in out. *total: the response's size, head and body. Both
  * writers return the size of the head. */
-size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive);
+size_t gw_response_write(gw_request_t *req, struct evbuffer *out, gw_context_t *w, int keepalive, int fd,
+                         size_t *total);
 
 /* Framing of a streamed response (gw_response_write_head). */
 #define GW_LENGTH_CHUNKED (-1LL) /* Transfer-Encoding: chunked */

@@ -150,10 +150,14 @@ static int commit_header(gw_conn_t *c)
   if (a->hname_len == 0) return reject(c, 400); /* llhttp 8.1 accepts ": x" */
   if (a->hname_len == 14 && strncasecmp(a->hname, "content-length", 14) == 0) a->ncontent_length++;
   if (a->hname_len == 17 && strncasecmp(a->hname, "transfer-encoding", 17) == 0) a->ntransfer_encoding++;
-  if (a->hname_len == 4 && strncasecmp(a->hname, "host", 4) == 0) a->nhost++;
-  /* llhttp accepts these bytes in a value; nothing upstream should ever see them. */
-  for (size_t i = 0; i < a->hvalue_len; i++)
-    if (a->hvalue[i] == '\r' || a->hvalue[i] == '\n' || a->hvalue[i] == '\0') return reject(c, 400);
+  if (a->hname_len == 4 && strncasecmp(a->hname, "host", 4) == 0) {
+    a->nhost++;
+    a->host_index = a->req.in.headers.count; /* where it is about to be added */
+  }
+  /* llhttp accepts CR, LF and NUL in a value; nothing upstream should ever
+   * see them. The copy is NUL-terminated: strcspn stops at the first of the
+   * three, before its end if the value holds one. */
+  if (a->hvalue_len > 0 && strcspn(a->hvalue, "\r\n") != a->hvalue_len) return reject(c, 400);
   /* Trailing whitespace is not part of the value (RFC 9110 §5.5). */
   while (a->hvalue_len > 0 && (a->hvalue[a->hvalue_len - 1] == ' ' || a->hvalue[a->hvalue_len - 1] == '\t'))
     a->hvalue_len--;
@@ -203,15 +207,23 @@ static int on_header_value_complete(llhttp_t *p)
   return commit_header(c);
 }
 
-/* uri-host [ ":" port ] (RFC 3986 reg-name or IP literal), or empty. */
+/* The bytes of a uri-host [ ":" port ] (RFC 3986 reg-name or IP literal),
+ * as a table filled on first use: every request's Host is checked. */
+static unsigned char host_char[256];
+
+static void host_char_init(void)
+{
+  for (int ch = 0; ch < 256; ch++)
+    host_char[ch] = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9');
+  for (const char *p = "-._~%!$&'()*+,;=:[]"; *p; p++) host_char[(unsigned char)*p] = 1;
+}
+
+/* uri-host [ ":" port ], or empty. */
 static int valid_host(const char *v, size_t len)
 {
-  for (size_t i = 0; i < len; i++) {
-    unsigned char ch = (unsigned char)v[i];
-    if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-          strchr("-._~%!$&'()*+,;=:[]", ch)))
-      return 0;
-  }
+  if (!host_char['a']) host_char_init();
+  for (size_t i = 0; i < len; i++)
+    if (!host_char[(unsigned char)v[i]]) return 0;
   return 1;
 }
 
@@ -259,7 +271,7 @@ static int on_headers_complete(llhttp_t *p)
   if (a->ntransfer_encoding > 0 && (r->in.http_minor == 0 || a->ncontent_length > 0)) return reject(c, 400);
   /* RFC 9112 §3.2: exactly one valid Host in HTTP/1.1, at most one in 1.0. */
   if (a->nhost > 1 || (r->in.http_minor == 1 && a->nhost == 0)) return reject(c, 400);
-  const gw_header_t *host = a->nhost ? gw_headers_find(&r->in.headers, "host") : NULL;
+  const gw_header_t *host = a->nhost ? &r->in.headers.items[a->host_index] : NULL; /* the one Host */
   if (host && !valid_host(host->value, host->value_len)) return reject(c, 400);
   if (absolute_to_origin_form(r) < 0) return reject(c, 400);
   /* The only transfer coding we decode is a lone "chunked"; anything else
@@ -732,9 +744,8 @@ static void reject_request(gw_conn_t *c, int status)
   r->in.http_minor = 1;
   if (r->in.target_len) gw_request_split_target(r); /* for the access log's $uri and $args */
   gw_request_simple_response(r, status, NULL);
-  size_t before = evbuffer_get_length(c->a->out);
-  size_t head = gw_response_write(r, c->a->out, c->ctx, 0);
-  size_t sent = evbuffer_get_length(c->a->out) - before;
+  size_t sent;
+  size_t head = gw_response_write(r, c->a->out, c->ctx, 0, -1, &sent);
   gw_stats_self->responses[status / 100]++;
   gw_access_log_write(r, status, sent, sent - head);
   gw_request_reset(r);
@@ -1098,9 +1109,13 @@ static void http1_send(gw_request_t *req)
 {
   gw_conn_t *c = req->proto_ctx;
   int keepalive = may_keep_alive(c);
-  size_t before = evbuffer_get_length(c->a->out);
-  size_t head = gw_response_write(req, c->a->out, c->ctx, keepalive);
-  response_done(c, keepalive, evbuffer_get_length(c->a->out) - before, head);
+  /* No pipelined request waits behind this one (their answers leave together
+   * in one write) and nothing is being sent: a plain socket takes it now,
+   * without a copy into `out` and the flush after. */
+  int fd = !c->tls && !c->dead && !c->a->has_file && !c->a->writing && c->pos == c->len ? c->fd : -1;
+  size_t sent;
+  size_t head = gw_response_write(req, c->a->out, c->ctx, keepalive, fd, &sent);
+  response_done(c, keepalive, sent, head);
 }
 
 /* -- streamed request bodies (proxy_pass) -- */

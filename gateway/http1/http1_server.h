@@ -41,6 +41,7 @@ typedef struct gw_conn_active_s {
                                messages, so the connection keeps it */
   /* parse bookkeeping for the current request head */
   size_t head_bytes, nheaders, ncontent_length, ntransfer_encoding, nhost;
+  size_t host_index;        /* where the (last) Host field is in req.headers */
   gw_head_scan_t head_scan; /* line endings of the head checked so far */
   int last_cb;              /* which llhttp callback ran last (obs-fold detection) */
   const char *data_end;     /* end of the data given to llhttp_execute() */

@@ -51,6 +51,11 @@ int gw_mrb_is_request_fiber(mrb_value v);
 mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req);
 /* The request behind a Gateway::Request object; raises if it has finished. */
 gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj);
+/* A value kept for req (GC-rooted) until it ends: Async::HTTP.last_response
+ * (nil: none yet). Kept in C, so a handler that never asks for its
+ * Gateway::Request does not make one for it. Raises when out of memory. */
+void gw_mrb_set_last_response(mrb_state *mrb, gw_request_t *req, mrb_value v);
+mrb_value gw_mrb_last_response(gw_request_t *req);
 
 /* The event loop of this worker (NULL in the master / at config time). */
 struct event_base *gw_mrb_event_base(void);
@@ -143,7 +148,7 @@ int gw_mrb_task_start(mrb_value proc, const char *label);
  * (tls_hook.c) */
 struct gw_tls_hello_s *gw_mrb_tls_hello(void);
 
-/* Called by the fiber runners (Gateway._job_done) when a job is over: the
+/* Called by the fiber runners (Gateway._job_yield) when a job is over: the
  * fiber is then reused for another request rather than discarded. */
 void gw_mrb_job_done(void);
 /* Every primitive that parks the running fiber calls this before it arms
@@ -181,6 +186,8 @@ void gw_mrb_fail(gw_request_t *req);
 
 /* Output of a handler. Raise ArgumentError on bad input. */
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str);
+/* The same for len bytes at p (no Ruby string made for them). */
+void gw_mrb_write_bytes(gw_request_t *req, const char *p, size_t len);
 void gw_mrb_set_status(mrb_state *mrb, gw_request_t *req, mrb_int status);
 void gw_mrb_set_header(mrb_state *mrb, gw_request_t *req, mrb_value name, mrb_value value);
 

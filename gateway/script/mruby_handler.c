@@ -103,6 +103,7 @@ typedef struct script_s {
   mrb_value rb_req;         /* Gateway::Request wrapping req, or nil; its pointer is
                                cleared when the request ends */
   int req_slot;             /* slot in `roots` holding rb_req made on demand; -1: none */
+  int last_slot;            /* slot in `roots` holding its last_response; -1: none */
   int root_slot;            /* slot in `roots` holding the running fiber; -1: none */
   int failed;               /* the code raised; the response is 500 */
   run_kind_t kind;          /* what the fiber runs */
@@ -265,6 +266,7 @@ static void script_release(gw_req_state_t *state)
   script_t *s = (script_t *)state;
   if (!mrb_nil_p(s->rb_req)) DATA_PTR(s->rb_req) = NULL;
   if (s->req_slot >= 0) give_slot(s->req_slot);
+  if (s->last_slot >= 0) give_slot(s->last_slot);
   drop_fiber(s);
   free(s->proxy_url);
   free(s->proxy_key);
@@ -294,7 +296,7 @@ static script_t *script_of(gw_request_t *req)
   s->super.release = script_release;
   s->req = req;
   s->rb_req = mrb_nil_value();
-  s->root_slot = s->req_slot = -1;
+  s->root_slot = s->req_slot = s->last_slot = -1;
   req->handler.state = &s->super;
   return s;
 }
@@ -379,7 +381,7 @@ static void complete(script_t *s, mrb_value result)
     /* The common case: borrowed, not copied. No Ruby code runs (and so no
      * GC) before the protocol has written it out. */
     if (req->resp.status == 0) req->resp.status = 200;
-    req->resp.text_plain = gw_headers_find(&req->resp.headers, "content-type") == NULL;
+    req->resp.text_plain = req->resp.headers.count == 0 || gw_headers_find(&req->resp.headers, "content-type") == NULL;
     req->resp.inline_body = RSTRING_PTR(result);
     req->resp.inline_len = (size_t)RSTRING_LEN(result);
   } else if (!req->resp.has_output && mrb_array_p(result)) {
@@ -825,6 +827,20 @@ mrb_value gw_mrb_request_value(mrb_state *mrb, gw_request_t *req)
   return s->rb_req;
 }
 
+void gw_mrb_set_last_response(mrb_state *mrb, gw_request_t *req, mrb_value v)
+{
+  script_t *s = script_of(req);
+  if (s == NULL) mrb_raise(mrb, E_RUNTIME_ERROR, "out of memory");
+  if (s->last_slot < 0) s->last_slot = gw_mrb_root(v);
+  else mrb_ary_set(mrb, rt.roots, s->last_slot, v);
+}
+
+mrb_value gw_mrb_last_response(gw_request_t *req)
+{
+  const script_t *s = (const script_t *)req->handler.state;
+  return s && s->last_slot >= 0 ? gw_mrb_rooted(s->last_slot) : mrb_nil_value();
+}
+
 gw_request_t *gw_mrb_request_ptr(mrb_state *mrb, mrb_value obj)
 {
   gw_request_t *req = mrb_data_check_get_ptr(mrb, obj, &request_type);
@@ -944,7 +960,12 @@ mrb_value gw_mrb_headers_new(mrb_state *mrb, const gw_headers_t *hs)
 void gw_mrb_write(mrb_state *mrb, gw_request_t *req, mrb_value str)
 {
   str = mrb_obj_as_string(mrb, str);
-  evbuffer_add(req->resp.body, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+  gw_mrb_write_bytes(req, RSTRING_PTR(str), (size_t)RSTRING_LEN(str));
+}
+
+void gw_mrb_write_bytes(gw_request_t *req, const char *p, size_t len)
+{
+  evbuffer_add(req->resp.body, p, len);
   req->resp.has_output = 1;
 }
 

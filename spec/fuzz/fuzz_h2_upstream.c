@@ -226,7 +226,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
       p.http.on_head = on_head;
       p.http.on_body = on_body;
     }
-    f->call = gw_h2_call_start(cl, NULL, &p, on_done, f);
+    f->call = gw_h2_call_start(cl, &p, on_done, f);
     if (f->call == NULL) FAIL("gw_h2_call_start");
   }
 

@@ -3,7 +3,7 @@
  * buffered and streaming deliveries with pause/resume/cancel, keep-alive
  * parking and reuse, the stale-connection retry.
  *
- * A gw_upstream_pool_t runs on an event_base; gw_client_request() goes to a
+ * A gw_pool_t runs on an event_base; gw_client_request() goes to a
  * unix socket whose listening end the harness owns (/tmp/gw-fuzz-upstream-
  * PID.sock). The harness accepts, discards the request bytes and writes the
  * fuzz input back as the response, in slices, running the loop in between;
@@ -251,7 +251,7 @@ static void on_body(const char *data, size_t len, void *arg)
   }
 }
 
-static void start(creq_t *q, gw_upstream_pool_t *pool, const cfg_t *c, int id)
+static void start(creq_t *q, gw_pool_t *pool, const cfg_t *c, int id)
 {
   memset(q, 0, sizeof(*q));
   q->cfg = c;
@@ -402,7 +402,7 @@ static int run(const cfg_t *c, const uint8_t *data, size_t len, size_t split, co
 {
   upstream_t u = {.n = 0};
   round_no = 0;
-  gw_upstream_pool_t *pool = gw_upstream_pool_new(base, c->no_keepalive ? 0 : 4, 600000);
+  gw_pool_t *pool = gw_upstream_pool_new(base, c->no_keepalive ? 0 : 4, 600000);
   int nq = 1;
   start(&qs[0], pool, c, 1);
   accept_all(&u);

@@ -229,21 +229,28 @@ module GatewayBench
     # Zeroes the counters of pid (one of spawn's processes), runs the block
     # (the load), dumps them: the instructions pid ran meanwhile. keep: a
     # path to copy the dump to, for callgrind_annotate (nil: none).
+    # pid may be a list (a front and its backend): their instructions added
+    # up, each one's dump kept as keep.N.
     def count(pid, dir, keep = nil)
-      system('callgrind_control', '-z', pid.to_s, out: File::NULL, err: File::NULL)
+      pids = Array(pid)
+      pids.each { |p| system('callgrind_control', '-z', p.to_s, out: File::NULL, err: File::NULL) }
       yield
-      system('callgrind_control', '-d', pid.to_s, out: File::NULL, err: File::NULL)
-      dump = Dir["#{dir}/cg.#{pid}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{pid}"
-      FileUtils.cp(dump, keep) if keep
-      File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
+      pids.each_with_index.sum do |p, i|
+        system('callgrind_control', '-d', p.to_s, out: File::NULL, err: File::NULL)
+        dump = Dir["#{dir}/cg.#{p}.*"].max_by { |f| File.mtime(f) } or raise Error, "no callgrind dump for #{p}"
+        FileUtils.cp(dump, pids.size > 1 ? "#{keep}.#{i}" : keep) if keep
+        File.read(dump)[/^(?:summary|totals):\s+(\d+)/, 1].to_i
+      end
     end
 
     # Writes dir/nginx.conf for an nginx counted under callgrind (in the
     # foreground, no master: the process spawned is the one serving, its
-    # files in dir) with http_body inside http { }; returns nginx's argv.
-    def nginx(dir, http_body)
+    # files in dir) with http_body inside http { }, main in the main
+    # context (load_module lines); returns nginx's argv.
+    def nginx(dir, http_body, main: '')
       FileUtils.mkdir_p("#{dir}/tmp")
       File.write("#{dir}/nginx.conf", <<~NGINX)
+        #{main}
         daemon off;
         master_process off;
         #{Process.uid.zero? ? 'user root;' : ''}
@@ -265,6 +272,9 @@ module GatewayBench
     def stop(*pids)
       pids.compact.each do |p|
         Process.kill('TERM', p) rescue nil
+        next if Util.wait_exit(p, 15) # valgrind may take a while to write its files
+
+        Process.kill('KILL', p) rescue nil # one that ignored TERM (seen once: nginx under callgrind)
         Process.wait(p) rescue nil
       end
     end

@@ -47,8 +47,7 @@ typedef struct {
   gw_request_t *req;
   gw_fcgi_req_t *client;    /* in flight, or NULL */
   gw_upstream_group_t *group; /* NULL for a single address */
-  gw_upstream_server_t *server;
-  uint32_t tried;
+  gw_balancer_walk_t walk;  /* a group's servers (balancer.h) */
   gw_sockaddr_t addr;       /* single address */
   socklen_t addrlen;
   char label[128];
@@ -69,7 +68,7 @@ typedef struct {
 
 /* ---- the worker's pool ---- */
 
-static gw_fcgi_pool_t *worker_pool(gw_context_t *ctx)
+static gw_pool_t *worker_pool(gw_context_t *ctx)
 {
   if (ctx->fcgi_pool) return ctx->fcgi_pool;
   int keepalive = 0, groups = 0;
@@ -228,7 +227,7 @@ static void cancel_op(gw_pending_t *p)
   fcgi_op_t *op = (fcgi_op_t *)p;
   if (op->client) {
     gw_fcgi_cancel(op->client);
-    if (op->server) op->server->active--;
+    gw_balancer_walk_drop(&op->walk);
   }
   op_free(op);
 }
@@ -319,8 +318,8 @@ static int send_op(fcgi_op_t *op)
   const struct sockaddr *addr = (const struct sockaddr *)&op->addr;
   socklen_t addrlen = op->addrlen;
   gw_sockaddr_t un;
-  if (op->server) {
-    gw_upstream_server_t *s = op->server;
+  if (op->group) {
+    gw_upstream_server_t *s = op->walk.server;
     if (s->unix_path) {
       addrlen = gw_addr_from_unix(s->unix_path, &un);
       addr = &un.sa;
@@ -329,7 +328,7 @@ static int send_op(fcgi_op_t *op)
       addrlen = s->addrlen;
     }
     gw_copy_cstr(op->label, sizeof(op->label), s->label);
-    s->active++;
+    gw_balancer_walk_use(&op->walk);
   }
   gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), op->label);
   struct evbuffer *body = op->gathered ? op->gathered : req->in.body;
@@ -354,7 +353,7 @@ static int send_op(fcgi_op_t *op)
   };
   op->sent_ms = gw_now_ms();
   op->client = gw_fcgi_request(worker_pool(req->ctx), &p, on_done, op);
-  if (op->client == NULL && op->server) op->server->active--;
+  if (op->client == NULL) gw_balancer_walk_drop(&op->walk);
   return op->client ? 0 : -1;
 }
 
@@ -365,18 +364,12 @@ static void on_done(gw_err_t err, void *arg)
   op->client = NULL;
   req->upstream.ms = gw_now_ms() - op->sent_ms;
   int connect_failed = gw_err_is_connect_failure(err.kind);
-  if (op->server && gw_balancer_done(op->group, op->server, connect_failed || gw_err_is_timeout(err.kind), gw_now_ms()))
-    gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, op->server->label,
-                op->group->fail_timeout_ms);
-  if (connect_failed && op->group && !op->streaming) {
-    gw_upstream_server_t *next = gw_balancer_pick(op->group, op->tried, NULL, gw_now_ms());
-    if (next) {
-      gw_log_warn("fastcgi %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, op->label, err.msg,
-                  next->label);
-      op->tried |= gw_balancer_bit(op->group, next);
-      op->server = next;
-      if (send_op(op) == 0) return;
-    }
+  gw_balancer_walk_done(&op->walk, connect_failed || gw_err_is_timeout(err.kind));
+  gw_upstream_server_t *next;
+  if (connect_failed && op->group && !op->streaming && (next = gw_balancer_walk_next(&op->walk)) != NULL) {
+    gw_log_warn("fastcgi %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, op->label, err.msg,
+                next->label);
+    if (send_op(op) == 0) return;
   }
   gw_request_pending_remove(&op->pending);
   if (err.kind) {
@@ -533,14 +526,12 @@ static void start(gw_request_t *req, const char *target, const fastcgi_handler_t
       fail_now(req, 502);
       return;
     }
-    op->server = gw_balancer_pick(op->group, 0, NULL, gw_now_ms());
-    if (op->server == NULL) {
+    if (gw_balancer_walk_first(&op->walk, op->group, NULL) == NULL) {
       gw_log_error("fastcgi %s: no live upstreams", target);
       op_free(op);
       fail_now(req, 502);
       return;
     }
-    op->tried = gw_balancer_bit(op->group, op->server);
   }
   gw_request_pending_add(req, &op->pending, cancel_op);
   if (req->in.body_streaming && req->in.body_length < 0) {

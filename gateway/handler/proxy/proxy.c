@@ -1,17 +1,17 @@
-/* proxy.c - proxy_pass: rewrites a request for an upstream, picks a server of
- * an upstream group (balancer.c), sends it with the upstream client
- * (exchange.c, http1_client.c) and turns the answer into the response.
+/* proxy.c - proxy_pass: rewrites a request for an upstream, picks the first
+ * server of an upstream group (balancer.c), sends it with the upstream client
+ * (httpclient.c) and turns the answer into the response.
  *
  * URL mapping follows nginx: with a path in the URL, the matched location
  * prefix is replaced by it ("/sub" + proxy_pass "http://h:1/mruby": "/sub/x"
  * -> "/mruby/x"); without one, the request-target is passed unchanged.
  *
- * A connect failure (refused, unreachable, connect timeout) sent nothing, so
- * the request is retried on the group's next live server; any other failure
- * is answered: 504 for timeouts, 502 otherwise.
+ * The client retries on the group's next live server when that is safe
+ * (httpclient.h); a failure it reports is answered: 504 for timeouts, 502
+ * otherwise.
  *
- * h2c:// and h2:// upstreams (and grpc_pass) go through the HTTP/2 client
- * (http2_client.c) instead of exchange.c; their response trailers end the
+ * h2c:// and h2:// upstreams (and grpc_pass) speak HTTP/2: the client picks
+ * that from the URL or the group; their response trailers end the
  * streamed body (gw_request_stream_end_trailers). A gRPC request
  * (content-type application/grpc...) is answered the gRPC way when the
  * upstream fails: status 200 with grpc-status 14 (UNAVAILABLE) or 4
@@ -25,8 +25,7 @@
 
 #include "balancer.h"
 #include "error.h"
-#include "exchange.h"
-#include "http2_client.h"
+#include "httpclient.h"
 #include "log.h"
 #include "proxy.h"
 #include "proxy_proto.h"
@@ -41,18 +40,14 @@
 typedef struct {
   gw_pending_t pending;   /* registered with req: an abort cancels us */
   gw_request_t *req;
-  gw_exchange_t *client;   /* resolve + send (HTTP/1.1) */
-  gw_h2_call_t *h2;        /* ... or the HTTP/2 call (h2c://) */
+  gw_httpclient_t *client; /* the exchange in flight */
   int h2c;                 /* the upstream speaks HTTP/2 */
   int grpc;                /* a gRPC request: failures answered with grpc-status */
   int deadline_ms;         /* its grpc-timeout, or 0 */
   gw_headers_t *trailers;  /* owned: the upstream's response trailers, or NULL */
   double sent_ms;
   gw_upstream_group_t *group; /* NULL for a literal address */
-  gw_upstream_server_t *server; /* the group's server in use, or NULL */
-  uint32_t tried;         /* bitmask of group servers tried (gw_balancer_bit) */
-  int tries;
-  gw_client_params_t params; /* target and headers owned below */
+  gw_httpclient_params_t params; /* target and headers owned below */
   int streaming;          /* the response head went to the client; the body follows */
   int upgrade;            /* a WebSocket handshake: a 101 turns into a tunnel */
   char ws_key[25];        /* HTTP/2's extended CONNECT: the key we sent the upstream ("": HTTP/1.1's own) */
@@ -126,38 +121,10 @@ static void op_free(proxy_op_t *op)
   free(op);
 }
 
-/* -- the upstream in use: an HTTP/1.1 exchange or an HTTP/2 call -- */
-
-static int op_busy(const proxy_op_t *op)
-{
-  return op->client != NULL || op->h2 != NULL;
-}
-
-static void op_pause(proxy_op_t *op)
-{
-  if (op->h2) gw_h2_call_pause(op->h2);
-  else if (op->client) gw_exchange_pause(op->client);
-}
-
-static void op_resume(proxy_op_t *op)
-{
-  if (op->h2) gw_h2_call_resume(op->h2);
-  else if (op->client) gw_exchange_resume(op->client);
-}
-
-static void op_cancel_upstream(proxy_op_t *op)
-{
-  if (op->h2) gw_h2_call_cancel(op->h2);
-  else gw_exchange_cancel(op->client);
-  op->h2 = NULL;
-  op->client = NULL;
-}
-
 static void cancel_op(gw_pending_t *p)
 {
   proxy_op_t *op = (proxy_op_t *)p;
-  op_cancel_upstream(op);
-  if (op->server) op->server->active--;
+  gw_httpclient_cancel(op->client);
   op_free(op);
 }
 
@@ -200,7 +167,7 @@ static void take_head(gw_request_t *req, gw_client_response_t *res)
 static void on_client_drain(gw_request_t *req)
 {
   proxy_op_t *op = req->handler.drain_arg;
-  op_resume(op);
+  gw_httpclient_resume(op->client);
 }
 
 /* The head goes out (through the location's filters: request.c). */
@@ -212,8 +179,6 @@ static void begin_stream(proxy_op_t *op, long long length)
   op->streaming = 1;
   gw_request_stream_begin(req, length);
 }
-
-static void note_result(proxy_op_t *op, int failed);
 
 /* -- WebSocket (an HTTP/1.1 upgrade): the handshake passes, a 101 makes both
  * connections a byte tunnel (tunnel.c) -- */
@@ -239,10 +204,9 @@ static void start_tunnel(proxy_op_t *op, gw_client_response_t *res)
   gw_request_t *req = op->req;
   struct evbuffer *to_client = evbuffer_new(), *to_upstream = evbuffer_new(), *rest = evbuffer_new();
   gw_tls_client_conn_t *utls = NULL; /* a wss:// upstream's TLS: goes into the tunnel with its socket */
-  int ufd = to_client && to_upstream && rest ? gw_exchange_detach(op->client, rest, &utls) : -1;
-  gw_exchange_cancel(op->client);
+  int ufd = to_client && to_upstream && rest ? gw_httpclient_detach(op->client, rest, &utls) : -1;
+  gw_httpclient_cancel(op->client);
   op->client = NULL;
-  note_result(op, 0);
   gw_request_pending_remove(&op->pending);
   op_free(op);
   if (ufd < 0) {
@@ -286,9 +250,8 @@ static void on_upstream_head(gw_client_response_t *res, void *arg)
     if (op->ws_key[0] && !accept_matches(op->ws_key, res)) { /* we made the handshake: we check it */
       gw_log_error("proxy_pass %s %.*s: the upstream's 101 has no valid Sec-WebSocket-Accept", req->in.method,
                    (int)req->in.path_len, req->in.target);
-      gw_exchange_cancel(op->client);
+      gw_httpclient_reject(op->client);
       op->client = NULL;
-      note_result(op, 1);
       gw_request_pending_remove(&op->pending);
       op_free(op);
       gw_request_simple_response(req, 502, NULL);
@@ -310,16 +273,15 @@ static void on_upstream_body(const char *data, size_t len, void *arg)
   proxy_op_t *op = arg;
   int full = gw_request_stream_data(op->req, data, len);
   if (full < 0) return; /* the client left: the request was aborted and op freed */
-  if (full) op_pause(op); /* back-pressure: resumed by on_client_drain */
+  if (full) gw_httpclient_pause(op->client); /* back-pressure: resumed by on_client_drain */
 }
 
 /* A streamed request body: more arrived from the client, or its end. */
 static void on_client_body_more(gw_request_t *req)
 {
   proxy_op_t *op = req->handler.body_arg;
-  if (op->h2 && !req->in.body_streaming && req->in.trailers) gw_h2_call_body_trailers(op->h2, req->in.trailers);
-  if (op->h2) gw_h2_call_body_more(op->h2, !req->in.body_streaming);
-  else if (op->client) gw_exchange_body_more(op->client, !req->in.body_streaming);
+  if (!req->in.body_streaming && req->in.trailers) gw_httpclient_body_trailers(op->client, req->in.trailers);
+  gw_httpclient_body_more(op->client, !req->in.body_streaming);
 }
 
 /* ... and the upstream client took some: the connection may read more. */
@@ -327,13 +289,6 @@ static void on_upstream_body_sent(void *arg)
 {
   proxy_op_t *op = arg;
   gw_request_body_taken(op->req);
-}
-
-/* The worker's HTTP/2 upstream client, made on first use. */
-static gw_h2_client_t *worker_h2_client(gw_context_t *ctx)
-{
-  if (ctx->h2_client == NULL) ctx->h2_client = gw_h2_client_new(ctx->base, 60000);
-  return ctx->h2_client;
 }
 
 /* The upstream's response trailers (HTTP/2): kept for the end of the body. */
@@ -403,43 +358,16 @@ static int grpc_timeout_ms(const gw_request_t *req)
   return v < 1 ? 1 : (int)v;
 }
 
-/* Sends op to its server (or literal address). Returns 0, or -1. */
-static int send_op(proxy_op_t *op)
+/* The client goes to a group's server (the first, or the next after why). */
+static void on_server(const gw_upstream_server_t *s, gw_err_t why, void *arg)
 {
+  proxy_op_t *op = arg;
   gw_request_t *req = op->req;
-  op->params.body_complete = !req->in.body_streaming; /* a retry starts with what is known now */
-  if (op->server) {
-    gw_upstream_server_t *s = op->server;
-    op->params.unix_path = s->unix_path;
-    op->params.host = s->host;
-    op->params.port = s->port;
-    op->params.addr = s->addrlen ? (const struct sockaddr *)&s->addr : NULL;
-    op->params.addrlen = s->addrlen;
-    op->params.tls = s->tls || op->https ? tls_settings(req, op->group) : NULL;
-    s->active++;
-    gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), s->label);
-  }
-  op->tries++;
+  if (why.kind != GW_OK)
+    gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, req->upstream.addr,
+                why.msg, s->label);
+  gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), s->label);
   op->sent_ms = gw_now_ms();
-  if (op->h2c) {
-    gw_h2_client_t *h2 = worker_h2_client(req->ctx);
-    gw_h2_params_t hp = {.http = op->params, .deadline_ms = op->deadline_ms, .on_trailers = on_upstream_trailers};
-    op->h2 = h2 ? gw_h2_call_start(h2, req->ctx->resolver, &hp, on_upstream_done, op) : NULL;
-    if (op->h2 && req->in.trailers && !req->in.body_streaming) gw_h2_call_body_trailers(op->h2, req->in.trailers);
-  } else {
-    op->client = gw_exchange_start(req->ctx->pool, req->ctx->resolver, &op->params, on_upstream_done, op);
-  }
-  if (!op_busy(op) && op->server) op->server->active--;
-  return op_busy(op) ? 0 : -1;
-}
-
-/* The server in use is done with: balancer bookkeeping (passive health). */
-static void note_result(proxy_op_t *op, int failed)
-{
-  gw_upstream_server_t *s = op->server;
-  if (s == NULL) return;
-  if (gw_balancer_done(op->group, s, failed, gw_now_ms()))
-    gw_log_warn("upstream %s: server %s marked down for %d ms", op->group->name, s->label, op->group->fail_timeout_ms);
 }
 
 static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
@@ -447,20 +375,7 @@ static void on_upstream_done(gw_err_t err, gw_client_response_t *res, void *arg)
   proxy_op_t *op = arg;
   gw_request_t *req = op->req;
   op->client = NULL; /* freed once we return */
-  op->h2 = NULL;
   req->upstream.ms = gw_now_ms() - op->sent_ms;
-  int connect_failed = gw_err_is_connect_failure(err.kind);
-  note_result(op, connect_failed || gw_err_is_timeout(err.kind));
-  if (connect_failed && op->group) { /* nothing was sent: the next server */
-    gw_upstream_server_t *next = gw_balancer_pick(op->group, op->tried, NULL, gw_now_ms());
-    if (next) {
-      gw_log_warn("proxy_pass %s %.*s: %s: %s, trying %s", req->in.method, (int)req->in.path_len, req->in.target, req->upstream.addr,
-                  err.msg, next->label);
-      op->tried |= gw_balancer_bit(op->group, next);
-      op->server = next;
-      if (send_op(op) == 0) return;
-    }
-  }
   gw_request_pending_remove(&op->pending);
   if (op->streaming) { /* the head is out: end the body, whole or cut short */
     gw_headers_t *trailers = op->trailers;
@@ -597,8 +512,8 @@ static void proxy_header(proxy_op_t *op)
   int n = gw_proxy_write(op->group->send_proxy_protocol, have ? &src.sa : NULL, have ? &dst.sa : NULL,
                          op->proxy_hdr, sizeof(op->proxy_hdr));
   if (n <= 0) return;
-  op->params.proxy_header = op->proxy_hdr;
-  op->params.proxy_header_len = (size_t)n;
+  op->params.http.proxy_header = op->proxy_hdr;
+  op->params.http.proxy_header_len = (size_t)n;
 }
 
 /* The upstream group called name, or NULL. */
@@ -623,16 +538,14 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   if (u->unix_path) {
     snprintf(req->upstream.addr, sizeof(req->upstream.addr), "unix:%s", u->unix_path);
   } else if (u->addrlen == 0 && (op->group = find_group(req->ctx->config, u->host)) != NULL) {
-    op->server = gw_balancer_pick(op->group, 0, key, gw_now_ms());
-    if (op->server == NULL) {
+    if (gw_balancer_walk_first(&op->params.walk, op->group, key) == NULL) {
       gw_log_error("proxy_pass %s: no live upstreams in \"%s\"", url, u->host);
       op_free(op);
       fail_now(req, 502);
       return;
     }
-    op->tried = gw_balancer_bit(op->group, op->server);
     op->h2c = op->group->h2c;
-  } else { /* an IP literal, or a host name resolved on the loop (exchange.c) */
+  } else { /* an IP literal, or a host name resolved on the loop (httpclient.c) */
     gw_copy_cstr(req->upstream.addr, sizeof(req->upstream.addr), u->hostport);
   }
   gw_copy_cstr(op->host, sizeof(op->host), u->host);
@@ -657,13 +570,8 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
   upstream_headers(req, &op->headers, op->group ? op->group->name : u->hostport,
                    req->handler.location && req->handler.location->pass_host, op->upgrade, op->ws_key[0] ? op->ws_key : NULL);
   size_t body_len = req->in.body_streaming ? 0 : evbuffer_get_length(req->in.body);
-  op->params = (gw_client_params_t){
-    .host = u->unix_path ? NULL : op->host,
-    .unix_path = u->unix_path,
-    .port = u->port,
-    .addr = u->addrlen ? (const struct sockaddr *)&u->addr : NULL,
-    .addrlen = u->addrlen,
-    .tls = u->tls ? tls_settings(req, NULL) : NULL,
+  gw_client_params_t *hp = &op->params.http;
+  *hp = (gw_client_params_t){
     .method = req->in.websocket_connect ? "GET" : req->in.method, /* RFC 8441's CONNECT is HTTP/1.1's GET */
     .target = op->target,
     .headers = &op->headers,
@@ -672,32 +580,51 @@ static void start_url(gw_request_t *req, const char *url, const gw_url_t *u, con
     .connect_timeout_ms = op->group ? op->group->connect_timeout_ms : 0,
     .timeout_ms = op->group ? op->group->timeout_ms : 0,
   };
+  if (op->group) {
+    op->params.group_tls = tls_settings(req, op->group);
+    op->params.tls_all = op->https;
+    op->params.on_server = on_server;
+  } else {
+    gw_httpclient_url(&op->params, u, u->tls ? tls_settings(req, NULL) : NULL);
+    hp->host = u->unix_path ? NULL : op->host;
+  }
+  op->params.deadline_ms = op->deadline_ms;
+  op->params.on_trailers = on_upstream_trailers;
   /* Stream the body to the client as it comes, with back-pressure, unless
    * there is no client (a sub-request); a body filter collects it (request.c). */
   if (gw_request_can_stream(req)) {
-    op->params.on_head = on_upstream_head;
-    op->params.on_body = on_upstream_body;
+    hp->on_head = on_upstream_head;
+    hp->on_body = on_upstream_body;
   }
   if (op->upgrade) { /* a fresh connection; any answer but 101 closes the client's after it */
-    op->params.on_head = on_upstream_head;
-    op->params.on_body = on_upstream_body;
-    op->params.upgrade = 1;
+    hp->on_head = on_upstream_head;
+    hp->on_body = on_upstream_body;
+    hp->upgrade = 1;
     req->in.keepalive = 0;
   }
   /* A request body still arriving goes upstream as it comes (http1_server.c). */
   if (req->in.body_streaming) {
-    op->params.body_source = req->in.body;
-    op->params.body_length = req->in.body_length;
-    op->params.on_body_sent = on_upstream_body_sent;
+    hp->body_source = req->in.body;
+    hp->body_length = req->in.body_length;
+    hp->body_complete = 0;
+    hp->on_body_sent = on_upstream_body_sent;
     req->handler.on_body_more = on_client_body_more;
     req->handler.body_arg = op;
   }
   if (op->group && op->group->send_proxy_protocol) proxy_header(op);
-  if (op->target == NULL || send_op(op) < 0) {
+  if (op->target == NULL) {
     op_free(op);
     fail_now(req, 500);
     return;
   }
+  op->sent_ms = gw_now_ms();
+  op->client = gw_httpclient_start(req->ctx, &op->params, on_upstream_done, op);
+  if (op->client == NULL) {
+    op_free(op);
+    fail_now(req, 500);
+    return;
+  }
+  if (req->in.trailers && !req->in.body_streaming) gw_httpclient_body_trailers(op->client, req->in.trailers);
   gw_request_pending_add(req, &op->pending, cancel_op);
   if (gw_trace) {
     char ev[400];

@@ -54,7 +54,9 @@ static void on_wake(evutil_socket_t fd, short what, void *arg)
   gw_fiber_resume(req, mrb_nil_value());
 }
 
-/* Async._gw_sleep(seconds): arms the timer; the mrblib wrapper yields. */
+/* Async._gw_sleep(seconds): arms the timer and parks the fiber (as
+ * Fiber.yield does, in the same call); returns what the fiber is resumed
+ * with (nil when the timer fired). */
 static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
 {
   mrb_float seconds = mrb_as_float(mrb, mrb_get_arg1(mrb));
@@ -75,7 +77,7 @@ static mrb_value async_sleep(mrb_state *mrb, mrb_value self)
   gw_request_pending_add(req, &op->pending, sleep_cancel);
   gw_stats_self->timers_pending++;
   gw_trace_wait(req, "Async.sleep(%.6f) timer", seconds);
-  return mrb_nil_value();
+  return mrb_fiber_yield(mrb, 0, NULL);
 }
 
 void gw_async_sleep_init(mrb_state *mrb, struct RClass *async)

@@ -4,8 +4,8 @@
  * sub-request (gateway/script/subrequest.c). While it runs, the Task object is a GC
  * root and the task is pending on the parent request (an abort cancels it).
  * On completion the result (Async::HTTP::Response or an exception) is stored
- * in the Task's @result; if the handler is parked in Task#join, its fiber is
- * resumed with it. */
+ * in the Task's @result; if the handler is parked in Task#join (_gw_join),
+ * its fiber is resumed with it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +34,7 @@ typedef struct {
 /* Looked up once at gem init (one VM per process; workers inherit it). */
 static struct {
   struct RClass *response, *task;
-  mrb_sym iv_result, iv_done, iv_last_response, iv_status, iv_body, iv_headers, iv_raw;
+  mrb_sym iv_result, iv_done, iv_status, iv_body, iv_headers, iv_raw;
 } k;
 
 /* Ownership stays with the C side: the Task's pointer is cleared when the
@@ -145,8 +145,10 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
     mrb_raise(mrb, E_ARGUMENT_ERROR, "sub_request: timeout must be a positive number");
   const char *target = mrb_string_cstr(mrb, argv[0]), *method = mrb_string_cstr(mrb, argv[1]);
   gw_request_t *parent = gw_mrb_current_request(mrb);
-  if (target[0] != '/' && strncmp(target, "http://", 7) != 0 && strncmp(target, "https://", 8) != 0)
-    mrb_raisef(mrb, E_ARGUMENT_ERROR, "sub_request: target must be a location path (\"/x\") or an http:// or https:// URL, got %s",
+  if (target[0] != '/' && strncmp(target, "http://", 7) != 0 && strncmp(target, "https://", 8) != 0 &&
+      strncmp(target, "h2c://", 6) != 0 && strncmp(target, "h2://", 5) != 0)
+    mrb_raisef(mrb, E_ARGUMENT_ERROR,
+               "sub_request: target must be a location path (\"/x\") or an http://, https://, h2c:// or h2:// URL, got %s",
                target);
 
   gw_headers_t hs;
@@ -206,35 +208,34 @@ static mrb_value http_start(mrb_state *mrb, mrb_value self)
   return t->self;
 }
 
-/* Task#_gw_wait: the handler will yield until this task completes. */
-static mrb_value task_wait(mrb_state *mrb, mrb_value self)
+/* Task#_gw_join: parks the handler's fiber until this task completes (as
+ * Fiber.yield does, in the same call) and returns what it completed with. */
+static mrb_value task_join(mrb_state *mrb, mrb_value self)
 {
   task_t *t = DATA_PTR(self);
-  if (t == NULL) return mrb_false_value(); /* already done */
+  if (t == NULL) return mrb_iv_get(mrb, self, k.iv_result); /* already done */
   if (t->parent != gw_mrb_current_request(mrb))
     mrb_raise(mrb, E_RUNTIME_ERROR, "a sub-request can only be joined by the request that started it");
   if (t->waiting) mrb_raise(mrb, E_RUNTIME_ERROR, "this sub-request is already being joined");
   gw_async_check_yieldable(mrb, "Async::HTTP (join)");
   t->waiting = 1;
   gw_trace_wait(t->parent, "a sub-request's response");
-  return mrb_true_value();
+  return mrb_fiber_yield(mrb, 0, NULL);
 }
 
-/* Async::HTTP._gw_set_last_response(res) -> res, kept on the current request. */
+/* Async::HTTP._gw_set_last_response(res) -> res, kept for the current request. */
 static mrb_value http_set_last(mrb_state *mrb, mrb_value self)
 {
   mrb_value res = mrb_get_arg1(mrb);
   (void)self;
-  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
-  mrb_iv_set(mrb, req, k.iv_last_response, res);
+  gw_mrb_set_last_response(mrb, gw_mrb_current_request(mrb), res);
   return res;
 }
 
 static mrb_value http_last(mrb_state *mrb, mrb_value self)
 {
   (void)self;
-  mrb_value req = gw_mrb_request_value(mrb, gw_mrb_current_request(mrb));
-  return mrb_iv_get(mrb, req, k.iv_last_response);
+  return gw_mrb_last_response(gw_mrb_current_request(mrb));
 }
 
 void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
@@ -244,11 +245,10 @@ void gw_async_subrequest_init(mrb_state *mrb, struct RClass *async)
   MRB_SET_INSTANCE_TT(task, MRB_TT_DATA);
   mrb_undef_class_method(mrb, task, "new");
   mrb_define_module_function(mrb, http, "_gw_start", http_start, MRB_ARGS_REQ(5));
-  mrb_define_method(mrb, task, "_gw_wait", task_wait, MRB_ARGS_NONE());
+  mrb_define_method(mrb, task, "_gw_join", task_join, MRB_ARGS_NONE());
   k.task = task;
   k.iv_result = mrb_intern_lit(mrb, "@result");
   k.iv_done = mrb_intern_lit(mrb, "@done");
-  k.iv_last_response = mrb_intern_lit(mrb, "@__last_response");
   k.iv_status = mrb_intern_lit(mrb, "@status");
   k.iv_body = mrb_intern_lit(mrb, "@body");
   k.iv_headers = mrb_intern_lit(mrb, "@headers");

@@ -588,13 +588,16 @@ end
 module Nginx
   # ngx_mruby's non-blocking calls. Nginx::Async.sleep takes milliseconds.
   module Async
+    INTEGER = ::Integer
+    EXCEPTION = ::Exception
+
+    # (`C === x`: is_a? without its argument parsing, once per request.)
     def self.sleep(ms)
-      unless ms.is_a?(Integer) && ms > 0
+      unless INTEGER === ms && ms > 0
         raise ArgumentError, "Nginx::Async.sleep: milliseconds must be an Integer > 0, got #{ms.inspect}"
       end
-      async = ::Async
-      async._gw_sleep(ms / 1000.0) # Async.sleep without its Numeric check
-      async._await
+      v = ::Async._gw_sleep(ms / 1000.0) # Async.sleep without its Numeric check: arms, parks
+      raise v if EXCEPTION === v
       nil
     end
 
@@ -603,11 +606,18 @@ module Nginx
       # or a Hash sent URL-encoded. A path no location matches answers 404
       # with an empty body, and the request's own status becomes 404 unless
       # its handler sets one or writes output (as in ngx_mruby).
+      # Once per request: constants found in this first scope, natives
+      # called on self (_gw_no_location?, last_response: src/nginx.c), and
+      # Task#join's native called without its Ruby frame.
+      HASH = ::Hash
+      ASYNC_HTTP = ::Async::HTTP
+      EXCEPTION = ::Exception
+
       def self.sub_request(path, args = nil)
-        args = Nginx::Utils.encode_parameters(args) if args.is_a?(Hash)
+        args = Nginx::Utils.encode_parameters(args) if HASH === args
         path = "#{path}#{path.include?('?') ? '&' : '?'}#{args}" if args && !args.to_s.empty?
-        http = ::Async::HTTP
-        if path.start_with?("/") && !Nginx._gw_location?(path)
+        http = ASYNC_HTTP
+        if _gw_no_location?(path)
           req = Gateway::Request.current
           req._default_status = 404
           res = ::Async::HTTP::Response.allocate
@@ -617,12 +627,10 @@ module Nginx
           http._gw_set_last_response(res)
           return nil
         end
-        http._gw_set_last_response(http._gw_start(path, http::GET, nil, nil, nil).join)
+        r = http._gw_start(path, http::GET, nil, nil, nil)._gw_join # Task#join
+        raise r if EXCEPTION === r
+        http._gw_set_last_response(r)
         nil
-      end
-
-      def self.last_response
-        ::Async::HTTP.last_response
       end
     end
   end

@@ -37,7 +37,7 @@ static mrb_value nginx_echo(mrb_state *mrb, mrb_value self)
   (void)self;
   gw_request_t *req = gw_mrb_current_request(mrb);
   gw_mrb_write(mrb, req, s);
-  gw_mrb_write(mrb, req, mrb_str_new_lit(mrb, "\n"));
+  gw_mrb_write_bytes(req, "\n", 1);
   return mrb_nil_value();
 }
 
@@ -110,17 +110,28 @@ static mrb_value nginx_hostname(mrb_state *mrb, mrb_value self)
   return mrb_str_new_cstr(mrb, name);
 }
 
-/* Nginx._gw_location?(path): a location of this request's server matches. */
-static mrb_value nginx_location_p(mrb_state *mrb, mrb_value self)
+/* Nginx::Async::HTTP.last_response: the current request's latest
+ * sub-request Response (Async::HTTP.last_response), without a Ruby frame. */
+static mrb_value nginx_last_response(mrb_state *mrb, mrb_value self)
 {
-  mrb_value path;
   (void)self;
-  mrb_get_args(mrb, "S", &path);
-  gw_request_t *req = gw_mrb_current_request(mrb);
+  return gw_mrb_last_response(gw_mrb_current_request(mrb));
+}
+
+/* Nginx::Async::HTTP._gw_no_location?(path): path is a local one ("/...") that no
+ * location of this request's server matches (checked here, not with
+ * start_with? and a second call: once per sub-request). */
+static mrb_value nginx_no_location_p(mrb_state *mrb, mrb_value self)
+{
+  mrb_value path = mrb_get_arg1(mrb);
+  (void)self;
+  if (!mrb_string_p(path)) mrb_raisef(mrb, E_TYPE_ERROR, "expected String, got %!v", path);
   const char *p = RSTRING_PTR(path);
+  if (RSTRING_LEN(path) == 0 || p[0] != '/') return mrb_false_value();
+  gw_request_t *req = gw_mrb_current_request(mrb);
   const char *q = memchr(p, '?', (size_t)RSTRING_LEN(path));
   size_t len = q ? (size_t)(q - p) : (size_t)RSTRING_LEN(path);
-  return mrb_bool_value(gw_router_match(req->server, p, len) != NULL);
+  return mrb_bool_value(gw_router_match(req->server, p, len) == NULL);
 }
 
 static gw_upstream_group_t *find_group(mrb_state *mrb, const char *name)
@@ -264,9 +275,11 @@ void mrb_mruby_gateway_nginx_gem_init(mrb_state *mrb)
   mrb_define_module_function(mrb, nginx, "_gw_config_dir", nginx_config_dir, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, nginx, "_gw_version", nginx_version, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, nginx, "_gw_hostname", nginx_hostname, MRB_ARGS_NONE());
-  mrb_define_module_function(mrb, nginx, "_gw_location?", nginx_location_p, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, nginx, "_gw_upstream", nginx_upstream, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, nginx, "_gw_upstream_set_server", nginx_upstream_set_server, MRB_ARGS_REQ(2));
+  struct RClass *http = mrb_define_module_under(mrb, mrb_define_module_under(mrb, nginx, "Async"), "HTTP");
+  mrb_define_module_function(mrb, http, "_gw_no_location?", nginx_no_location_p, MRB_ARGS_REQ(1));
+  mrb_define_module_function(mrb, http, "last_response", nginx_last_response, MRB_ARGS_NONE());
   struct RClass *ssl = mrb_define_class_under(mrb, nginx, "SSL", mrb->object_class);
   mrb_define_class_method(mrb, ssl, "_gw_servername", ssl_servername, MRB_ARGS_NONE());
   mrb_define_class_method(mrb, ssl, "_gw_set", ssl_set, MRB_ARGS_REQ(2));

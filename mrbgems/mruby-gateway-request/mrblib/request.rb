@@ -181,7 +181,7 @@ module Gateway
         gateway._fail(req, e)
         nil
       end
-      handler, req = gateway._job_yield(r) # _job_done, then Fiber.yield(r)
+      handler, req = gateway._job_yield(r) # job done, then Fiber.yield(r)
     end
   end
 
@@ -191,17 +191,15 @@ module Gateway
   # replaces the response body, anything else keeps it.
   FILTER_RUNNER = Proc.new do |filter, req|
     gateway = Gateway
-    fiber = Fiber
     string = String
     while true
       begin
         r = filter.call(req._response_body, req)
-        req._replace_response_body(r) if r.is_a?(string)
+        req._replace_response_body(r) if string === r # is_a?, without its argument parsing
       rescue Exception => e
         gateway._fail(req, e)
       end
-      gateway._job_done
-      filter, req = fiber.yield(nil)
+      filter, req = gateway._job_yield(nil) # job done, then Fiber.yield(nil)
     end
   end
 

@@ -337,19 +337,10 @@ static mrb_value gw_fail(mrb_state *mrb, mrb_value self)
   return mrb_nil_value();
 }
 
-/* Gateway._job_done: the runner finished its job and is about to yield the
- * result; its fiber may take the next one. */
-static mrb_value gw_job_done(mrb_state *mrb, mrb_value self)
-{
-  (void)mrb;
-  (void)self;
-  gw_mrb_job_done();
-  return mrb_nil_value();
-}
-
-/* Gateway._job_yield(result): _job_done, then Fiber.yield(result), in one
- * call and with one argument (Fiber.yield takes any number: an argument
- * splat per job). Yields from the runner's own fiber, as Fiber.yield does. */
+/* Gateway._job_yield(result): the runner finished its job (its fiber may
+ * take the next one), then Fiber.yield(result), in one call and with one
+ * argument (Fiber.yield takes any number: an argument splat per job).
+ * Yields from the runner's own fiber, as Fiber.yield does. */
 static mrb_value gw_job_yield(mrb_state *mrb, mrb_value self)
 {
   (void)self;
@@ -404,7 +395,6 @@ void mrb_mruby_gateway_request_gem_init(mrb_state *mrb)
   mrb_define_method(mrb, req, "_response_body", req_response_body, MRB_ARGS_NONE());
   mrb_define_method(mrb, req, "_replace_response_body", req_replace_response_body, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_fail", gw_fail, MRB_ARGS_REQ(2));
-  mrb_define_module_function(mrb, gw, "_job_done", gw_job_done, MRB_ARGS_NONE());
   mrb_define_module_function(mrb, gw, "_job_yield", gw_job_yield, MRB_ARGS_REQ(1));
   mrb_define_module_function(mrb, gw, "_request_fiber?", gw_request_fiber_p, MRB_ARGS_REQ(1));
 }

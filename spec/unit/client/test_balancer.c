@@ -1,6 +1,6 @@
 /* test_balancer.c - balancer.c: round robin (nginx's smooth weighted), least
- * connections, hash, passive health, the tried mask.
- * unit: balancer */
+ * connections, hash, passive health, the tried mask, a request's walk.
+ * unit: balancer log */
 #include <stdio.h>
 #include <string.h>
 
@@ -202,6 +202,39 @@ static void test_empty(void)
   CHECK(gw_balancer_pick(&g, 0, "k", 0) == NULL);
 }
 
+/* A request's walk: first, use, done (passive health), next, drop. */
+static void test_walk(void)
+{
+  int w111[] = {1, 1, 1};
+  gw_upstream_group_t g = group(GW_BALANCE_ROUND_ROBIN, w111, 3);
+  g.max_fails = 2;
+  gw_balancer_walk_t w;
+  CHECK(gw_balancer_walk_first(&w, &g, NULL) == &servers[0]);
+  CHECK(w.tried == 1 && !w.held);
+  gw_balancer_walk_use(&w);
+  CHECK(servers[0].active == 1 && w.held);
+  gw_balancer_walk_done(&w, 1);
+  CHECK(servers[0].active == 0 && servers[0].fails == 1 && !w.held);
+  gw_balancer_walk_done(&w, 1); /* once per server */
+  CHECK(servers[0].fails == 1 && servers[0].active == 0);
+  CHECK(gw_balancer_walk_next(&w) == &servers[1]);
+  CHECK(w.tried == 3);
+  gw_balancer_walk_use(&w);
+  gw_balancer_walk_drop(&w); /* cancelled: no verdict */
+  CHECK(servers[1].active == 0 && servers[1].fails == 0 && !w.held);
+  gw_balancer_walk_drop(&w);
+  CHECK(servers[1].active == 0);
+  CHECK(gw_balancer_walk_next(&w) == &servers[2]);
+  CHECK(gw_balancer_walk_next(&w) == NULL); /* all tried */
+  CHECK(w.server == &servers[2] && w.tried == 7);
+  gw_balancer_walk_use(&w);
+  gw_balancer_walk_done(&w, 0);
+  CHECK(servers[2].active == 0 && servers[2].fails == 0);
+  /* none live: no walk */
+  for (int i = 0; i < 3; i++) servers[i].down_until_ms = 1e18;
+  CHECK(gw_balancer_walk_first(&w, &g, NULL) == NULL);
+}
+
 int main(void)
 {
   test_round_robin();
@@ -210,5 +243,6 @@ int main(void)
   test_hash();
   test_health();
   test_empty();
+  test_walk();
   return UNIT_DONE();
 }

@@ -5,6 +5,8 @@
  * unit: http1_response http_status log access_log headers */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <event2/buffer.h>
 
 #include "http1_response.h"
@@ -202,17 +204,53 @@ static void test_write_inline(void)
   setup(&f, 201);
   f.req.resp.inline_body = "hello";
   f.req.resp.inline_len = 5;
-  size_t head_size = gw_response_write(&f.req, f.out, &f.w, 1);
+  size_t total;
+  size_t head_size = gw_response_write(&f.req, f.out, &f.w, 1, -1, &total);
   size_t len = evbuffer_get_length(f.out);
   char *s = malloc(len + 1);
   evbuffer_remove(f.out, s, len);
   s[len] = '\0';
   CHECK_EQ_UINT(head_size + 5, len);
+  CHECK_EQ_UINT(total, len);
   CHECK(starts(s, "HTTP/1.1 201 Created\r\n"));
   CHECK(has_line(s, "\r\nContent-Length: 5\r\n\r\nhello"));
   CHECK(strcmp(s + len - 9, "\r\n\r\nhello") == 0);
   free(s);
   teardown(&f);
+}
+
+/* With a socket and nothing queued, a one-piece response is written to the
+ * socket at once and out stays empty; with bytes queued (a pipelined
+ * answer before it) it goes behind them in out, as without a socket. */
+static void test_write_direct(void)
+{
+  fixture_t f;
+  int sv[2];
+  CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  setup(&f, 200);
+  f.req.resp.inline_body = "hello";
+  f.req.resp.inline_len = 5;
+  size_t total;
+  size_t head_size = gw_response_write(&f.req, f.out, &f.w, 1, sv[0], &total);
+  CHECK_EQ_UINT(evbuffer_get_length(f.out), 0);
+  char got[1024];
+  ssize_t n = read(sv[1], got, sizeof(got) - 1);
+  CHECK(n > 0);
+  got[n > 0 ? n : 0] = '\0';
+  CHECK_EQ_UINT((size_t)n, total);
+  CHECK_EQ_UINT(head_size + 5, total);
+  CHECK(starts(got, "HTTP/1.1 200 OK\r\nServer: gateway\r\nDate: "));
+  CHECK(strcmp(got + n - 9, "\r\n\r\nhello") == 0);
+  teardown(&f);
+  setup(&f, 200);
+  f.req.resp.inline_body = "again";
+  f.req.resp.inline_len = 5;
+  evbuffer_add(f.out, "queued", 6);
+  gw_response_write(&f.req, f.out, &f.w, 1, sv[0], &total);
+  CHECK_EQ_UINT(evbuffer_get_length(f.out), 6 + total);
+  teardown(&f);
+  close(sv[0]);
+  close(sv[1]);
 }
 
 /* A protocol upgrade's 101 (request.h: upgrade): the handler's fields as
@@ -259,6 +297,7 @@ int main(void)
   test_bodyless();
   test_write_head();
   test_write_inline();
+  test_write_direct();
   test_write_switching();
   return unit_done();
 }
