@@ -1,14 +1,12 @@
 /* cache.c - the response cache's HTTP side: lookup before the handler,
  * the store writer beside the response, revalidation, stale answers and
  * collapsed forwarding (see cache.h). */
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -222,13 +220,9 @@ static int not_modified(const gw_request_t *req, const gw_cache_meta_t *m)
   return since != (time_t)-1 && lm != (time_t)-1 && lm <= since;
 }
 
-/* The 206 (or 416) for the client's Range: 1 with its body in
- * req->resp.body (several ranges, a 416), 2 with *off and *len set to the
- * one range the caller sends, -1 if the body could not be read, or 0 when
- * the whole body is sent (no Range, not a 200, an If-Range that no longer
- * holds...). */
-static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_meta_t *m, uint64_t *off,
-                       uint64_t *len)
+/* The body of the 206 for the client's Range, or 0 when the whole body is
+ * sent (no Range, not a 200, an If-Range that no longer holds...). */
+static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_meta_t *m)
 {
   int max = req->handler.location ? req->handler.location->max_ranges : 0;
   const gw_header_t *range = gw_headers_find(&req->in.headers, "range");
@@ -251,9 +245,7 @@ static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_m
     req->resp.status = 206;
     gw_headers_add(&req->resp.headers, "Content-Range", 13, v,
                    (size_t)snprintf(v, sizeof(v), "bytes %lld-%lld/%lld", rs[0].start, rs[0].start + rs[0].len - 1, size));
-    *off = (uint64_t)rs[0].start;
-    *len = (uint64_t)rs[0].len;
-    done = 2;
+    if (gw_cache_handle_read(h, req->resp.body, (uint64_t)rs[0].start, (uint64_t)rs[0].len) < 0) done = -1;
   } else if (kind == GW_RANGE_MULTI) {
     const gw_header_t *ct = gw_headers_find(&req->resp.headers, "content-type");
     char ctype[256];
@@ -277,53 +269,6 @@ static int serve_range(gw_request_t *req, gw_cache_handle_t *h, const gw_cache_m
   return done;
 }
 
-static void status_header(gw_request_t *req);
-static void cache_free(gw_request_t *req);
-
-/* Sends body bytes [off, off + len) of h's file as the static handler sends
- * a file: sendfile(2) where the protocol can (HTTP/1.1 without TLS...),
- * else (a compression stage takes the body) read in pieces into the
- * stream. 1 when it answered (the request is over, st freed); 0 when the
- * body is to be read into the response instead: in memory, a HEAD, a
- * protocol with no stream_file (HTTP/2, a sub-request). */
-static int send_file_body(cache_req_t *st, gw_cache_handle_t *h, uint64_t off, uint64_t len)
-{
-  gw_request_t *req = st->req;
-  if (req->in.head || len == 0 || req->proto->stream_file == NULL || !gw_request_can_stream(req)) return 0;
-  uint64_t body_off;
-  int fd = gw_cache_handle_file(h, &body_off);
-  if (fd < 0) return 0;
-  gw_stats_self->cache_hits++;
-  gw_stats_self->cache_hit_bytes += len;
-  status_header(req);
-  if (h != st->old) gw_cache_handle_release(h);
-  cache_free(req); /* nothing to store: the body need not pass the cache's stage */
-  long long at = (long long)(body_off + off), left = (long long)len;
-  gw_request_stream_begin(req, left);
-  if (gw_request_can_stream_file(req)) {
-    gw_request_stream_file(req, fd, at, left); /* the protocol's fd now */
-    return 1;
-  }
-  /* The bytes through the stage (compression), at once as the read path
-   * did: its output is queued whatever the client's pace. */
-  char piece[16384];
-  while (left > 0) {
-    ssize_t n = pread(fd, piece, left < (long long)sizeof(piece) ? (size_t)left : sizeof(piece), (off_t)at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (gw_request_stream_data(req, piece, (size_t)n) < 0) {
-      close(fd);
-      return 1; /* the client left: aborted */
-    }
-    at += n;
-    left -= n;
-  }
-  close(fd);
-  if (left > 0) gw_log_error("%.*s: the cached body could not be read", (int)req->in.path_len, req->in.target);
-  gw_request_stream_end(req, left == 0);
-  return 1;
-}
-
 /* Answers req with h (a fresh entry, or a stale one that may serve). */
 static void answer(cache_req_t *st, gw_cache_handle_t *h, const char *status)
 {
@@ -335,12 +280,10 @@ static void answer(cache_req_t *st, gw_cache_handle_t *h, const char *status)
   evbuffer_drain(req->resp.body, evbuffer_get_length(req->resp.body));
   stored_head(req, h, m->stored_ms);
   int rc = 0;
-  uint64_t off = 0, len = gw_cache_handle_body_length(h);
   if (not_modified(req, m)) {
     req->resp.status = 304;
-  } else if ((rc = serve_range(req, h, m, &off, &len)) == 0 || rc == 2) {
-    if (send_file_body(st, h, off, len)) return;
-    rc = gw_cache_handle_read(h, req->resp.body, off, len) < 0 ? -1 : 1;
+  } else if ((rc = serve_range(req, h, m)) == 0) {
+    if (gw_cache_handle_read(h, req->resp.body, 0, gw_cache_handle_body_length(h)) < 0) rc = -1;
   }
   gw_stats_self->cache_hits++;
   gw_stats_self->cache_hit_bytes += evbuffer_get_length(req->resp.body);
