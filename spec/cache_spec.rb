@@ -5,6 +5,7 @@
 require_relative 'spec_helper'
 require_relative 'fastcgi_helper'
 require 'digest'
+require 'zlib'
 
 RSpec.describe 'response cache' do
   # A peer answering every request with the block's [status, headers, body]
@@ -131,6 +132,16 @@ RSpec.describe 'response cache' do
       expect(twice({ 'Cache-Control' => 'max-age=60', 'Set-Cookie' => 'id=1' })).to eq([2, 'v1', 'v2', 'MISS'])
     end
 
+    it 'store_set_cookie: true stores a response with Set-Cookie, the field left out of the entry' do
+      up = counting_upstream { |_, n| [200, { 'Cache-Control' => 'max-age=60', 'Set-Cookie' => "id=#{n}", 'X-Up' => 'u' }, "v#{n}"] }
+      start(up, '{ zone: :api, store_set_cookie: true }')
+      a = get('/sc')
+      expect([a.body, a['Set-Cookie'], a['X-Cache-Status']]).to eq(['v1', 'id=1', 'MISS']) # the filling client keeps its cookie
+      b = get('/sc')
+      expect([b.body, b['Set-Cookie'], b['X-Up'], b['X-Cache-Status']]).to eq(['v1', nil, 'u', 'HIT'])
+      expect(up.count).to eq(1)
+    end
+
     it 'caches a 404 for its own valid: time' do
       up = counting_upstream { |_, n| [404, {}, "gone #{n}"] }
       start(up, '{ zone: :api, valid: { 200 => 60, 404 => 60 } }')
@@ -221,6 +232,26 @@ RSpec.describe 'response cache' do
     fresh = poll('the refreshed entry', timeout: 5) { (x = get('/s')).body == 'gen 2' && x }
     expect(fresh['X-Cache-Status']).to eq('HIT')
     expect(up.count).to eq(2)
+  end
+
+  # The refresh is a request of the worker's own, held by no connection: a
+  # worker that stops while it waits on a slow upstream must cancel and free
+  # it (the sanitizer build reports a leak at the worker's exit otherwise).
+  it 'cancels a background refresh still running when the worker stops (graceful quit)' do
+    up = counting_upstream do |_, n|
+      sleep 4.0 if n == 2 # the refresh outlives the worker
+      [200, { 'Cache-Control' => 'max-age=0, stale-while-revalidate=60' }, "gen #{n}"]
+    end
+    start(up, ':api')
+    expect(get('/q').body).to eq('gen 1')
+    expect(get('/q')['X-Cache-Status']).to eq('STALE')
+    poll('the refresh to reach the upstream') { up.count == 2 }
+    @gw.signal('QUIT')
+    status, took = timed { @gw.wait_exit(slack(3)) }
+    expect(status&.exitstatus).to eq(0)
+    expect(took).to be < slack(3) # not waiting for the refresh's upstream
+    expect(@gw.log).not_to include('requests in flight') # freed before the upstream pool
+    expect(@gw.log).not_to match(GatewaySpec::SANITIZER_REPORT)
   end
 
   it 'use_stale: [:updating] serves an expired entry while another request refreshes it (UPDATING)' do
@@ -457,6 +488,31 @@ RSpec.describe 'response cache' do
       expect(up.count).to eq(1)
     end
 
+    # A hit on a body held in a file: the whole body, one range, several,
+    # gzip, HTTP/2 and HEAD all answer the file's bytes.
+    it 'answers a body held in a file whole, by ranges, compressed, over HTTP/2 and to HEAD' do
+      body = (0...(256 * 1024)).map { |i| (i * 7 % 251).chr }.join.b
+      up = counting_upstream { |_, _| [200, { 'Cache-Control' => 'max-age=600', 'Content-Type' => 'text/plain' }, body] }
+      gateway_with(%(location "/", proxy_pass: "http://127.0.0.1:#{up.port}", cache: :api, compress: true),
+                   zone_prelude(path: dir), server: 'workers: 1, http2: true')
+      expect(get('/f').body == body).to be(true)
+      expect(cache_files.size).to eq(1)
+      r = get('/f')
+      expect([r.status, r.body == body, r['Content-Length'], r['X-Cache-Status']]).to eq([200, true, body.bytesize.to_s, 'HIT'])
+      one = get('/f', 'Range' => 'bytes=1000-1999')
+      expect([one.status, one.body == body[1000, 1000], one['Content-Range']]).to eq([206, true, "bytes 1000-1999/#{body.bytesize}"])
+      multi = get('/f', 'Range' => 'bytes=0-9,200000-200009')
+      expect(multi.status).to eq(206)
+      expect(multi.body).to include("\r\n\r\n#{body[0, 10]}\r\n", "\r\n\r\n#{body[200_000, 10]}\r\n")
+      gz = get('/f', 'Accept-Encoding' => 'gzip')
+      expect([gz['Content-Encoding'], gz['X-Cache-Status'], Zlib.gunzip(gz.body) == body]).to eq(['gzip', 'HIT', true])
+      h2 = curl('--http2-prior-knowledge', "http://127.0.0.1:#{@port}/f").b
+      expect(h2 == body).to be(true)
+      head = http_request(@port, 'HEAD', '/f')
+      expect([head.status, head['Content-Length'], head.body]).to eq([200, body.bytesize.to_s, ''])
+      expect(up.count).to eq(1)
+    end
+
     { 'truncated' => ->(f) { File.truncate(f, File.size(f) / 2) },
       'corrupted' => ->(f) { File.open(f, 'r+b') { |io| io.seek(100); io.write('garbage!' * 8) } },
       'removed' => ->(f) { File.delete(f) } }.each do |what, fault|
@@ -487,6 +543,12 @@ RSpec.describe 'response cache' do
       status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, use_stale: [:often] }\nend\n))
       expect(status).to eq(1)
       expect(out).to include("#{path}:3:", 'use_stale: must be a list of :error, :timeout, :updating')
+    end
+
+    it 'names FILE:LINE for a store_set_cookie: that is not true or false' do
+      status, out, path = check_config(%(cache :api, memory: "1m"\nserver listen: "127.0.0.1:#{free_port}" do\n  location "/", proxy_pass: "http://127.0.0.1:1", cache: { zone: :api, store_set_cookie: "yes" }\nend\n))
+      expect(status).to eq(1)
+      expect(out).to include("#{path}:3:", 'cache: store_set_cookie: must be true or false, got "yes"')
     end
 
     it 'takes valid: times as seconds or "10m", "1h", for statuses, lists of them and any:' do

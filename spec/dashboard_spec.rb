@@ -11,8 +11,10 @@ RSpec.describe 'the dashboard' do
     @port = free_port
     @back = free_port
     @gw = start_gateway(<<~RUBY, ports: [@port, @back])
+      cache :api, memory: "1m"
       server listen: "127.0.0.1:#{@back}" do
         location "/slow" do Async.sleep(0.2); "slow" end
+        location "/cached", cache: { zone: :api, valid: { 200 => 600 } } do "cached" end
       end
       server listen: "127.0.0.1:#{@port}" do
         location "/dashboard", dashboard: true
@@ -142,12 +144,14 @@ RSpec.describe 'the dashboard' do
     burst('/sleep50', 10)
     dom, errors = browse(page, 2.5) do
       20.times { http_get(@port, '/async', {}, timeout: 10) } # the page polls meanwhile
+      10.times { http_get(@back, '/cached') }                  # one miss, then hits (not in @port's latencies)
     end
     lat = stats['latency_ms'] # the page's last poll saw the same: nothing counted since
+    zone = JSON.parse(http_get(@port, '/dashboard/stats').body)['caches']['api']
     expect(errors).to eq([])
     expect(dom).to include('worker(s), served by')
     expect(dom).to match(%r{<div id="errors"></div>})
-    %w[requests responses latency connections fibers upstreams lag].each do |metric|
+    %w[requests responses latency connections fibers upstreams lag cache_zones cache_bytes].each do |metric|
       svg = dom[%r{<svg class="chart" data-metric="#{metric}".*?</svg>}m]
       expect(svg).not_to be_nil, "chart #{metric} missing"
       points = svg.scan(/data-points="(\d+)"/).flatten.map(&:to_i)
@@ -166,6 +170,13 @@ RSpec.describe 'the dashboard' do
     expect(lat['p50']).to be_within(4).of(201)
     expect(dom[%r{<span class="now value" data-metric="requests">([^<]*)<}, 1]).to match(/\A[\d.]+\z/)
     expect(dom).to match(/<svg class="timeline"[^>]*data-worker="#{@port}:0"/)
+    # the cache zones: one line per zone and series, the figures the zone's
+    expect(zone.values_at('misses', 'stores')).to eq([1, 1])
+    expect(zone['hits']).to be >= 9
+    expect(dom).to include('zone api hits/s', 'zone api misses/s', 'zone api memory', 'zone api disk')
+    shown = dom[/data-worker="api" data-series="memory" data-value="(\d+)"/, 1]
+    expect(shown&.to_i).to eq(zone['mem_bytes'])
+    expect(zone['mem_bytes']).to be > 0
   end
 
   it 'the loop timeline shows a blocked stretch while HttpRequest blocks, none under the async endpoint' do

@@ -404,19 +404,36 @@ static gw_cache_handle_t *find(cache_req_t *st)
  * response goes to the store (the hooks above) and nowhere else: this
  * protocol drops it, then frees the request on the next loop turn. */
 
-typedef struct {
+typedef struct refresher_s {
   gw_request_t req;
   struct event done;        /* frees it once its response ended */
   char addr[64];            /* the client's address (the client may be gone meanwhile) */
+  struct refresher_s *next, *prev; /* this worker's refreshes (gw_cache_close_all) */
 } refresher_t;
+
+/* This worker's refreshes in flight: no connection holds them, so the
+ * worker's teardown ends them (gw_cache_close_all). */
+static refresher_t refreshers = {.next = &refreshers, .prev = &refreshers};
+
+static void refresher_free(refresher_t *r)
+{
+  r->prev->next = r->next;
+  r->next->prev = r->prev;
+  event_del(&r->done);
+  gw_request_dispose(&r->req); /* cancels what it still waits for; the lock and writer go (cache_free) */
+  free(r);
+}
 
 static void on_refresher_done(evutil_socket_t fd, short what, void *arg)
 {
-  refresher_t *r = arg;
   (void)fd;
   (void)what;
-  gw_request_dispose(&r->req);
-  free(r);
+  refresher_free(arg);
+}
+
+void gw_cache_close_all(void)
+{
+  while (refreshers.next != &refreshers) refresher_free(refreshers.next);
 }
 
 static void refresher_over(gw_request_t *req)
@@ -468,6 +485,10 @@ static int refresh_in_background(cache_req_t *st)
   gw_request_t *req = &r->req;
   gw_request_init(req, c->ctx, c->server, &refresher_protocol, r);
   evtimer_assign(&r->done, c->ctx->base, on_refresher_done, r);
+  r->next = refreshers.next;
+  r->prev = &refreshers;
+  refreshers.next->prev = r;
+  refreshers.next = r;
   req->in.method = c->in.method;
   req->in.method_id = c->in.method_id;
   memcpy(target, c->in.target, c->in.target_len + 1);
@@ -644,7 +665,10 @@ static void cache_lookup(gw_request_t *req, void (*handler)(gw_request_t *req))
 /* The response head as stored: its fields but the framing, hop-by-hop and
  * per-answer ones ("Name: value\r\n" each), and but those the phases set
  * before the content (the first resp_headers_kept: each request that the
- * entry answers sets its own). */
+ * entry answers sets its own). Never Set-Cookie: a response carrying it is
+ * stored only with store_set_cookie:, and then without it (one client's
+ * cookie is not every client's; nginx's proxy_ignore_headers Set-Cookie with
+ * proxy_hide_header Set-Cookie for the hits). */
 static struct evbuffer *head_bytes(const gw_request_t *req)
 {
   struct evbuffer *b = evbuffer_new();
@@ -652,7 +676,8 @@ static struct evbuffer *head_bytes(const gw_request_t *req)
   for (size_t i = req->resp.headers_kept; i < req->resp.headers.count; i++) {
     const gw_header_t *h = &req->resp.headers.items[i];
     if (gw_header_is_hop_by_hop(h->name, h->name_len) || strcasecmp(h->name, "content-length") == 0 ||
-        strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0)
+        strcasecmp(h->name, "age") == 0 || strcasecmp(h->name, "x-cache-status") == 0 ||
+        strcasecmp(h->name, "set-cookie") == 0)
       continue;
     evbuffer_add(b, h->name, h->name_len);
     evbuffer_add(b, ": ", 2);
@@ -684,7 +709,7 @@ static void begin_store(cache_req_t *st, long long length)
 {
   gw_request_t *req = st->req;
   int status = req->resp.status ? req->resp.status : 200;
-  gw_cache_rules_t rules = {st->cf->valid, 0};
+  gw_cache_rules_t rules = {st->cf->valid, st->cf->store_set_cookie};
   gw_cache_verdict_t v;
   int64_t now = wall_ms();
   gw_cache_decide(status, &req->resp.headers, &req->in.headers, (time_t)(now / 1000), &rules, &v);

@@ -49,6 +49,7 @@ typedef struct gw_cache_conf_s {
   int lock_timeout_ms;
   int stale_error, stale_timeout, stale_updating; /* use_stale: */
   int status_header;          /* send X-Cache-Status */
+  int store_set_cookie;       /* store responses with Set-Cookie, the field left out */
   gw_filter_t *prepare;       /* owned: the key:/bypass: lambdas' step, or NULL */
 } gw_cache_conf_t;
 
@@ -59,5 +60,10 @@ extern const gw_cache_hooks_t gw_cache_hooks;
  * every valid: slot -1 and the defaults set. */
 gw_cache_conf_t *gw_cache_conf_new(const char *zone, char *err, size_t errlen);
 void gw_cache_conf_free(gw_cache_conf_t *c);
+
+/* The worker stops: the refreshes in the background still running
+ * (stale-while-revalidate) are cancelled and freed, their fill locks
+ * released and their partial stores dropped. */
+void gw_cache_close_all(void);
 
 #endif

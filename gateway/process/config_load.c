@@ -230,6 +230,7 @@ static void read_cache(mrb_state *mrb, mrb_value h, gw_server_t *s, gw_location_
   c->lock = mrb_test(hget(mrb, h, "lock"));
   c->lock_timeout_ms = (int)mrb_integer(hget(mrb, h, "lock_timeout")) * 1000;
   c->status_header = mrb_test(hget(mrb, h, "status_header"));
+  c->store_set_cookie = mrb_test(hget(mrb, h, "store_set_cookie"));
   if (!mrb_nil_p(prepare)) { /* key:/bypass: lambdas: a Ruby step before the lookup */
     c->prepare = need(mrb, gw_mruby_filter_new(mrb, prepare, GW_MRUBY_ACCESS));
     s->precise_timers = 1;

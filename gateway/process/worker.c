@@ -18,6 +18,7 @@
 #include <netinet/tcp.h>
 
 #include "access_log.h"
+#include "cache.h"
 #include "config_load.h"
 #include "http1_server.h"
 #include "fastcgi.h"
@@ -417,6 +418,7 @@ static void teardown(gw_worker_t *w)
   gw_tunnel_close_all(); /* proxied WebSockets end with the worker */
   gw_ws_handler_close_all(); /* ... and scripted ones: their handlers, */
   gw_ws_close_all();     /* ... and connections */
+  gw_cache_close_all();  /* background cache refreshes: no connection holds them */
   event_base_loop(ctx->base, EVLOOP_NONBLOCK); /* run the deferred frees */
   gw_upstream_pool_free(ctx->pool);
   gw_fastcgi_worker_dispose(ctx);

@@ -169,7 +169,8 @@ module GatewayBench
       end
       md << "\n1 KB hits, req/s gateway / nginx: #{ratio.call('1k', :rps)} (target >= 1.2); " \
             "server CPU µs/req gateway / nginx: #{ratio.call('1k', :cpu_us_per_req)} (target < 1)\n"
-      md << "1 MB hits, bytes/s gateway / nginx: #{ratio.call('1m', :rps)} (target >= 1)\n"
+      md << "1 MB hits, bytes/s gateway / nginx: #{ratio.call('1m', :rps)} (target >= 1); " \
+            "server CPU µs/req gateway / nginx: #{ratio.call('1m', :cpu_us_per_req)}\n"
       rows.select { |r| r[:error] }.each { |r| md << "\n#{r[:server]} #{r[:size]} round #{r[:round]}: error: #{r[:error]}\n" }
       @run.write_report('cache', md, rows)
     end

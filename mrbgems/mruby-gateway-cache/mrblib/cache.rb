@@ -7,7 +7,7 @@
 module Gateway
   class Cache
     USE_STALE = [:error, :timeout, :updating]
-    LOCATION_KEYS = [:zone, :key, :valid, :lock, :lock_timeout, :use_stale, :bypass, :status_header]
+    LOCATION_KEYS = [:zone, :key, :valid, :lock, :lock_timeout, :use_stale, :bypass, :status_header, :store_set_cookie]
     DEFAULT_LOCK_TIMEOUT = 5
     MAX_SECONDS = 2_147_483_647
 
@@ -116,6 +116,10 @@ module Gateway
       end
       sh = v.fetch(:status_header, true)
       raise ArgumentError, "#{where}: cache: status_header: must be true or false, got #{sh.inspect}" unless sh == true || sh == false
+      ssc = v.fetch(:store_set_cookie, false)
+      unless ssc == true || ssc == false
+        raise ArgumentError, "#{where}: cache: store_set_cookie: must be true or false, got #{ssc.inspect}"
+      end
       key = lambda_of(where, :key, v[:key])
       bypass = lambda_of(where, :bypass, v[:bypass])
       prepare = nil
@@ -131,7 +135,7 @@ module Gateway
         end
       end
       { zone: zone.to_s, valid: valid(where, v.fetch(:valid, {})), lock: lock, lock_timeout: lock_timeout,
-        use_stale: use_stale.uniq, status_header: sh, prepare: prepare }
+        use_stale: use_stale.uniq, status_header: sh, store_set_cookie: ssc, prepare: prepare }
     end
   end
 

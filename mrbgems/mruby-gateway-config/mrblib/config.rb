@@ -399,7 +399,7 @@ module Gateway
     # compress: true | false | { ... } and max_ranges: N: the server's unless
     #   given (mrblib/compress.rb, docs/compression.md, docs/ranges.md)
     # cache: :zone | { zone:, key:, valid:, lock:, lock_timeout:, use_stale:,
-    #   bypass:, status_header: }: a response cache in front of the handler
+    #   bypass:, status_header:, store_set_cookie: }: a response cache in front of the handler
     #   (docs/cache.md)
     def location(path, proxy_pass: nil, body_filter: nil, status: false, pass_host: false, max_body: nil,
                  request_buffering: false, via: nil, header_filter: nil, rewrite: nil, access: nil, content: nil,
