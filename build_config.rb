@@ -18,8 +18,8 @@ Gateway::Build.configure do |conf|
   conf.gem 'mrbgems/mruby-gateway-websocket' # Gateway::WebSocket (websocket: locations)
 
   # Fault injection (GatewayTest.hold_shdict_lock) for the specs: linked only
-  # into build/gateway-test, with gateway/core/shdict.c compiled under -DGW_TEST_HOOKS.
-  conf.test_gem 'tools/testhooks', recompile: %w[gateway/core/shdict.c]
+  # into build/gateway-test, with gateway/shm/shdict.c compiled under -DGW_TEST_HOOKS.
+  conf.test_gem 'tools/testhooks', recompile: %w[gateway/shm/shdict.c]
 
   conf.cflags  = %w[-std=c11 -D_GNU_SOURCE -O2 -g -Wall -Wextra -fno-strict-aliasing]
   conf.ldflags = %w[]

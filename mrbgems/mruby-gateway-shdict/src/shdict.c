@@ -1,4 +1,4 @@
-/* shdict.c - Gateway::SharedDict's natives over gateway/core/shdict.c: values
+/* shdict.c - Gateway::SharedDict's natives over gateway/shm/shdict.c: values
  * converted to and from gw_shval_t, times in seconds, errors raised.
  * Nothing here raises while the dictionary's lock is held (shdict.c copies
  * values out and releases it before we build Ruby objects). */

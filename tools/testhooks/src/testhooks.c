@@ -1,5 +1,5 @@
 /* testhooks.c - GatewayTest, fault injection for the specs. Linked only into
- * build/gateway-test (and build/asan/gateway-test), with gateway/core/shdict.c
+ * build/gateway-test (and build/asan/gateway-test), with gateway/shm/shdict.c
  * compiled again under -DGW_TEST_HOOKS; build/gateway has neither, so no
  * config script can block the workers with it.
  *
