@@ -51,21 +51,7 @@ module GatewayBench
       end
       up_port = free_port
       backend = start_backend(up_port)
-      rows = []
-      begin
-        @rounds.times do |round|
-          CASES.each do |name, size|
-            rows << measure(name, size, up_port).merge(round: round + 1)
-          rescue Error => e
-            log "#{name} #{size}: #{e.message}"
-            rows << { server: name, size: size, round: round + 1, error: e.message.lines.first.strip }
-          ensure
-            @run.stop_except(backend)
-          end
-        end
-      ensure
-        @run.stop_all
-      end
+      rows = @run.rounds(@rounds, CASES, :size, keep: backend) { |name, size| measure(name, size, up_port) }
       write(rows)
       rows
     end

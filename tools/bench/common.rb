@@ -576,6 +576,29 @@ module GatewayBench
       @servers.reject { |s| s.equal?(keep) }.each { |s| stop(s) }
     end
 
+    # Every case of every round, alternating (cases: [name, value] pairs; key,
+    # if any, names the value in a failed case's row). Returns the rows the block measured, each
+    # with its round; a case that fails is a row with its error instead. The
+    # fronts are stopped after each case, `keep` (their upstream) at the end.
+    def rounds(count, cases, key, keep:)
+      rows = []
+      count.times do |round|
+        cases.each do |name, value|
+          rows << yield(name, value).merge(round: round + 1)
+        rescue Error => e
+          log "#{name} #{value}: #{e.message}"
+          row = { server: name, round: round + 1, error: e.message.lines.first.strip }
+          row[key] = value if key
+          rows << row
+        ensure
+          stop_except(keep)
+        end
+      end
+      rows
+    ensure
+      stop_all
+    end
+
     # wrk on url for duration under the CPU lock, and the worker's CPU time
     # (utime + stime) over it: {requests:, rps:, p99_ms:, errors:, non2xx:,
     # timeouts:, failures:, cpu_s:, cpu_us_per_req:, user_us_per_req:,

@@ -61,21 +61,7 @@ module GatewayBench
       write_data
       up_port = free_port
       backend = start_backend(up_port)
-      rows = []
-      begin
-        @rounds.times do |round|
-          CASES.each do |name, coding|
-            rows << measure(name, coding, up_port).merge(round: round + 1)
-          rescue Error => e
-            log "#{name} #{coding}: #{e.message}"
-            rows << { server: name, coding: coding, round: round + 1, error: e.message.lines.first.strip }
-          ensure
-            @run.stop_except(backend)
-          end
-        end
-      ensure
-        @run.stop_all
-      end
+      rows = @run.rounds(@rounds, CASES, :coding, keep: backend) { |name, coding| measure(name, coding, up_port) }
       write(rows)
       rows
     end

@@ -40,21 +40,7 @@ module GatewayBench
       @certs = make_certs
       up_port = free_port
       backend = start_backend(up_port)
-      rows = []
-      begin
-        @rounds.times do |round|
-          %w[gateway nginx].each do |name|
-            rows << measure(name, up_port).merge(round: round + 1)
-          rescue Error => e
-            log "#{name}: #{e.message}"
-            rows << { server: name, round: round + 1, error: e.message.lines.first.strip }
-          ensure
-            @run.stop_except(backend) # the fronts, not the upstream
-          end
-        end
-      ensure
-        @run.stop_all
-      end
+      rows = @run.rounds(@rounds, [['gateway'], ['nginx']], nil, keep: backend) { |name, _| measure(name, up_port) }
       write(rows)
       rows
     end
