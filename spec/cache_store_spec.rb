@@ -8,17 +8,6 @@ require_relative 'spec_helper'
 RSpec.describe 'response cache storage' do
   FILE_BODY = 200_000 # bytes: over 64 KiB, so into a file (a name of its own: spec constants share one namespace)
 
-  before(:all) do
-    # The `cache` DSL is the HTTP side's (branch cache); without it there is
-    # nothing to drive the store from a config.
-    dir = Dir.mktmpdir('gateway-spec-')
-    path = File.join(dir, 'probe.rb')
-    File.write(path, %(cache :probe, memory: "1m"\nserver listen: "127.0.0.1:1" do\n  location "/", cache: :probe do "x" end\nend\n))
-    ok = system(GatewaySpec::BIN, '-t', '-f', path, out: File::NULL, err: File::NULL)
-    FileUtils.rm_rf(dir)
-    skip 'the `cache` directive is not in this build' unless ok
-  end
-
   let(:dir) { File.join(spec_dir, 'cache') }
 
   def start_cache(max_size: nil)
