@@ -53,12 +53,7 @@ typedef struct {
 
 struct gw_cache_store_s {
   uint32_t magic;
-  gw_shm_lock_t lock;
-  uint64_t size;          /* of the whole region */
-  uint32_t nbuckets;      /* a power of two */
-  uint32_t buckets_off;
-  gw_shm_alloc_t alloc;
-  gw_shm_list_t lru;
+  gw_shm_table_t t;
   uint64_t max_size, disk_bytes, count;
   uint64_t hits, misses, stores, store_failures, evictions, purges, bad_files, recoveries;
   uint64_t next_token, tmp_seq;
@@ -113,7 +108,7 @@ struct gw_cache_writer_s {
 
 static uint32_t *buckets(gw_cache_store_t *s)
 {
-  return AT(s, s->buckets_off);
+  return gw_shm_table_buckets(&s->t, s);
 }
 
 static char *entry_key(entry_t *e)
@@ -139,7 +134,7 @@ static uint32_t bucket_of(gw_cache_store_t *s, const uint8_t *hash)
 {
   uint32_t h;
   memcpy(&h, hash, sizeof(h));
-  return h & (s->nbuckets - 1);
+  return h & (s->t.nbuckets - 1);
 }
 
 static void hex(const uint8_t *hash, char out[2 * HASH_LEN + 1])
@@ -171,9 +166,7 @@ static int64_t mono_ms(void)
 
 static void reset(gw_cache_store_t *s)
 {
-  memset(buckets(s), 0, (size_t)s->nbuckets * sizeof(uint32_t));
-  gw_shm_alloc_reset(&s->alloc, s);
-  s->lru.head = s->lru.tail = 0;
+  gw_shm_table_reset(&s->t, s);
   s->count = s->disk_bytes = 0;
   memset(s->locks, 0, sizeof(s->locks));
 }
@@ -181,7 +174,7 @@ static void reset(gw_cache_store_t *s)
 /* Takes the lock; a holder that died mid-change leaves the index emptied. */
 static void lock(gw_cache_store_t *s)
 {
-  if (gw_shm_lock(&s->lock)) {
+  if (gw_shm_lock(&s->t.lock)) {
     reset(s);
     s->recoveries++;
     gw_log_error("cache %s: a worker died while changing the index: emptied", s->name);
@@ -190,7 +183,7 @@ static void lock(gw_cache_store_t *s)
 
 static void unlock(gw_cache_store_t *s)
 {
-  gw_shm_unlock(&s->lock);
+  gw_shm_unlock(&s->t.lock);
 }
 
 /* -- the index (under the lock) --------------------------------------------- */
@@ -212,7 +205,7 @@ static void entry_remove(gw_cache_store_t *s, uint32_t off, int unlink_file)
   uint32_t *link = &buckets(s)[bucket_of(s, e->hash)];
   while (*link != off) link = &ENTRY(s, *link)->hnext;
   *link = e->hnext;
-  gw_shm_list_unlink(s, &s->lru, off);
+  gw_shm_list_unlink(s, &s->t.lru, off);
   s->count--;
   if (e->in_file) {
     s->disk_bytes -= e->file_bytes;
@@ -222,7 +215,7 @@ static void entry_remove(gw_cache_store_t *s, uint32_t off, int unlink_file)
       if (unlink(path) != 0 && errno != ENOENT) gw_log_warn("cache %s: unlink %s: %s", s->name, path, strerror(errno));
     }
   }
-  gw_shm_free(&s->alloc, s, off, e->order);
+  gw_shm_free(&s->t.alloc, s, off, e->order);
 }
 
 /* Evicts the coldest entries with a file until need more file bytes fit
@@ -231,7 +224,7 @@ static int evict_for_disk(gw_cache_store_t *s, uint64_t need)
 {
   if (s->max_size == 0) return 0;
   if (need > s->max_size) return -1;
-  uint32_t off = s->lru.tail;
+  uint32_t off = s->t.lru.tail;
   while (s->disk_bytes + need > s->max_size && off) {
     uint32_t prev = ENTRY(s, off)->lru.prev;
     if (ENTRY(s, off)->in_file) {
@@ -251,12 +244,12 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
 {
   size_t need = sizeof(entry_t) + h->klen + h->meta.etag_len + h->meta.last_modified_len + h->meta.vary_len +
                 h->head_len + (in_file ? 0 : body_len);
-  if (need > gw_shm_alloc_max(&s->alloc)) return 0;
+  if (need > gw_shm_alloc_max(&s->t.alloc)) return 0;
   uint32_t order = gw_shm_order(need);
   uint32_t off;
-  while ((off = gw_shm_alloc(&s->alloc, s, order)) == 0) {
-    if (s->lru.tail == 0) return 0;
-    entry_remove(s, s->lru.tail, 1);
+  while ((off = gw_shm_alloc(&s->t.alloc, s, order)) == 0) {
+    if (s->t.lru.tail == 0) return 0;
+    entry_remove(s, s->t.lru.tail, 1);
     s->evictions++;
   }
   entry_t *e = ENTRY(s, off);
@@ -292,7 +285,7 @@ static uint32_t insert(gw_cache_store_t *s, const uint8_t *hash, const gw_cache_
   uint32_t *bucket = &buckets(s)[bucket_of(s, hash)];
   e->hnext = *bucket;
   *bucket = off;
-  gw_shm_list_push_head(s, &s->lru, off);
+  gw_shm_list_push_head(s, &s->t.lru, off);
   s->count++;
   return off;
 }
@@ -333,21 +326,12 @@ gw_cache_store_t *gw_cache_store_format(void *mem, size_t size, const char *name
   if ((path && strlen(path) > GW_CACHE_PATH_MAX) || strlen(name) >= sizeof(((gw_cache_store_t *)mem)->name)) return NULL;
   gw_cache_store_t *s = mem;
   memset(s, 0, sizeof(*s));
-  size_t hdr = (sizeof(*s) + 63) & ~(size_t)63;
-  size_t avail = size - hdr;
-  uint32_t nb = 16;
-  while ((size_t)nb * 2 <= avail / 1024) nb *= 2;
-  s->nbuckets = nb;
-  s->buckets_off = (uint32_t)hdr;
-  s->size = size;
   s->max_size = max_size;
   snprintf(s->path, sizeof(s->path), "%s", path ? path : "");
   size_t plen = strlen(s->path);
   while (plen > 1 && s->path[plen - 1] == '/') s->path[--plen] = '\0';
   snprintf(s->name, sizeof(s->name), "%s", name);
-  if (gw_shm_lock_init(&s->lock) != 0) return NULL;
-  memset(buckets(s), 0, (size_t)nb * sizeof(uint32_t));
-  gw_shm_alloc_init(&s->alloc, s, hdr + (size_t)nb * 4, size);
+  if (gw_shm_table_init(&s->t, s, sizeof(*s), size, 1024) != 0) return NULL;
   s->magic = MAGIC;
   return s;
 }
@@ -418,8 +402,8 @@ static gw_cache_handle_t *lookup(gw_cache_store_t *s, const uint8_t *hash, const
     unlock(s);
     return NULL;
   }
-  gw_shm_list_unlink(s, &s->lru, off);
-  gw_shm_list_push_head(s, &s->lru, off);
+  gw_shm_list_unlink(s, &s->t.lru, off);
+  gw_shm_list_push_head(s, &s->t.lru, off);
   entry_t *e = ENTRY(s, off);
   size_t tail = entry_tail(e);
   gw_cache_handle_t *h = malloc(sizeof(*h) + tail);
@@ -594,8 +578,8 @@ gw_cache_writer_t *gw_cache_store_begin(gw_cache_store_t *s, const char *key, si
   size_t fixed = sizeof(entry_t) + hlen; /* an upper bound of the entry without a body */
   uint64_t limit;
   if (s->path[0]) limit = s->max_size ? (s->max_size > hlen ? s->max_size - hlen : 0) : UINT64_MAX;
-  else limit = gw_shm_alloc_max(&s->alloc) > fixed ? gw_shm_alloc_max(&s->alloc) - fixed : 0;
-  if (fixed > gw_shm_alloc_max(&s->alloc) || (expected_len >= 0 && (uint64_t)expected_len > limit)) {
+  else limit = gw_shm_alloc_max(&s->t.alloc) > fixed ? gw_shm_alloc_max(&s->t.alloc) - fixed : 0;
+  if (fixed > gw_shm_alloc_max(&s->t.alloc) || (expected_len >= 0 && (uint64_t)expected_len > limit)) {
     __atomic_fetch_add(&s->store_failures, 1, __ATOMIC_RELAXED);
     return NULL;
   }
@@ -765,7 +749,7 @@ int gw_cache_writer_commit(gw_cache_writer_t *w)
   int rc = -1;
   if (!w->failed) {
     size_t need = sizeof(entry_t) + w->h.header_len + w->blen;
-    if (w->fd < 0 && need > gw_shm_alloc_max(&s->alloc) && s->path[0]) spill(w);
+    if (w->fd < 0 && need > gw_shm_alloc_max(&s->t.alloc) && s->path[0]) spill(w);
     if (!w->failed) rc = w->fd >= 0 ? commit_file(w) : commit_memory(w);
     if (rc != 0) writer_fail(w, NULL); /* counted once: commit_file logged its cause */
   }
@@ -788,8 +772,8 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
     e->fresh_until_ms = meta->fresh_until_ms;
     e->swr_ms = meta->stale_while_revalidate_ms;
     e->sie_ms = meta->stale_if_error_ms;
-    gw_shm_list_unlink(s, &s->lru, off);
-    gw_shm_list_push_head(s, &s->lru, off);
+    gw_shm_list_unlink(s, &s->t.lru, off);
+    gw_shm_list_push_head(s, &s->t.lru, off);
     if (e->in_file) { /* the loader of the next start sees the new times */
       gw_cache_file_header_t v;
       entry_view(e, &v);
@@ -815,7 +799,7 @@ int gw_cache_store_refresh(gw_cache_store_t *s, const char *key, size_t klen, co
 static long remove_prefix(gw_cache_store_t *s, const char *prefix, size_t len)
 {
   long n = 0;
-  for (uint32_t off = s->lru.head; off;) {
+  for (uint32_t off = s->t.lru.head; off;) {
     entry_t *e = ENTRY(s, off);
     uint32_t next = e->lru.next;
     if (e->klen >= len && memcmp(entry_key(e), prefix, len) == 0) {
@@ -939,8 +923,8 @@ void gw_cache_store_stats(gw_cache_store_t *s, gw_cache_stats_t *out)
   out->purges = s->purges;
   out->bad_files = s->bad_files;
   out->entries = s->count;
-  out->mem_capacity = gw_shm_alloc_capacity(&s->alloc);
-  out->mem_bytes = out->mem_capacity - s->alloc.free_bytes;
+  out->mem_capacity = gw_shm_alloc_capacity(&s->t.alloc);
+  out->mem_bytes = out->mem_capacity - s->t.alloc.free_bytes;
   out->disk_bytes = s->disk_bytes;
   out->max_size = s->max_size;
   unlock(s);

@@ -25,12 +25,7 @@
 
 struct gw_shdict_s {
   uint32_t magic;
-  gw_shm_lock_t lock;
-  uint64_t size;          /* of the whole region */
-  uint32_t nbuckets;      /* a power of two */
-  uint32_t buckets_off;
-  gw_shm_alloc_t alloc;
-  gw_shm_list_t lru;
+  gw_shm_table_t t;
   uint64_t count, evictions, recoveries;
 };
 
@@ -53,7 +48,7 @@ typedef struct {
 
 static uint32_t *buckets(gw_shdict_t *d)
 {
-  return AT(d, d->buckets_off);
+  return gw_shm_table_buckets(&d->t, d);
 }
 
 /* -- the table ------------------------------------------------------------- */
@@ -68,18 +63,18 @@ static uint32_t hash_key(const char *k, size_t len)
 static void entry_remove(gw_shdict_t *d, uint32_t off)
 {
   entry_t *e = ENTRY(d, off);
-  uint32_t *link = &buckets(d)[e->hash & (d->nbuckets - 1)];
+  uint32_t *link = &buckets(d)[e->hash & (d->t.nbuckets - 1)];
   while (*link != off) link = &ENTRY(d, *link)->hnext;
   *link = e->hnext;
-  gw_shm_list_unlink(d, &d->lru, off);
+  gw_shm_list_unlink(d, &d->t.lru, off);
   d->count--;
-  gw_shm_free(&d->alloc, d, off, e->order);
+  gw_shm_free(&d->t.alloc, d, off, e->order);
 }
 
 /* The live entry for k (an expired one is removed on the way), or 0. */
 static uint32_t find(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, int64_t now_ms)
 {
-  for (uint32_t off = buckets(d)[h & (d->nbuckets - 1)]; off; off = ENTRY(d, off)->hnext) {
+  for (uint32_t off = buckets(d)[h & (d->t.nbuckets - 1)]; off; off = ENTRY(d, off)->hnext) {
     entry_t *e = ENTRY(d, off);
     if (e->hash != h || e->klen != klen || memcmp(e + 1, k, klen) != 0) continue;
     if (e->expires_ms && e->expires_ms <= now_ms) {
@@ -93,9 +88,7 @@ static uint32_t find(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, int
 
 static void reset(gw_shdict_t *d)
 {
-  memset(buckets(d), 0, (size_t)d->nbuckets * sizeof(uint32_t));
-  gw_shm_alloc_reset(&d->alloc, d);
-  d->lru.head = d->lru.tail = 0;
+  gw_shm_table_reset(&d->t, d);
   d->count = 0;
 }
 
@@ -104,16 +97,7 @@ gw_shdict_t *gw_shdict_format(void *mem, size_t size)
   if (size < GW_SHDICT_MIN_SIZE || size > ((size_t)1 << 31)) return NULL;
   gw_shdict_t *d = mem;
   memset(d, 0, sizeof(*d));
-  size_t hdr = (sizeof(*d) + 63) & ~(size_t)63;
-  size_t avail = size - hdr;
-  uint32_t nb = 16;
-  while ((size_t)nb * 2 <= avail / 512) nb *= 2;
-  d->nbuckets = nb;
-  d->buckets_off = (uint32_t)hdr;
-  d->size = size;
-  if (gw_shm_lock_init(&d->lock) != 0) return NULL;
-  memset(buckets(d), 0, (size_t)nb * sizeof(uint32_t));
-  gw_shm_alloc_init(&d->alloc, d, hdr + (size_t)nb * 4, size);
+  if (gw_shm_table_init(&d->t, d, sizeof(*d), size, 512) != 0) return NULL;
   d->magic = MAGIC;
   return d;
 }
@@ -121,7 +105,7 @@ gw_shdict_t *gw_shdict_format(void *mem, size_t size)
 /* Takes the lock; a holder that died mid-change leaves the table emptied. */
 static void lock(gw_shdict_t *d)
 {
-  if (gw_shm_lock(&d->lock)) {
+  if (gw_shm_lock(&d->t.lock)) {
     reset(d);
     d->recoveries++;
   }
@@ -129,7 +113,7 @@ static void lock(gw_shdict_t *d)
 
 static void unlock(gw_shdict_t *d)
 {
-  gw_shm_unlock(&d->lock);
+  gw_shm_unlock(&d->t.lock);
 }
 
 #ifdef GW_TEST_HOOKS
@@ -137,7 +121,7 @@ static void unlock(gw_shdict_t *d)
 void gw_shdict_hold_lock(gw_shdict_t *d, int ms)
 {
   lock(d);
-  d->lock.dirty = 0; /* it changes nothing */
+  d->t.lock.dirty = 0; /* it changes nothing */
   struct timespec t = {ms / 1000, (long)(ms % 1000) * 1000000L};
   while (nanosleep(&t, &t) != 0 && errno == EINTR) {
   }
@@ -155,12 +139,12 @@ static int insert(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, const 
                   int64_t now_ms)
 {
   size_t need = sizeof(entry_t) + klen + value_bytes(v);
-  if (klen > GW_SHDICT_MAX_KEY || need > gw_shm_alloc_max(&d->alloc)) return GW_SHDICT_NOMEM;
+  if (klen > GW_SHDICT_MAX_KEY || need > gw_shm_alloc_max(&d->t.alloc)) return GW_SHDICT_NOMEM;
   uint32_t order = gw_shm_order(need);
   uint32_t off;
-  while ((off = gw_shm_alloc(&d->alloc, d, order)) == 0) {
-    if (d->lru.tail == 0) return GW_SHDICT_NOMEM;
-    entry_remove(d, d->lru.tail);
+  while ((off = gw_shm_alloc(&d->t.alloc, d, order)) == 0) {
+    if (d->t.lru.tail == 0) return GW_SHDICT_NOMEM;
+    entry_remove(d, d->t.lru.tail);
     d->evictions++;
   }
   entry_t *e = ENTRY(d, off);
@@ -177,10 +161,10 @@ static int insert(gw_shdict_t *d, const char *k, size_t klen, uint32_t h, const 
     e->vlen = (uint32_t)v->len;
     memcpy((char *)(e + 1) + klen, v->s, v->len);
   }
-  uint32_t *bucket = &buckets(d)[h & (d->nbuckets - 1)];
+  uint32_t *bucket = &buckets(d)[h & (d->t.nbuckets - 1)];
   e->hnext = *bucket;
   *bucket = off;
-  gw_shm_list_push_head(d, &d->lru, off);
+  gw_shm_list_push_head(d, &d->t.lru, off);
   d->count++;
   return 0;
 }
@@ -193,8 +177,8 @@ int gw_shdict_get(gw_shdict_t *d, const char *k, size_t klen, int64_t now_ms, gw
   uint32_t off = find(d, k, klen, h, now_ms);
   if (off) {
     entry_t *e = ENTRY(d, off);
-    gw_shm_list_unlink(d, &d->lru, off);
-    gw_shm_list_push_head(d, &d->lru, off);
+    gw_shm_list_unlink(d, &d->t.lru, off);
+    gw_shm_list_push_head(d, &d->t.lru, off);
     memset(out, 0, sizeof(*out));
     out->type = (gw_shval_type_t)e->type;
     out->i = e->num.i;
@@ -274,8 +258,8 @@ int gw_shdict_incr(gw_shdict_t *d, const char *k, size_t klen, const gw_shval_t 
       e->type = (uint8_t)out->type;
       if (out->type == GW_SHV_INT) e->num.i = out->i;
       else e->num.f = out->f;
-      gw_shm_list_unlink(d, &d->lru, off);
-      gw_shm_list_push_head(d, &d->lru, off);
+      gw_shm_list_unlink(d, &d->t.lru, off);
+      gw_shm_list_push_head(d, &d->t.lru, off);
     }
   } else {
     *out = *init;
@@ -310,7 +294,7 @@ long gw_shdict_keys(gw_shdict_t *d, long limit, int64_t now_ms, char ***keys, si
 {
   lock(d);
   size_t n = 0, bytes = 0;
-  for (uint32_t off = d->lru.head; off && (limit <= 0 || (long)n < limit); off = ENTRY(d, off)->lru.next) {
+  for (uint32_t off = d->t.lru.head; off && (limit <= 0 || (long)n < limit); off = ENTRY(d, off)->lru.next) {
     entry_t *e = ENTRY(d, off);
     if (e->expires_ms && e->expires_ms <= now_ms) continue;
     n++;
@@ -326,7 +310,7 @@ long gw_shdict_keys(gw_shdict_t *d, long limit, int64_t now_ms, char ***keys, si
   }
   char *p = (char *)(k + n + 1);
   size_t i = 0;
-  for (uint32_t off = d->lru.head; off && i < n; off = ENTRY(d, off)->lru.next) {
+  for (uint32_t off = d->t.lru.head; off && i < n; off = ENTRY(d, off)->lru.next) {
     entry_t *e = ENTRY(d, off);
     if (e->expires_ms && e->expires_ms <= now_ms) continue;
     memcpy(p, e + 1, e->klen);
@@ -355,13 +339,13 @@ void gw_shdict_flush_all(gw_shdict_t *d)
 
 size_t gw_shdict_capacity(gw_shdict_t *d)
 {
-  return gw_shm_alloc_capacity(&d->alloc);
+  return gw_shm_alloc_capacity(&d->t.alloc);
 }
 
 size_t gw_shdict_free_space(gw_shdict_t *d)
 {
   lock(d);
-  size_t n = (size_t)d->alloc.free_bytes;
+  size_t n = (size_t)d->t.alloc.free_bytes;
   unlock(d);
   return n;
 }

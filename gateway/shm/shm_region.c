@@ -1,6 +1,7 @@
 /* shm_region.c - the robust lock and the LRU list of shared regions
  * (shm_region.h). */
 #include <errno.h>
+#include <string.h>
 
 #include "shm_region.h"
 
@@ -52,4 +53,26 @@ void gw_shm_list_push_head(void *base, gw_shm_list_t *l, uint32_t off)
   if (l->head) LINK(base, l->head)->prev = off;
   l->head = off;
   if (l->tail == 0) l->tail = off;
+}
+
+int gw_shm_table_init(gw_shm_table_t *t, void *base, size_t header_size, size_t size, size_t bytes_per_bucket)
+{
+  size_t hdr = (header_size + 63) & ~(size_t)63;
+  uint32_t nb = 16;
+  while ((size_t)nb * 2 <= (size - hdr) / bytes_per_bucket) nb *= 2;
+  t->nbuckets = nb;
+  t->buckets_off = (uint32_t)hdr;
+  t->size = size;
+  if (gw_shm_lock_init(&t->lock) != 0) return -1;
+  memset(gw_shm_table_buckets(t, base), 0, (size_t)nb * sizeof(uint32_t));
+  gw_shm_alloc_init(&t->alloc, base, hdr + (size_t)nb * sizeof(uint32_t), size);
+  t->lru.head = t->lru.tail = 0;
+  return 0;
+}
+
+void gw_shm_table_reset(gw_shm_table_t *t, void *base)
+{
+  memset(gw_shm_table_buckets(t, base), 0, (size_t)t->nbuckets * sizeof(uint32_t));
+  gw_shm_alloc_reset(&t->alloc, base);
+  t->lru.head = t->lru.tail = 0;
 }

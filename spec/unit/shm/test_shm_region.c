@@ -1,7 +1,7 @@
 /* test_shm_region.c - shm_region.c: the robust lock tells a locker whether
  * the previous holder died in the middle of a change, and the LRU list of
  * offsets links, unlinks and reorders.
- * unit: shm_region */
+ * unit: shm_region shm_alloc */
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
