@@ -133,14 +133,9 @@ module GatewayBench
 
     def write(rows)
       ok = rows.reject { |r| r[:error] }
-      med = lambda do |name, size, key|
-        xs = ok.select { |r| r[:server] == name && r[:size] == size }.map { |r| r[key] }.compact
-        xs.empty? ? nil : median(xs).to_f.round(1)
-      end
-      load = File.read('/proc/loadavg').split.first(3).join(' ')
+      med = ->(name, size, key) { median_of(ok, key, server: name, size: size) }
       md = +"# bench:cache — cache hits through proxy_pass, gateway `cache:` vs nginx `proxy_cache`, #{@duration} s runs\n\n"
-      md << "#{Time.now.utc.iso8601}, medians of #{@rounds} rounds, server CPU #{@run.server_cpu}, load CPU " \
-            "#{@run.load_cpu}, load average at the end #{load}; 1k: wrk -t1 -c#{@conns}, 1m: wrk -t1 -c#{@big_conns}\n\n"
+      md << "#{@run.conditions(@rounds)}; 1k: wrk -t1 -c#{@conns}, 1m: wrk -t1 -c#{@big_conns}\n\n"
       md << "| server | body | req/s | MB/s | server CPU µs/req | p99 ms | #{Load::FAIL_HEAD} |\n" \
             "|---|---|--:|--:|--:|--:|#{Load::FAIL_ALIGN}|\n"
       CASES.each do |name, size|

@@ -204,6 +204,13 @@ module GatewayBench
       tot.positive? ? busy.to_f / tot : nil
     end
 
+    # The median of key over the rows that match (e.g. server: 'nginx'),
+    # rounded to 0.1; nil when none has it.
+    def median_of(rows, key, **match)
+      m = median(rows.select { |r| match.all? { |k, v| r[k] == v } }.map { |r| r[key] })
+      m&.to_f&.round(1)
+    end
+
     def median(xs)
       xs = xs.compact.sort
       return nil if xs.empty?
@@ -569,6 +576,13 @@ module GatewayBench
       ([srv.pid] + descendants(srv.pid)).each do |pid|
         system('taskset', '-a', '-p', '-c', @load_cpu.to_s, pid.to_s, out: File::NULL)
       end
+    end
+
+    # The line under a table's title: when, how many rounds, the CPUs, the load.
+    def conditions(rounds)
+      load = File.read('/proc/loadavg').split.first(3).join(' ')
+      "#{Time.now.utc.iso8601}, medians of #{rounds} rounds, server CPU #{server_cpu}, load CPU #{load_cpu}, " \
+        "load average at the end #{load}"
     end
 
     # Stops every server but `keep` (the fronts, not their upstream).

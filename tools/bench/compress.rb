@@ -260,14 +260,9 @@ module GatewayBench
 
     def write(rows)
       ok = rows.reject { |r| r[:error] }
-      med = lambda do |name, coding, key|
-        xs = ok.select { |r| r[:server] == name && r[:coding] == coding }.map { |r| r[key] }.compact
-        xs.empty? ? nil : median(xs).round(1)
-      end
-      load = File.read('/proc/loadavg').split.first(3).join(' ')
+      med = ->(name, coding, key) { median_of(ok, key, server: name, coding: coding) }
       md = +"# bench:compress — #{@size} B JSON through proxy_pass, compressed on the fly, wrk -t1 -c#{@conns}, #{@duration} s\n\n"
-      md << "#{Time.now.utc.iso8601}, medians of #{@rounds} rounds, server CPU #{@run.server_cpu}, load CPU " \
-            "#{@run.load_cpu}, load average at the end #{load}\n\n"
+      md << "#{@run.conditions(@rounds)}\n\n"
       md << "req/s and CPU per request count 2xx answers only; #{Load::FAIL_HEAD} summed over the rounds, a row with any " \
             "marked ⚠ (docs/bench.md).\n\n"
       md << "| server | coding | req/s | server CPU µs/req | user + sys µs/req | p99 ms | #{Load::FAIL_HEAD} |\n" \
